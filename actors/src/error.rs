@@ -1,0 +1,130 @@
+//! The one error type of the runtime: every failure says which operation failed and why, and a
+//! PJRT failure keeps the plugin's code, its message and the C function that returned it.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// A PJRT status code, as the plugin reported it (`PJRT_Error_Code`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PjrtCode {
+    Cancelled,
+    Unknown,
+    InvalidArgument,
+    DeadlineExceeded,
+    NotFound,
+    AlreadyExists,
+    PermissionDenied,
+    ResourceExhausted,
+    FailedPrecondition,
+    Aborted,
+    OutOfRange,
+    Unimplemented,
+    Internal,
+    Unavailable,
+    DataLoss,
+    Unauthenticated,
+    /// A code this build does not know, kept verbatim.
+    Other(u32),
+}
+
+impl PjrtCode {
+    pub(crate) fn from_raw(code: u32) -> Self {
+        match code {
+            1 => Self::Cancelled,
+            2 => Self::Unknown,
+            3 => Self::InvalidArgument,
+            4 => Self::DeadlineExceeded,
+            5 => Self::NotFound,
+            6 => Self::AlreadyExists,
+            7 => Self::PermissionDenied,
+            8 => Self::ResourceExhausted,
+            9 => Self::FailedPrecondition,
+            10 => Self::Aborted,
+            11 => Self::OutOfRange,
+            12 => Self::Unimplemented,
+            13 => Self::Internal,
+            14 => Self::Unavailable,
+            15 => Self::DataLoss,
+            16 => Self::Unauthenticated,
+            other => Self::Other(other),
+        }
+    }
+}
+
+impl fmt::Display for PjrtCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Other(code) => write!(f, "code {code}"),
+            known => write!(f, "{}", format!("{known:?}").to_uppercase()),
+        }
+    }
+}
+
+/// Why a PJRT plugin could not be loaded; each case is its own variant so callers can tell a
+/// typo in a path from a broken install.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum PluginError {
+    #[error("no PJRT plugin file at {path}")]
+    NotFound { path: PathBuf },
+    #[error(
+        "no PJRT plugin was found; looked at: {searched} (run scripts/bootstrap, or set PJRT_PLUGIN_PATH)"
+    )]
+    NoneDiscovered { searched: String },
+    #[error("{path} is not a PJRT plugin: {reason}")]
+    NotAPlugin { path: PathBuf, reason: String },
+    #[error("PJRT plugin {path} failed to initialise: {reason}")]
+    InitFailed { path: PathBuf, reason: String },
+    #[error(
+        "PJRT plugin {path} speaks PJRT C API {major}.{minor}, but this build supports major 0, minor {min_minor} or newer"
+    )]
+    AbiMismatch {
+        path: PathBuf,
+        major: i32,
+        minor: i32,
+        min_minor: i32,
+    },
+}
+
+/// Every error the runtime returns.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    /// The plugin returned an error from a C API function.
+    #[error("{function} failed with {code}: {message}")]
+    Pjrt {
+        function: &'static str,
+        code: PjrtCode,
+        message: String,
+    },
+    /// The plugin does not offer this function or extension.
+    #[error("{what} is not supported by this plugin{hint}")]
+    Unsupported { what: &'static str, hint: String },
+    /// A create option has a value the plugin would abort on, or is otherwise unusable.
+    #[error("invalid client option `{name}`: {reason}")]
+    InvalidOption { name: String, reason: String },
+    /// A lookup by id found nothing.
+    #[error("no {what} with {key}")]
+    NotFound { what: &'static str, key: String },
+    /// The client's actors have shut down; nothing more can be done with this handle.
+    #[error("the client has shut down")]
+    ShutDown,
+    /// An actor's handler panicked while serving the request; the actor was restarted.
+    #[error("request cancelled: {0}")]
+    Cancelled(String),
+}
+
+impl Error {
+    /// The PJRT code, where the error came from the plugin.
+    pub fn pjrt_code(&self) -> Option<PjrtCode> {
+        match self {
+            Error::Pjrt { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,15 @@
+//! The actors of pjrt-actors and the one module (`pjrt`) that talks to the PJRT C API.
+//! The public crate `pjrt-actors` wraps these in cheap handles; nothing here is user-facing API.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod actors;
+pub mod error;
+pub mod open;
+pub mod pjrt;
+pub mod runtime;
+
+pub use error::{Error, PjrtCode, PluginError, Result};
+pub use open::{
+    ClientConfig, ClientParts, ClientSnapshot, DeviceSnapshot, MemorySnapshot, open_client,
+};

@@ -1,0 +1,260 @@
+//! Opening a client: validate the create options, load the plugin, create the PJRT client, take
+//! the snapshot of its immutable facts, and start its actors on a runtime of their own.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use actix::{Actor, Addr};
+
+use crate::actors::client::ClientActor;
+use crate::actors::device::DeviceActor;
+use crate::actors::memory_space::MemorySpaceActor;
+use crate::error::{Error, Result};
+use crate::pjrt::{NamedValue, PjrtClient, PjrtDevice, PjrtMemory, Plugin};
+use crate::runtime::{Runtime, new_arbiter};
+
+/// How to open a client.
+#[derive(Debug, Clone, Default)]
+pub struct ClientConfig {
+    /// An explicit plugin file; `None` runs discovery.
+    pub plugin_path: Option<PathBuf>,
+    /// Plugin create options, validated before the plugin sees them.
+    pub options: Vec<(String, NamedValue)>,
+}
+
+/// Create options we know the type of. A value of the wrong type makes a plugin throw a C++
+/// exception through the C API, which aborts the process, so these are checked first.
+const KNOWN_OPTIONS: &[(&str, &str)] = &[
+    ("cpu_device_count", "int64"),
+    ("platform_name", "string"),
+    ("allocator", "string"),
+    ("memory_fraction", "float"),
+    ("preallocate", "bool"),
+    ("collective_memory_size", "int64"),
+    ("visible_devices", "int64 list"),
+    ("node_id", "int64"),
+    ("num_nodes", "int64"),
+    ("enable_mock_nccl", "bool"),
+    ("mock_gpu_topology", "string"),
+    ("should_stage_host_to_device_transfers", "bool"),
+    ("abort_collectives_on_failure", "bool"),
+];
+
+/// Checks option names are unique and known options have the type the plugin expects.
+pub fn validate_options(options: &[(String, NamedValue)]) -> Result<()> {
+    for (i, (name, value)) in options.iter().enumerate() {
+        if options[..i].iter().any(|(n, _)| n == name) {
+            return Err(Error::InvalidOption {
+                name: name.clone(),
+                reason: "given more than once".into(),
+            });
+        }
+        match KNOWN_OPTIONS.iter().find(|(n, _)| *n == name) {
+            Some((_, expected)) if *expected != value.type_name() => {
+                return Err(Error::InvalidOption {
+                    name: name.clone(),
+                    reason: format!("expected a {expected} value, got a {}", value.type_name()),
+                });
+            }
+            Some(_) => {}
+            None => {
+                tracing::warn!(option = %name, "create option unknown to pjrt-actors; passed through")
+            }
+        }
+        if name == "cpu_device_count" {
+            if let NamedValue::Int64(n) = value {
+                if !(1..=4096).contains(n) {
+                    return Err(Error::InvalidOption {
+                        name: name.clone(),
+                        reason: format!("must be between 1 and 4096, got {n}"),
+                    });
+                }
+            }
+        }
+        if name == "memory_fraction" {
+            if let NamedValue::Float(f) = value {
+                if !(*f > 0.0 && *f <= 1.0) {
+                    return Err(Error::InvalidOption {
+                        name: name.clone(),
+                        reason: format!("must be in (0, 1], got {f}"),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The immutable facts of one device, read once at open.
+#[derive(Debug, Clone)]
+pub struct DeviceSnapshot {
+    pub id: i32,
+    pub process_index: i32,
+    pub kind: String,
+    pub debug_string: String,
+    pub display_string: String,
+    pub attributes: Vec<(String, NamedValue)>,
+    pub is_addressable: bool,
+    pub local_hardware_id: Option<i32>,
+    /// Indices into `ClientSnapshot::memories`.
+    pub memories: Vec<usize>,
+    pub default_memory: Option<usize>,
+}
+
+/// The immutable facts of one memory space, read once at open.
+#[derive(Debug, Clone)]
+pub struct MemorySnapshot {
+    pub id: i32,
+    pub kind: String,
+    pub kind_id: i32,
+    pub debug_string: String,
+    pub display_string: String,
+    /// Indices into `ClientSnapshot::devices`.
+    pub devices: Vec<usize>,
+}
+
+/// The immutable facts of a client, read once at open and shared by every handle.
+#[derive(Debug, Clone)]
+pub struct ClientSnapshot {
+    pub plugin_path: PathBuf,
+    pub plugin_api_version: (i32, i32),
+    pub plugin_attributes: Vec<(String, NamedValue)>,
+    pub platform_name: String,
+    pub platform_version: String,
+    pub process_index: i32,
+    pub devices: Vec<DeviceSnapshot>,
+    pub memories: Vec<MemorySnapshot>,
+}
+
+/// A started client: its runtime, the PJRT objects, the snapshot and every actor's address.
+/// Device `i` of the snapshot is `devices[i]` here, and likewise for memories.
+pub struct ClientParts {
+    pub runtime: Runtime,
+    pub pjrt: PjrtClient,
+    pub pjrt_devices: Vec<PjrtDevice>,
+    pub pjrt_memories: Vec<PjrtMemory>,
+    pub snapshot: Arc<ClientSnapshot>,
+    pub client: Addr<ClientActor>,
+    pub devices: Vec<Option<Addr<DeviceActor>>>,
+    pub memories: Vec<Addr<MemorySpaceActor>>,
+}
+
+fn snapshot(pjrt: &PjrtClient) -> Result<(ClientSnapshot, Vec<PjrtDevice>, Vec<PjrtMemory>)> {
+    let devices = pjrt.devices()?;
+    let memories = pjrt.addressable_memories()?;
+    let index_of_memory = |m: &PjrtMemory| memories.iter().position(|x| x == m);
+    let index_of_device = |d: &PjrtDevice| devices.iter().position(|x| x == d);
+    let mut device_snaps = Vec::with_capacity(devices.len());
+    for device in &devices {
+        let desc = device.description()?;
+        let is_addressable = device.is_addressable()?;
+        let (local_hardware_id, memory_idx, default_memory) = if is_addressable {
+            let mems = device.memories()?;
+            let default = device.default_memory().ok();
+            (
+                Some(device.local_hardware_id()?),
+                mems.iter().filter_map(index_of_memory).collect(),
+                default.as_ref().and_then(index_of_memory),
+            )
+        } else {
+            (None, Vec::new(), None)
+        };
+        device_snaps.push(DeviceSnapshot {
+            id: desc.id,
+            process_index: desc.process_index,
+            kind: desc.kind,
+            debug_string: desc.debug_string,
+            display_string: desc.display_string,
+            attributes: desc.attributes,
+            is_addressable,
+            local_hardware_id,
+            memories: memory_idx,
+            default_memory,
+        });
+    }
+    let mut memory_snaps = Vec::with_capacity(memories.len());
+    for memory in &memories {
+        let desc = memory.description()?;
+        memory_snaps.push(MemorySnapshot {
+            id: desc.id,
+            kind: desc.kind,
+            kind_id: desc.kind_id,
+            debug_string: desc.debug_string,
+            display_string: desc.display_string,
+            devices: memory
+                .devices()?
+                .iter()
+                .filter_map(index_of_device)
+                .collect(),
+        });
+    }
+    let plugin = pjrt.plugin();
+    Ok((
+        ClientSnapshot {
+            plugin_path: plugin.path().to_owned(),
+            plugin_api_version: plugin.api_version(),
+            plugin_attributes: plugin.attributes().to_vec(),
+            platform_name: pjrt.platform_name()?,
+            platform_version: pjrt.platform_version()?,
+            process_index: pjrt.process_index()?,
+            devices: device_snaps,
+            memories: memory_snaps,
+        },
+        devices,
+        memories,
+    ))
+}
+
+/// Opens a client: everything that can fail with a typed error happens before a thread starts.
+pub fn open_client(config: ClientConfig) -> Result<ClientParts> {
+    validate_options(&config.options)?;
+    let plugin = match &config.plugin_path {
+        Some(path) => Plugin::load(path)?,
+        None => Plugin::discover()?,
+    };
+    let pjrt = PjrtClient::create(plugin, &config.options)?;
+    let (snap, pjrt_devices, pjrt_memories) = snapshot(&pjrt)?;
+
+    let for_actors = (
+        pjrt.clone(),
+        pjrt_devices.clone(),
+        pjrt_memories.clone(),
+        snap.clone(),
+    );
+    let (runtime, (client, devices, memories)) = Runtime::start("pjrt-actors", move || {
+        let (pjrt, pjrt_devices, pjrt_memories, snap) = for_actors;
+        let client = ClientActor::new(pjrt).start();
+        let mut arbiters = Vec::new();
+        let devices = pjrt_devices
+            .into_iter()
+            .zip(&snap.devices)
+            .map(|(device, s)| {
+                // Non-addressable devices have no work to serve here.
+                s.is_addressable.then(|| {
+                    let arbiter = new_arbiter();
+                    let id = s.id;
+                    let addr = DeviceActor::start_in_arbiter(&arbiter.handle(), move |_| {
+                        DeviceActor::new(device, id)
+                    });
+                    arbiters.push(arbiter);
+                    addr
+                })
+            })
+            .collect::<Vec<_>>();
+        let memories = pjrt_memories
+            .into_iter()
+            .map(|m| MemorySpaceActor::new(m).start())
+            .collect::<Vec<_>>();
+        ((client, devices, memories), arbiters)
+    })?;
+    Ok(ClientParts {
+        runtime,
+        pjrt,
+        pjrt_devices,
+        pjrt_memories,
+        snapshot: Arc::new(snap),
+        client,
+        devices,
+        memories,
+    })
+}

@@ -1,0 +1,330 @@
+//! Loading a PJRT plugin: discovery, the version check, initialisation, and turning a returned
+//! `PJRT_Error*` into our `Error`. A plugin is loaded once per process and never unloaded, since
+//! unloading the CPU plugin segfaults in its exit handlers.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use pjrt_sys as sys;
+
+use super::abi::{self, Api};
+use super::values::{NamedValue, read_named_values};
+use crate::error::{Error, PjrtCode, PluginError, Result};
+
+/// The environment variable that names a plugin file.
+pub const PLUGIN_PATH_ENV: &str = "PJRT_PLUGIN_PATH";
+
+/// Where `scripts/bootstrap` installs the CPU plugin, relative to the workspace root.
+const BOOTSTRAP_PLUGIN: &str = ".pjrt/xla_cpu_pjrt/xla_cpu_pjrt.so";
+
+/// A loaded, initialised PJRT plugin. Lives for the rest of the process.
+pub struct Plugin {
+    api: &'static Api,
+    path: PathBuf,
+    major: i32,
+    minor: i32,
+    attributes: Vec<(String, NamedValue)>,
+}
+
+// SAFETY: the PJRT API table is immutable after `GetPjrtApi` and its functions are thread-safe
+// by the PJRT contract; `Plugin` holds nothing else that is not Send + Sync.
+unsafe impl Send for Plugin {}
+// SAFETY: as above.
+unsafe impl Sync for Plugin {}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("path", &self.path)
+            .field("version", &(self.major, self.minor))
+            .finish()
+    }
+}
+
+fn registry() -> &'static Mutex<HashMap<PathBuf, Arc<Plugin>>> {
+    static LOADED: OnceLock<Mutex<HashMap<PathBuf, Arc<Plugin>>>> = OnceLock::new();
+    LOADED.get_or_init(Default::default)
+}
+
+/// The places searched, in order, when no explicit path is given.
+pub fn discovery_candidates() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(path) = std::env::var_os(PLUGIN_PATH_ENV) {
+        out.push(PathBuf::from(path));
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    out.push(workspace.join(BOOTSTRAP_PLUGIN));
+    for site in python_site_packages() {
+        if let Ok(entries) = std::fs::read_dir(site.join("xla_plugins")) {
+            let mut found: Vec<PathBuf> = entries
+                .flatten()
+                .filter(|e| e.path().is_dir())
+                .flat_map(|e| std::fs::read_dir(e.path()).into_iter().flatten().flatten())
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "so"))
+                .collect();
+            found.sort();
+            out.extend(found);
+        }
+    }
+    out
+}
+
+fn python_site_packages() -> Vec<PathBuf> {
+    let output = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import site,sys; print('\\n'.join(site.getsitepackages()+[site.getusersitepackages()]))",
+        ])
+        .stderr(std::process::Stdio::null())
+        .output();
+    match output {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(PathBuf::from)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+impl Plugin {
+    /// Loads the plugin at `path`, or returns the one this process already loaded from there.
+    pub fn load(path: &Path) -> Result<Arc<Plugin>> {
+        if !path.is_file() {
+            return Err(PluginError::NotFound {
+                path: path.to_owned(),
+            }
+            .into());
+        }
+        let key = path.canonicalize().unwrap_or_else(|_| path.to_owned());
+        let mut loaded = registry().lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(plugin) = loaded.get(&key) {
+            return Ok(plugin.clone());
+        }
+        let plugin = Arc::new(Self::open(&key)?);
+        loaded.insert(key, plugin.clone());
+        Ok(plugin)
+    }
+
+    /// Finds a plugin in the documented order: env `PJRT_PLUGIN_PATH`, the bootstrap folder,
+    /// `xla_plugins/*/` in Python's site-packages.
+    pub fn discover() -> Result<Arc<Plugin>> {
+        let candidates = discovery_candidates();
+        // An explicit env var is a promise: if it names nothing, say so rather than fall back.
+        if let Some(env_path) = std::env::var_os(PLUGIN_PATH_ENV) {
+            return Self::load(Path::new(&env_path));
+        }
+        for candidate in &candidates {
+            if candidate.is_file() {
+                return Self::load(candidate);
+            }
+        }
+        let searched = candidates
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        Err(PluginError::NoneDiscovered { searched }.into())
+    }
+
+    fn open(path: &Path) -> Result<Plugin> {
+        let not_a_plugin = |reason: String| PluginError::NotAPlugin {
+            path: path.to_owned(),
+            reason,
+        };
+        // SAFETY: loading a shared object runs its initialisers; that is what loading a plugin
+        // means, and the caller named this file as a plugin.
+        let library = unsafe { libloading::Library::new(path) }
+            .map_err(|e| not_a_plugin(format!("cannot be loaded as a shared object ({e})")))?;
+        type GetPjrtApi = unsafe extern "C" fn() -> *const Api;
+        // SAFETY: `GetPjrtApi` is the PJRT plugin entry point with this exact signature.
+        let get_api = unsafe { library.get::<GetPjrtApi>(b"GetPjrtApi\0") }
+            .map_err(|_| not_a_plugin("it exports no `GetPjrtApi` symbol".into()))?;
+        // SAFETY: the entry point takes no arguments and returns a pointer to a static table.
+        let api_ptr = unsafe { get_api() };
+        // Never unload: the plugin's exit handlers crash if it is gone before exit.
+        std::mem::forget(library);
+        if api_ptr.is_null() {
+            return Err(PluginError::InitFailed {
+                path: path.to_owned(),
+                reason: "GetPjrtApi returned null".into(),
+            }
+            .into());
+        }
+        // SAFETY: non-null, and the plugin keeps the table alive for the life of the process
+        // (the library is never unloaded). We read only `base` until its size is checked.
+        let api: &'static Api = unsafe { &*api_ptr };
+        let major = api.base.pjrt_api_version.major_version;
+        let minor = api.base.pjrt_api_version.minor_version;
+        if major != 0 || minor < abi::MIN_MINOR {
+            return Err(PluginError::AbiMismatch {
+                path: path.to_owned(),
+                major,
+                minor,
+                min_minor: abi::MIN_MINOR,
+            }
+            .into());
+        }
+        let mut plugin = Plugin {
+            api,
+            path: path.to_owned(),
+            major,
+            minor,
+            attributes: Vec::new(),
+        };
+        let init_failed = |e: Error| PluginError::InitFailed {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        };
+        let mut init = sys::PJRT_Plugin_Initialize_Args {
+            struct_size: size_of::<sys::PJRT_Plugin_Initialize_Args>(),
+            ..Default::default()
+        };
+        plugin
+            .call(
+                "PJRT_Plugin_Initialize",
+                api.base.PJRT_Plugin_Initialize,
+                &mut init,
+            )
+            .map_err(init_failed)?;
+        let mut attrs = abi::Plugin_Attributes_Args {
+            struct_size: size_of::<abi::Plugin_Attributes_Args>(),
+            extension_start: std::ptr::null_mut(),
+            attributes: std::ptr::null(),
+            num_attributes: 0,
+        };
+        // SAFETY: the 0.81 args layout is at least as large as any plugin of minor >= 54 expects.
+        let f = api.base.PJRT_Plugin_Attributes.map(|f| unsafe {
+            std::mem::transmute::<
+                unsafe extern "C" fn(*mut sys::PJRT_Plugin_Attributes_Args) -> *mut sys::PJRT_Error,
+                unsafe extern "C" fn(*mut abi::Plugin_Attributes_Args) -> *mut sys::PJRT_Error,
+            >(f)
+        });
+        plugin
+            .call("PJRT_Plugin_Attributes", f, &mut attrs)
+            .map_err(init_failed)?;
+        // SAFETY: the plugin returned `num_attributes` values that live as long as the plugin.
+        plugin.attributes = unsafe { read_named_values(attrs.attributes, attrs.num_attributes) };
+        Ok(plugin)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The plugin's PJRT C API version as (major, minor).
+    pub fn api_version(&self) -> (i32, i32) {
+        (self.major, self.minor)
+    }
+
+    /// Plugin attributes such as `xla_version` and the StableHLO versions it accepts.
+    pub fn attributes(&self) -> &[(String, NamedValue)] {
+        &self.attributes
+    }
+
+    pub(crate) fn api(&self) -> &'static Api {
+        self.api
+    }
+
+    /// Whether the plugin's function table reaches the 0.81 slot at `offset`.
+    pub(crate) fn has_slot(&self, offset: usize) -> bool {
+        self.api.base.struct_size > offset
+    }
+
+    /// Calls one PJRT function with its args struct, turning a returned error into `Error::Pjrt`.
+    pub(crate) fn call<A>(
+        &self,
+        function: &'static str,
+        f: Option<unsafe extern "C" fn(*mut A) -> *mut sys::PJRT_Error>,
+        args: &mut A,
+    ) -> Result<()> {
+        let Some(f) = f else {
+            return Err(Error::Unsupported {
+                what: function,
+                hint: String::new(),
+            });
+        };
+        // SAFETY: `args` is a properly sized, initialised args struct for `f` (each call site
+        // fills `struct_size` from our 0.81 layouts), and lives across the call.
+        let err = unsafe { f(args) };
+        self.check(function, err, size_of::<A>(), std::any::type_name::<A>())
+    }
+
+    /// Reads and destroys a `PJRT_Error`. Also names the args struct when a plugin newer than our
+    /// layouts rejects its size, so the user learns why rather than just that.
+    pub(crate) fn check(
+        &self,
+        function: &'static str,
+        err: *mut sys::PJRT_Error,
+        args_size: usize,
+        args_type: &str,
+    ) -> Result<()> {
+        if err.is_null() {
+            return Ok(());
+        }
+        let base = &self.api.base;
+        let mut msg = sys::PJRT_Error_Message_Args {
+            struct_size: size_of::<sys::PJRT_Error_Message_Args>(),
+            error: err,
+            ..Default::default()
+        };
+        let mut code = sys::PJRT_Error_GetCode_Args {
+            struct_size: size_of::<sys::PJRT_Error_GetCode_Args>(),
+            error: err,
+            ..Default::default()
+        };
+        // SAFETY: `err` is a live error the plugin just returned; these three functions are
+        // always present (slots of every version) and we destroy `err` exactly once, last.
+        let (mut message, code) = unsafe {
+            if let Some(f) = base.PJRT_Error_Message {
+                f(&mut msg);
+            }
+            let message = if msg.message.is_null() {
+                String::new()
+            } else {
+                let bytes = std::slice::from_raw_parts(msg.message as *const u8, msg.message_size);
+                String::from_utf8_lossy(bytes).into_owned()
+            };
+            let code = match base.PJRT_Error_GetCode {
+                Some(f) if f(&mut code).is_null() => PjrtCode::from_raw(code.code),
+                _ => PjrtCode::Unknown,
+            };
+            if let Some(f) = base.PJRT_Error_Destroy {
+                let mut destroy = sys::PJRT_Error_Destroy_Args {
+                    struct_size: size_of::<sys::PJRT_Error_Destroy_Args>(),
+                    error: err,
+                    ..Default::default()
+                };
+                f(&mut destroy);
+            }
+            (message, code)
+        };
+        if self.minor > abi::LAYOUT_MINOR && message.contains("struct_size") {
+            let short = args_type.rsplit("::").next().unwrap_or(args_type);
+            message.push_str(&format!(
+                " [the plugin speaks PJRT 0.{}, newer than this build's 0.{} layouts; we sent {short} of {args_size} bytes]",
+                self.minor,
+                abi::LAYOUT_MINOR
+            ));
+        }
+        Err(Error::Pjrt {
+            function,
+            code,
+            message,
+        })
+    }
+}
+
+/// Reads a plugin-owned string of known length.
+///
+/// # Safety
+/// `ptr` must point at `len` readable bytes (or be null).
+pub(crate) unsafe fn plugin_str(ptr: *const std::os::raw::c_char, len: usize) -> String {
+    if ptr.is_null() {
+        return String::new();
+    }
+    // SAFETY: guaranteed by the caller.
+    let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+    String::from_utf8_lossy(bytes).into_owned()
+}

@@ -1,0 +1,311 @@
+//! The `Client` handle and its builder: the entry point, mirroring jaxlib's `Client` (platform,
+//! devices, topology), over the client actor and an immutable snapshot taken at open.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use actix::dev::ToEnvelope;
+use actix::{Actor, Addr, Handler, Message};
+use pjrt_actors_core::actors::client::{GetTopology, TopologySnapshot};
+use pjrt_actors_core::actors::mailbox_error;
+use pjrt_actors_core::pjrt::{DeviceDescription, NamedValue};
+use pjrt_actors_core::runtime::block_on;
+use pjrt_actors_core::{ClientConfig, ClientParts, ClientSnapshot, Error, Result, open_client};
+
+use crate::device::Device;
+
+/// What every handle of one client shares. Dropping the last one stops the actors.
+pub(crate) struct Shared {
+    pub(crate) parts: ClientParts,
+}
+
+impl Shared {
+    pub(crate) fn snapshot(&self) -> &ClientSnapshot {
+        &self.parts.snapshot
+    }
+}
+
+/// Sends `msg` to an actor and waits for the answer on the calling thread.
+pub(crate) fn ask<A, M, T>(addr: &Addr<A>, msg: M) -> Result<T>
+where
+    A: Actor + Handler<M>,
+    A::Context: ToEnvelope<A, M>,
+    M: Message<Result = Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    block_on(addr.send(msg))?.map_err(mailbox_error)?
+}
+
+/// Sends `msg` to an actor and awaits the answer.
+pub(crate) async fn ask_async<A, M, T>(addr: &Addr<A>, msg: M) -> Result<T>
+where
+    A: Actor + Handler<M>,
+    A::Context: ToEnvelope<A, M>,
+    M: Message<Result = Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    addr.send(msg).await.map_err(mailbox_error)?
+}
+
+/// Options for opening a [`Client`].
+#[derive(Debug, Clone, Default)]
+pub struct ClientBuilder {
+    config: ClientConfig,
+}
+
+impl ClientBuilder {
+    /// Loads the plugin from this file instead of discovering one. Discovery order otherwise:
+    /// env `PJRT_PLUGIN_PATH`, the folder `scripts/bootstrap` installs to, then
+    /// `xla_plugins/*/` in Python's site-packages.
+    pub fn plugin_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config.plugin_path = Some(path.into());
+        self
+    }
+
+    /// A plugin create option. Known options are type-checked at `open`, since a wrongly typed
+    /// value aborts the CPU plugin; a repeated name is rejected.
+    pub fn option(mut self, name: impl Into<String>, value: NamedValue) -> Self {
+        self.config.options.push((name.into(), value));
+        self
+    }
+
+    /// The number of CPU devices the CPU plugin creates (its `cpu_device_count`; 4 by default).
+    pub fn cpu_device_count(self, n: i64) -> Self {
+        self.option("cpu_device_count", NamedValue::Int64(n))
+    }
+
+    /// Loads the plugin, creates the client and starts its actors.
+    pub fn open(self) -> Result<Client> {
+        let parts = open_client(self.config)?;
+        Ok(Client {
+            shared: Arc::new(Shared { parts }),
+        })
+    }
+
+    /// The async form of [`open`](Self::open): the plugin work runs on a helper thread.
+    pub async fn open_async(self) -> Result<Client> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("pjrt-actors-open".into())
+            .spawn(move || {
+                let _ = tx.send(self.open());
+            })
+            .map_err(|e| Error::Cancelled(format!("cannot start the open thread: {e}")))?;
+        rx.await
+            .map_err(|_| Error::Cancelled("open was abandoned".into()))?
+    }
+}
+
+/// A client of one PJRT plugin: cheap to clone, `Send + Sync`, usable from any thread.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("platform", &self.raw_platform_name())
+            .field("devices", &self.device_count())
+            .finish()
+    }
+}
+
+impl PartialEq for Client {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+}
+impl Eq for Client {}
+
+/// A topology description: the devices a compile can target, and its serialized bytes.
+#[derive(Debug, Clone)]
+pub struct TopologyDescription {
+    pub platform_name: String,
+    pub platform_version: String,
+    pub device_descriptions: Vec<DeviceDescription>,
+    pub attributes: Vec<(String, NamedValue)>,
+    /// The plugin's serialization of the topology.
+    pub serialized: Vec<u8>,
+}
+
+impl From<TopologySnapshot> for TopologyDescription {
+    fn from(t: TopologySnapshot) -> Self {
+        TopologyDescription {
+            platform_name: t.platform_name,
+            platform_version: t.platform_version,
+            device_descriptions: t.devices,
+            attributes: t.attributes,
+            serialized: t.serialized,
+        }
+    }
+}
+
+impl Client {
+    /// Starts building a client.
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    /// Opens a client on the discovered plugin with default options.
+    pub fn open() -> Result<Client> {
+        Self::builder().open()
+    }
+
+    fn snap(&self) -> &ClientSnapshot {
+        self.shared.snapshot()
+    }
+
+    /// The platform, with GPU platforms folded into `"gpu"` as jaxlib does.
+    pub fn platform(&self) -> &str {
+        match self.snap().platform_name.as_str() {
+            "cuda" | "rocm" => "gpu",
+            other => other,
+        }
+    }
+
+    /// The platform name exactly as the plugin reports it.
+    pub fn raw_platform_name(&self) -> &str {
+        &self.snap().platform_name
+    }
+
+    pub fn platform_version(&self) -> &str {
+        &self.snap().platform_version
+    }
+
+    /// The kind of runtime underneath: always the PJRT C API here.
+    pub fn runtime_type(&self) -> &'static str {
+        "pjrt_c_api"
+    }
+
+    /// The plugin's PJRT C API version, (major, minor).
+    pub fn plugin_api_version(&self) -> (i32, i32) {
+        self.snap().plugin_api_version
+    }
+
+    /// The file the plugin was loaded from.
+    pub fn plugin_path(&self) -> &std::path::Path {
+        &self.snap().plugin_path
+    }
+
+    /// Plugin attributes: `xla_version`, `stablehlo_current_version`,
+    /// `stablehlo_minimum_version` and whatever else the plugin reports.
+    pub fn plugin_attributes(&self) -> &[(String, NamedValue)] {
+        &self.snap().plugin_attributes
+    }
+
+    /// One plugin attribute by name.
+    pub fn plugin_attribute(&self, name: &str) -> Option<&NamedValue> {
+        self.plugin_attributes()
+            .iter()
+            .find_map(|(k, v)| (k == name).then_some(v))
+    }
+
+    /// Client attributes: the plugin's, then its API version and the platform, as named values.
+    pub fn attributes(&self) -> Vec<(String, NamedValue)> {
+        let (major, minor) = self.plugin_api_version();
+        let mut out = self.plugin_attributes().to_vec();
+        out.push((
+            "pjrt_c_api_major_version".into(),
+            NamedValue::Int64(major.into()),
+        ));
+        out.push((
+            "pjrt_c_api_minor_version".into(),
+            NamedValue::Int64(minor.into()),
+        ));
+        out.push((
+            "platform_name".into(),
+            NamedValue::String(self.raw_platform_name().into()),
+        ));
+        out.push((
+            "platform_version".into(),
+            NamedValue::String(self.platform_version().into()),
+        ));
+        out
+    }
+
+    pub fn process_index(&self) -> i32 {
+        self.snap().process_index
+    }
+
+    /// Number of devices in the client, addressable or not.
+    pub fn device_count(&self) -> usize {
+        self.snap().devices.len()
+    }
+
+    /// Number of devices this process can address.
+    pub fn local_device_count(&self) -> usize {
+        self.snap()
+            .devices
+            .iter()
+            .filter(|d| d.is_addressable)
+            .count()
+    }
+
+    fn device(&self, index: usize) -> Device {
+        Device::new(self.shared.clone(), index)
+    }
+
+    /// Every device of the client.
+    pub fn devices(&self) -> Vec<Device> {
+        (0..self.device_count()).map(|i| self.device(i)).collect()
+    }
+
+    /// The devices this process can address.
+    pub fn local_devices(&self) -> Vec<Device> {
+        self.devices()
+            .into_iter()
+            .filter(|d| d.is_addressable())
+            .collect()
+    }
+
+    /// Every device of every process (one process here: the same as [`devices`](Self::devices)).
+    pub fn all_devices(&self) -> Vec<Device> {
+        self.devices()
+    }
+
+    /// The addressable device with this local hardware id.
+    pub fn device_from_local_hardware_id(&self, local_hardware_id: i32) -> Result<Device> {
+        self.snap()
+            .devices
+            .iter()
+            .position(|d| d.local_hardware_id == Some(local_hardware_id))
+            .map(|i| self.device(i))
+            .ok_or_else(|| Error::NotFound {
+                what: "addressable device",
+                key: format!("local hardware id {local_hardware_id}"),
+            })
+    }
+
+    /// The device with this id.
+    pub fn device_by_id(&self, id: i32) -> Result<Device> {
+        self.snap()
+            .devices
+            .iter()
+            .position(|d| d.id == id)
+            .map(|i| self.device(i))
+            .ok_or_else(|| Error::NotFound {
+                what: "device",
+                key: format!("id {id}"),
+            })
+    }
+
+    fn topology_request() -> GetTopology {
+        GetTopology {
+            span: tracing::Span::current(),
+        }
+    }
+
+    /// The client's topology description, read by the client actor.
+    pub fn topology(&self) -> Result<TopologyDescription> {
+        ask(&self.shared.parts.client, Self::topology_request()).map(Into::into)
+    }
+
+    /// The async form of [`topology`](Self::topology).
+    pub async fn topology_async(&self) -> Result<TopologyDescription> {
+        ask_async(&self.shared.parts.client, Self::topology_request())
+            .await
+            .map(Into::into)
+    }
+}

@@ -1,0 +1,256 @@
+//! `Device` and `MemorySpace` handles: immutable facts come from the client's snapshot, live
+//! state is asked of the device or memory-space actor.
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use pjrt_actors_core::actors::device::GetMemoryStats;
+use pjrt_actors_core::actors::memory_space::DescribeMemory;
+use pjrt_actors_core::open::{DeviceSnapshot, MemorySnapshot};
+use pjrt_actors_core::pjrt::{DeviceMemoryStats, NamedValue};
+use pjrt_actors_core::{Error, Result};
+
+use crate::client::{Client, Shared, ask, ask_async};
+
+/// One device of a client. Keeps its client alive.
+#[derive(Clone)]
+pub struct Device {
+    shared: Arc<Shared>,
+    index: usize,
+}
+
+impl Device {
+    pub(crate) fn new(shared: Arc<Shared>, index: usize) -> Self {
+        Device { shared, index }
+    }
+
+    fn snap(&self) -> &DeviceSnapshot {
+        &self.shared.snapshot().devices[self.index]
+    }
+
+    /// The client this device belongs to.
+    pub fn client(&self) -> Client {
+        Client {
+            shared: self.shared.clone(),
+        }
+    }
+
+    pub fn id(&self) -> i32 {
+        self.snap().id
+    }
+
+    pub fn process_index(&self) -> i32 {
+        self.snap().process_index
+    }
+
+    /// The device kind, e.g. `"cpu"`.
+    pub fn kind(&self) -> &str {
+        &self.snap().kind
+    }
+
+    /// The plugin's debug string (what `repr` shows in JAX).
+    pub fn debug_string(&self) -> &str {
+        &self.snap().debug_string
+    }
+
+    /// The plugin's display string (what `str` shows in JAX).
+    pub fn display_string(&self) -> &str {
+        &self.snap().display_string
+    }
+
+    /// The local hardware id; `None` for a device this process cannot address.
+    pub fn local_hardware_id(&self) -> Option<i32> {
+        self.snap().local_hardware_id
+    }
+
+    pub fn is_addressable(&self) -> bool {
+        self.snap().is_addressable
+    }
+
+    /// Plugin-defined attributes of the device.
+    pub fn attributes(&self) -> &[(String, NamedValue)] {
+        &self.snap().attributes
+    }
+
+    /// The memory spaces this device can address.
+    pub fn memory_spaces(&self) -> Vec<MemorySpace> {
+        self.snap()
+            .memories
+            .iter()
+            .map(|&i| MemorySpace::new(self.shared.clone(), i))
+            .collect()
+    }
+
+    /// The memory space arrays land in when none is named.
+    pub fn default_memory_space(&self) -> Result<MemorySpace> {
+        self.snap()
+            .default_memory
+            .map(|i| MemorySpace::new(self.shared.clone(), i))
+            .ok_or_else(|| Error::NotFound {
+                what: "default memory space",
+                key: format!("device {}", self.id()),
+            })
+    }
+
+    /// The memory space of this device with the given kind (`"device"`, `"pinned_host"`, ...).
+    pub fn memory_space_by_kind(&self, kind: &str) -> Result<MemorySpace> {
+        self.memory_spaces()
+            .into_iter()
+            .find(|m| m.kind() == kind)
+            .ok_or_else(|| Error::NotFound {
+                what: "memory space",
+                key: format!("kind {kind:?} on device {}", self.id()),
+            })
+    }
+
+    fn actor(&self) -> Result<&actix::Addr<pjrt_actors_core::actors::device::DeviceActor>> {
+        self.shared.parts.devices[self.index]
+            .as_ref()
+            .ok_or_else(|| Error::NotFound {
+                what: "addressable device",
+                key: format!("id {}", self.id()),
+            })
+    }
+
+    /// The device allocator's statistics, asked of the device actor; `None` where the plugin
+    /// keeps none (the CPU plugin).
+    pub fn memory_stats(&self) -> Result<Option<DeviceMemoryStats>> {
+        let span = tracing::Span::current();
+        ask(self.actor()?, GetMemoryStats { span })
+    }
+
+    /// The async form of [`memory_stats`](Self::memory_stats).
+    pub async fn memory_stats_async(&self) -> Result<Option<DeviceMemoryStats>> {
+        let span = tracing::Span::current();
+        ask_async(self.actor()?, GetMemoryStats { span }).await
+    }
+}
+
+impl PartialEq for Device {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared) && self.index == other.index
+    }
+}
+impl Eq for Device {}
+impl Hash for Device {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (Arc::as_ptr(&self.shared) as usize, self.index).hash(state);
+    }
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.debug_string())
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.display_string())
+    }
+}
+
+/// One memory space of a client. Keeps its client alive.
+#[derive(Clone)]
+pub struct MemorySpace {
+    shared: Arc<Shared>,
+    index: usize,
+}
+
+impl MemorySpace {
+    pub(crate) fn new(shared: Arc<Shared>, index: usize) -> Self {
+        MemorySpace { shared, index }
+    }
+
+    fn snap(&self) -> &MemorySnapshot {
+        &self.shared.snapshot().memories[self.index]
+    }
+
+    pub fn client(&self) -> Client {
+        Client {
+            shared: self.shared.clone(),
+        }
+    }
+
+    pub fn id(&self) -> i32 {
+        self.snap().id
+    }
+
+    /// The memory kind, e.g. `"device"`, `"pinned_host"`, `"unpinned_host"`.
+    pub fn kind(&self) -> &str {
+        &self.snap().kind
+    }
+
+    /// The plugin's numeric id for the kind.
+    pub fn kind_id(&self) -> i32 {
+        self.snap().kind_id
+    }
+
+    pub fn debug_string(&self) -> &str {
+        &self.snap().debug_string
+    }
+
+    pub fn display_string(&self) -> &str {
+        &self.snap().display_string
+    }
+
+    /// The devices that can address this memory space.
+    pub fn devices(&self) -> Vec<Device> {
+        self.snap()
+            .devices
+            .iter()
+            .map(|&i| Device::new(self.shared.clone(), i))
+            .collect()
+    }
+
+    fn describe_request() -> DescribeMemory {
+        DescribeMemory {
+            span: tracing::Span::current(),
+        }
+    }
+
+    /// Asks the memory-space actor to read the space's kind and device ids from the plugin
+    /// again (the snapshot getters never touch the plugin).
+    pub fn describe(&self) -> Result<(String, Vec<i32>)> {
+        let (desc, devices) = ask(
+            &self.shared.parts.memories[self.index],
+            Self::describe_request(),
+        )?;
+        Ok((desc.kind, devices))
+    }
+
+    /// The async form of [`describe`](Self::describe).
+    pub async fn describe_async(&self) -> Result<(String, Vec<i32>)> {
+        let (desc, devices) = ask_async(
+            &self.shared.parts.memories[self.index],
+            Self::describe_request(),
+        )
+        .await?;
+        Ok((desc.kind, devices))
+    }
+}
+
+impl PartialEq for MemorySpace {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared) && self.index == other.index
+    }
+}
+impl Eq for MemorySpace {}
+impl Hash for MemorySpace {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (Arc::as_ptr(&self.shared) as usize, self.index).hash(state);
+    }
+}
+
+impl fmt::Debug for MemorySpace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.debug_string())
+    }
+}
+
+impl fmt::Display for MemorySpace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.display_string())
+    }
+}

@@ -1,0 +1,22 @@
+//! pjrt-actors: XLA's PJRT plugins driven as a set of actors, behind cheap `Send + Sync` handles.
+//!
+//! A [`Client`] owns a PJRT client and the actors that serve it (a client actor, one actor per
+//! device and per memory space) on threads it owns; clone the handle freely across threads. Every
+//! call that talks to an actor has a blocking form and an `_async` form. Dropping the last handle
+//! (of any kind) stops the actors and joins their threads.
+//!
+//! ```no_run
+//! let client = pjrt_actors::Client::builder().cpu_device_count(2).open()?;
+//! for device in client.devices() {
+//!     println!("{device}: {} memory spaces", device.memory_spaces().len());
+//! }
+//! # Ok::<(), pjrt_actors::Error>(())
+//! ```
+
+mod client;
+mod device;
+
+pub use client::{Client, ClientBuilder, TopologyDescription};
+pub use device::{Device, MemorySpace};
+pub use pjrt_actors_core::pjrt::{DeviceMemoryStats, NamedValue, PLUGIN_PATH_ENV};
+pub use pjrt_actors_core::{Error, PjrtCode, PluginError, Result};

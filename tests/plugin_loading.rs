@@ -1,0 +1,123 @@
+//! Each way loading a plugin can fail has its own error: a missing file, a file that is not a
+//! plugin (text, or a shared object without `GetPjrtApi`), a plugin that fails to initialise, and
+//! a plugin of another ABI major. The broken plugins are tiny C files compiled here with `cc`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use pjrt_actors::{Client, Error, PluginError};
+
+fn compile_fake_plugin(name: &str, body: &str) -> PathBuf {
+    let dir = common::scratch_dir("fake-plugins");
+    let src = dir.join(format!("{name}.c"));
+    let so = dir.join(format!("{name}.so"));
+    std::fs::write(&src, body).unwrap();
+    let status = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&so)
+        .arg(&src)
+        .status()
+        .expect("cc is needed to build the fake plugins");
+    assert!(status.success());
+    so
+}
+
+/// A fake `GetPjrtApi` returning a table header with the given version.
+fn versioned_plugin(name: &str, major: i32, minor: i32) -> PathBuf {
+    compile_fake_plugin(
+        name,
+        &format!(
+            r#"
+            #include <stddef.h>
+            struct Version {{ size_t struct_size; void* ext; int major; int minor; }};
+            struct Api {{ size_t struct_size; void* ext; struct Version version; void* fns[118]; }};
+            static struct Api api = {{ sizeof(struct Api), 0, {{ sizeof(struct Version), 0, {major}, {minor} }}, {{0}} }};
+            const struct Api* GetPjrtApi(void) {{ return &api; }}
+            "#
+        ),
+    )
+}
+
+fn open(path: &Path) -> Error {
+    Client::builder().plugin_path(path).open().unwrap_err()
+}
+
+#[test]
+fn a_missing_file() {
+    let err = open(Path::new("/nonexistent/xla_cpu_pjrt.so"));
+    assert!(
+        matches!(err, Error::Plugin(PluginError::NotFound { .. })),
+        "{err}"
+    );
+    assert!(err.to_string().contains("/nonexistent/xla_cpu_pjrt.so"));
+}
+
+#[test]
+fn a_text_file() {
+    let path = common::scratch_dir("text").join("plugin.so");
+    std::fs::write(&path, "this is not an ELF file\n").unwrap();
+    let err = open(&path);
+    assert!(
+        matches!(err, Error::Plugin(PluginError::NotAPlugin { .. })),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_shared_object_without_the_entry_point() {
+    let path = compile_fake_plugin("no_entry", "int not_pjrt(void) { return 1; }");
+    let err = open(&path);
+    match err {
+        Error::Plugin(PluginError::NotAPlugin { reason, .. }) => {
+            assert!(reason.contains("GetPjrtApi"))
+        }
+        other => panic!("wrong error: {other}"),
+    }
+}
+
+#[test]
+fn a_plugin_that_fails_to_initialise() {
+    let path = compile_fake_plugin("null_api", "const void* GetPjrtApi(void) { return 0; }");
+    let err = open(&path);
+    assert!(
+        matches!(err, Error::Plugin(PluginError::InitFailed { .. })),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_plugin_of_another_major_or_too_old() {
+    let err = open(&versioned_plugin("major_one", 1, 0));
+    assert!(
+        matches!(
+            err,
+            Error::Plugin(PluginError::AbiMismatch {
+                major: 1,
+                minor: 0,
+                ..
+            })
+        ),
+        "{err}"
+    );
+    let err = open(&versioned_plugin("too_old", 0, 40));
+    assert!(
+        matches!(
+            err,
+            Error::Plugin(PluginError::AbiMismatch { minor: 40, .. })
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_plugin_is_loaded_once_and_shared() {
+    let a = Client::open().unwrap();
+    let b = Client::builder()
+        .plugin_path(a.plugin_path())
+        .open()
+        .unwrap();
+    assert_eq!(a.plugin_path(), b.plugin_path());
+    assert_eq!(a.plugin_api_version(), b.plugin_api_version());
+}
