@@ -9,6 +9,7 @@ use actix::dev::ToEnvelope;
 use actix::{Actor, Addr, Handler, Message};
 use pjrt_actors_core::actors::client::{GetTopology, TopologySnapshot};
 use pjrt_actors_core::actors::mailbox_error;
+use pjrt_actors_core::actors::registry::ListBuffers;
 use pjrt_actors_core::pjrt::{DeviceDescription, NamedValue};
 use pjrt_actors_core::runtime::block_on;
 use pjrt_actors_core::{ClientConfig, ClientParts, ClientSnapshot, Error, Result, open_client};
@@ -73,6 +74,12 @@ impl ClientBuilder {
     /// The number of CPU devices the CPU plugin creates (its `cpu_device_count`; 4 by default).
     pub fn cpu_device_count(self, n: i64) -> Self {
         self.option("cpu_device_count", NamedValue::Int64(n))
+    }
+
+    /// Threads in the compiler actor pool (default: the number of cores).
+    pub fn compile_threads(mut self, n: usize) -> Self {
+        self.config.compile_threads = Some(n);
+        self
     }
 
     /// Loads the plugin, creates the client and starts its actors.
@@ -289,6 +296,48 @@ impl Client {
                 what: "device",
                 key: format!("id {id}"),
             })
+    }
+
+    /// Every array still alive (py_client's `live_arrays`), listed by the buffer registry actor.
+    pub fn live_arrays(&self) -> Result<Vec<crate::Array>> {
+        let request = ListBuffers {
+            span: tracing::Span::current(),
+        };
+        let entries = ask(&self.shared.parts.buffer_registry, request)?;
+        Ok(self.arrays_from(entries))
+    }
+
+    /// The async form of [`live_arrays`](Self::live_arrays).
+    pub async fn live_arrays_async(&self) -> Result<Vec<crate::Array>> {
+        let request = ListBuffers {
+            span: tracing::Span::current(),
+        };
+        let entries = ask_async(&self.shared.parts.buffer_registry, request).await?;
+        Ok(self.arrays_from(entries))
+    }
+
+    fn arrays_from(
+        &self,
+        entries: Vec<(
+            pjrt_actors_core::registry::Id,
+            pjrt_actors_core::registry::BufferEntry,
+        )>,
+    ) -> Vec<crate::Array> {
+        entries
+            .into_iter()
+            .filter_map(|(_, e)| e.array.upgrade())
+            .map(|core| self.wrap_array(core))
+            .collect()
+    }
+
+    /// The number of live arrays, without making handles for them.
+    pub fn live_array_count(&self) -> usize {
+        self.shared.parts.resources.buffers.len()
+    }
+
+    /// The number of threads in the compiler pool.
+    pub fn compile_threads(&self) -> usize {
+        self.shared.parts.compile_threads
     }
 
     fn topology_request() -> GetTopology {

@@ -25,6 +25,14 @@ impl Device {
         Device { shared, index }
     }
 
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    pub(crate) fn belongs_to(&self, shared: &Arc<Shared>) -> bool {
+        Arc::ptr_eq(&self.shared, shared)
+    }
+
     fn snap(&self) -> &DeviceSnapshot {
         &self.shared.snapshot().devices[self.index]
     }
@@ -104,7 +112,9 @@ impl Device {
             })
     }
 
-    fn actor(&self) -> Result<&actix::Addr<pjrt_actors_core::actors::device::DeviceActor>> {
+    pub(crate) fn actor(
+        &self,
+    ) -> Result<&actix::Addr<pjrt_actors_core::actors::device::DeviceActor>> {
         self.shared.parts.devices[self.index]
             .as_ref()
             .ok_or_else(|| Error::NotFound {
@@ -124,6 +134,17 @@ impl Device {
     pub async fn memory_stats_async(&self) -> Result<Option<DeviceMemoryStats>> {
         let span = tracing::Span::current();
         ask_async(self.actor()?, GetMemoryStats { span }).await
+    }
+}
+
+impl Device {
+    /// Creates an array on this device from a typed slice (copied during the call).
+    pub fn put<T: pjrt_actors_core::pjrt::NativeType>(
+        &self,
+        data: &[T],
+        dims: &[i64],
+    ) -> Result<crate::Array> {
+        self.client().buffer_from_slice(data, dims, self)
     }
 }
 
@@ -161,6 +182,14 @@ pub struct MemorySpace {
 impl MemorySpace {
     pub(crate) fn new(shared: Arc<Shared>, index: usize) -> Self {
         MemorySpace { shared, index }
+    }
+
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    pub(crate) fn belongs_to(&self, shared: &Arc<Shared>) -> bool {
+        Arc::ptr_eq(&self.shared, shared)
     }
 
     fn snap(&self) -> &MemorySnapshot {

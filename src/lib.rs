@@ -13,10 +13,20 @@
 //! # Ok::<(), pjrt_actors::Error>(())
 //! ```
 
+mod array;
 mod client;
 mod device;
+mod executable;
 
+pub use array::{Array, ArrayId, HostBuffer};
 pub use client::{Client, ClientBuilder, TopologyDescription};
 pub use device::{Device, MemorySpace};
-pub use pjrt_actors_core::pjrt::{DeviceMemoryStats, NamedValue, PLUGIN_PATH_ENV};
+pub use executable::LoadedExecutable;
+pub use pjrt_actors_core::compile::CompileOptions;
+pub use pjrt_actors_core::dtype::ElementType;
+pub use pjrt_actors_core::pjrt::{
+    ArrayType, CompiledMemoryStats, DeviceMemoryStats, NamedValue, NativeType, PLUGIN_PATH_ENV,
+};
 pub use pjrt_actors_core::{Error, PjrtCode, PluginError, Result};
+/// XLA's compile options message (from `pjrt-sys`), for callers who need a field we do not wrap.
+pub use pjrt_sys::protos::xla::CompileOptionsProto;

@@ -106,6 +106,24 @@ pub enum Error {
     /// A create option has a value the plugin would abort on, or is otherwise unusable.
     #[error("invalid client option `{name}`: {reason}")]
     InvalidOption { name: String, reason: String },
+    /// An argument was rejected before the plugin saw it.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// An id that no longer names a live entry (its entry was removed, maybe its index reused).
+    #[error("stale {what} id {id}: it no longer names a live {what}")]
+    StaleId { what: &'static str, id: String },
+    /// The array was deleted (explicitly, or its buffer was donated).
+    #[error("the {what} has been deleted")]
+    Deleted { what: String },
+    /// An execute argument failed validation.
+    #[error("argument {index} of `{executable}`: {reason}{}", context.as_ref().map(|c| format!(" (in {c})")).unwrap_or_default())]
+    BadArgument {
+        executable: String,
+        index: usize,
+        reason: String,
+        /// The tracing span the caller was in, as py_client's user-context scope names it.
+        context: Option<String>,
+    },
     /// A lookup by id found nothing.
     #[error("no {what} with {key}")]
     NotFound { what: &'static str, key: String },

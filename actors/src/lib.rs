@@ -4,9 +4,14 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod actors;
+pub mod compile;
+pub mod dtype;
 pub mod error;
+pub mod execute;
+pub mod hlo_text;
 pub mod open;
 pub mod pjrt;
+pub mod registry;
 pub mod runtime;
 
 pub use error::{Error, PjrtCode, PluginError, Result};

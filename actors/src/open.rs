@@ -4,14 +4,18 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use actix::{Actor, Addr};
+use actix::{Actor, Addr, SyncArbiter};
 
 use crate::actors::client::ClientActor;
 use crate::actors::device::DeviceActor;
 use crate::actors::memory_space::MemorySpaceActor;
+use crate::actors::registry::BufferRegistryActor;
+use crate::compile::{CompilerActor, ExecutableRegistry};
 use crate::error::{Error, Result};
+use crate::execute::ExecuteContext;
 use crate::pjrt::{NamedValue, PjrtClient, PjrtDevice, PjrtMemory, Plugin};
-use crate::runtime::{Runtime, new_arbiter};
+use crate::registry::BufferRegistry;
+use crate::runtime::{Runtime, WorkerCount, new_arbiter};
 
 /// How to open a client.
 #[derive(Debug, Clone, Default)]
@@ -20,6 +24,8 @@ pub struct ClientConfig {
     pub plugin_path: Option<PathBuf>,
     /// Plugin create options, validated before the plugin sees them.
     pub options: Vec<(String, NamedValue)>,
+    /// Compiler actors in the pool; default: the number of cores.
+    pub compile_threads: Option<usize>,
 }
 
 /// Create options we know the type of. A value of the wrong type makes a plugin throw a C++
@@ -126,17 +132,38 @@ pub struct ClientSnapshot {
     pub memories: Vec<MemorySnapshot>,
 }
 
-/// A started client: its runtime, the PJRT objects, the snapshot and every actor's address.
-/// Device `i` of the snapshot is `devices[i]` here, and likewise for memories.
+/// The PJRT objects and registries of one client, shared by its handles and actors. Device
+/// `i` of the snapshot is `devices[i]` here, and likewise for memories.
+pub struct ClientResources {
+    pub pjrt: PjrtClient,
+    pub devices: Vec<PjrtDevice>,
+    pub memories: Vec<PjrtMemory>,
+    pub buffers: Arc<BufferRegistry>,
+    pub executables: Arc<ExecutableRegistry>,
+}
+
+impl ClientResources {
+    pub fn execute_context(&self) -> ExecuteContext<'_> {
+        ExecuteContext {
+            devices: &self.devices,
+            memories: &self.memories,
+            registry: &self.buffers,
+        }
+    }
+}
+
+/// A started client: its runtime, resources, snapshot and every actor's address.
+/// Field order is drop order: the runtime stops (and joins) before the rest is released.
 pub struct ClientParts {
     pub runtime: Runtime,
-    pub pjrt: PjrtClient,
-    pub pjrt_devices: Vec<PjrtDevice>,
-    pub pjrt_memories: Vec<PjrtMemory>,
+    pub resources: Arc<ClientResources>,
     pub snapshot: Arc<ClientSnapshot>,
     pub client: Addr<ClientActor>,
     pub devices: Vec<Option<Addr<DeviceActor>>>,
     pub memories: Vec<Addr<MemorySpaceActor>>,
+    pub compiler: Addr<CompilerActor>,
+    pub buffer_registry: Addr<BufferRegistryActor>,
+    pub compile_threads: usize,
 }
 
 fn snapshot(pjrt: &PjrtClient) -> Result<(ClientSnapshot, Vec<PjrtDevice>, Vec<PjrtMemory>)> {
@@ -208,53 +235,83 @@ fn snapshot(pjrt: &PjrtClient) -> Result<(ClientSnapshot, Vec<PjrtDevice>, Vec<P
 /// Opens a client: everything that can fail with a typed error happens before a thread starts.
 pub fn open_client(config: ClientConfig) -> Result<ClientParts> {
     validate_options(&config.options)?;
+    let compile_threads = match config.compile_threads {
+        Some(0) => {
+            return Err(Error::InvalidOption {
+                name: "compile_threads".into(),
+                reason: "the compiler pool needs at least one thread".into(),
+            });
+        }
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(2, |n| n.get()),
+    };
     let plugin = match &config.plugin_path {
         Some(path) => Plugin::load(path)?,
         None => Plugin::discover()?,
     };
     let pjrt = PjrtClient::create(plugin, &config.options)?;
-    let (snap, pjrt_devices, pjrt_memories) = snapshot(&pjrt)?;
+    let (snap, devices, memories) = snapshot(&pjrt)?;
+    let snap = Arc::new(snap);
+    let resources = Arc::new(ClientResources {
+        pjrt,
+        devices,
+        memories,
+        buffers: Arc::new(BufferRegistry::new("array")),
+        executables: Arc::new(ExecutableRegistry::new("executable")),
+    });
 
-    let for_actors = (
-        pjrt.clone(),
-        pjrt_devices.clone(),
-        pjrt_memories.clone(),
-        snap.clone(),
-    );
-    let (runtime, (client, devices, memories)) = Runtime::start("pjrt-actors", move || {
-        let (pjrt, pjrt_devices, pjrt_memories, snap) = for_actors;
-        let client = ClientActor::new(pjrt).start();
-        let mut arbiters = Vec::new();
-        let devices = pjrt_devices
-            .into_iter()
-            .zip(&snap.devices)
-            .map(|(device, s)| {
-                // Non-addressable devices have no work to serve here.
-                s.is_addressable.then(|| {
-                    let arbiter = new_arbiter();
-                    let id = s.id;
-                    let addr = DeviceActor::start_in_arbiter(&arbiter.handle(), move |_| {
-                        DeviceActor::new(device, id)
-                    });
-                    arbiters.push(arbiter);
-                    addr
+    let workers = WorkerCount::default();
+    // Tokens are taken now, so shutdown waits even for a worker that has not started yet.
+    let tokens: Vec<_> = (0..compile_threads).map(|_| workers.token()).collect();
+    let tokens = Arc::new(parking_lot::Mutex::new(tokens));
+    let (res, sn, wk) = (resources.clone(), snap.clone(), workers.clone());
+    let (runtime, (client, devices, memories, compiler, buffer_registry)) =
+        Runtime::start("pjrt-actors", workers, move || {
+            let client = ClientActor::new(res.pjrt.clone()).start();
+            let mut arbiters = Vec::new();
+            let devices = sn
+                .devices
+                .iter()
+                .enumerate()
+                .map(|(index, s)| {
+                    // Non-addressable devices have no work to serve here.
+                    s.is_addressable.then(|| {
+                        let arbiter = new_arbiter();
+                        let res = res.clone();
+                        let addr = DeviceActor::start_in_arbiter(&arbiter.handle(), move |_| {
+                            DeviceActor::new(res, index)
+                        });
+                        arbiters.push(arbiter);
+                        addr
+                    })
                 })
-            })
-            .collect::<Vec<_>>();
-        let memories = pjrt_memories
-            .into_iter()
-            .map(|m| MemorySpaceActor::new(m).start())
-            .collect::<Vec<_>>();
-        ((client, devices, memories), arbiters)
-    })?;
+                .collect::<Vec<_>>();
+            let memories = (0..res.memories.len())
+                .map(|index| MemorySpaceActor::new(res.clone(), index).start())
+                .collect::<Vec<_>>();
+            let (pjrt, pjrt_devices) = (res.pjrt.clone(), res.devices.clone());
+            let name = || std::thread::Builder::new().name("pjrt-actors-compile".into());
+            let compiler =
+                SyncArbiter::start_with_thread_builder(compile_threads, name, move || {
+                    // A restarted worker (after a panic) takes a fresh token.
+                    let token = tokens.lock().pop().unwrap_or_else(|| wk.token());
+                    CompilerActor::new(pjrt.clone(), pjrt_devices.clone(), token)
+                });
+            let buffer_registry = BufferRegistryActor::new(res.buffers.clone()).start();
+            (
+                (client, devices, memories, compiler, buffer_registry),
+                arbiters,
+            )
+        })?;
     Ok(ClientParts {
         runtime,
-        pjrt,
-        pjrt_devices,
-        pjrt_memories,
-        snapshot: Arc::new(snap),
+        resources,
+        snapshot: snap,
         client,
         devices,
         memories,
+        compiler,
+        buffer_registry,
+        compile_threads,
     })
 }

@@ -24,18 +24,55 @@ pub(crate) fn mark_runtime_thread() {
     ON_RUNTIME_THREAD.with(|f| f.set(true));
 }
 
+/// Counts threads the runtime cannot join (actix's `SyncArbiter` workers hand out no join
+/// handle): each holds a `WorkerToken`, dropped as the last thing the thread does.
+#[derive(Clone, Default)]
+pub struct WorkerCount(Arc<(parking_lot::Mutex<usize>, parking_lot::Condvar)>);
+
+/// Held by one worker thread for as long as it runs.
+pub struct WorkerToken(WorkerCount);
+
+impl WorkerCount {
+    pub fn token(&self) -> WorkerToken {
+        *self.0.0.lock() += 1;
+        WorkerToken(self.clone())
+    }
+
+    /// Waits until every token is dropped, or `timeout` passes; returns whether all were.
+    pub fn wait_zero(&self, timeout: std::time::Duration) -> bool {
+        let (count, cond) = &*self.0;
+        let mut n = count.lock();
+        let deadline = std::time::Instant::now() + timeout;
+        while *n > 0 {
+            if cond.wait_until(&mut n, deadline).timed_out() {
+                return *n == 0;
+            }
+        }
+        true
+    }
+}
+
+impl Drop for WorkerToken {
+    fn drop(&mut self) {
+        let (count, cond) = &*self.0.0;
+        *count.lock() -= 1;
+        cond.notify_all();
+    }
+}
+
 /// Owns the system thread and the arbiters started on it; `Drop` stops and joins them all.
 pub struct Runtime {
     system: actix_rt::System,
     system_thread: Option<JoinHandle<()>>,
     arbiters: Vec<actix_rt::Arbiter>,
     thread_ids: Vec<ThreadId>,
+    workers: WorkerCount,
 }
 
 impl Runtime {
     /// Starts a system on a new thread and runs `build` inside it to start the actors. `build`
     /// may create arbiters (each a thread) and hands them back so they can be joined.
-    pub fn start<T, F>(name: &str, build: F) -> Result<(Runtime, T)>
+    pub fn start<T, F>(name: &str, workers: WorkerCount, build: F) -> Result<(Runtime, T)>
     where
         T: Send + 'static,
         F: FnOnce() -> (T, Vec<actix_rt::Arbiter>) + Send + 'static,
@@ -65,6 +102,7 @@ impl Runtime {
                 system_thread: Some(system_thread),
                 arbiters,
                 thread_ids: vec![thread_id],
+                workers,
             },
             value,
         ))
@@ -93,6 +131,10 @@ impl Drop for Runtime {
         }
         if let Some(t) = self.system_thread.take() {
             let _ = t.join();
+        }
+        // Sync workers end once the system is gone and their current job (a compile) is done.
+        if !self.workers.wait_zero(std::time::Duration::from_secs(120)) {
+            tracing::warn!("worker threads still running two minutes after shutdown");
         }
     }
 }

@@ -50,3 +50,33 @@ pub fn scratch_dir(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// `tensor<2x3xf32>`, or `tensor<f32>` for a scalar.
+pub fn tensor(dims: &[i64], elem: &str) -> String {
+    if dims.is_empty() {
+        format!("tensor<{elem}>")
+    } else {
+        let d: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+        format!("tensor<{}x{elem}>", d.join("x"))
+    }
+}
+
+/// A module whose `main` applies a binary StableHLO op to two arguments of one type.
+pub fn binary_program(op: &str, dims: &[i64], elem: &str) -> String {
+    let t = tensor(dims, elem);
+    format!(
+        "module @{op}_prog {{\n  func.func public @main(%a: {t}, %b: {t}) -> {t} {{\n    %0 = stablehlo.{op} %a, %b : {t}\n    return %0 : {t}\n  }}\n}}\n"
+    )
+}
+
+/// The tiny `f32[4]` add every benchmark and stress test uses.
+pub fn add_f32x4() -> String {
+    binary_program("add", &[4], "f32")
+}
+
+/// A module over `n` replicas (`num_replicas` in its attributes) adding two f32[4] arrays.
+pub fn replicated_add(n: usize) -> String {
+    format!(
+        "module @replicated attributes {{mhlo.num_replicas = {n} : i32, mhlo.num_partitions = 1 : i32}} {{\n  func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {{\n    %0 = stablehlo.add %a, %b : tensor<4xf32>\n    return %0 : tensor<4xf32>\n  }}\n}}\n"
+    )
+}

@@ -1,21 +1,28 @@
-//! A device actor: owns one PJRT device and serves the requests that must see its live state,
-//! in the order they arrive, on its own thread.
+//! A device actor: serves the requests for one device that arrive through its mailbox, in
+//! arrival order, on its own thread: allocator statistics, and executes sent by the async API.
+//! (The blocking API executes on the caller's thread; PJRT orders work per device itself.)
+
+use std::sync::Arc;
 
 use actix::{Actor, Context, Handler, Message};
 use tracing::Span;
 
 use super::guarded;
+use crate::compile::ExecutableCore;
 use crate::error::Result;
-use crate::pjrt::{DeviceMemoryStats, PjrtDevice};
+use crate::execute::execute;
+use crate::open::ClientResources;
+use crate::pjrt::DeviceMemoryStats;
+use crate::registry::ArrayCore;
 
 pub struct DeviceActor {
-    device: PjrtDevice,
-    id: i32,
+    resources: Arc<ClientResources>,
+    index: usize,
 }
 
 impl DeviceActor {
-    pub fn new(device: PjrtDevice, id: i32) -> Self {
-        DeviceActor { device, id }
+    pub fn new(resources: Arc<ClientResources>, index: usize) -> Self {
+        DeviceActor { resources, index }
     }
 }
 
@@ -37,7 +44,71 @@ impl Handler<GetMemoryStats> for DeviceActor {
 
     fn handle(&mut self, msg: GetMemoryStats, _: &mut Context<Self>) -> Self::Result {
         let _entered = msg.span.enter();
-        let _span = tracing::debug_span!("device.memory_stats", device = self.id).entered();
-        guarded("memory_stats", || self.device.memory_stats())
+        let _span = tracing::debug_span!("device.memory_stats", device = self.index).entered();
+        guarded("memory_stats", || {
+            self.resources.devices[self.index].memory_stats()
+        })
+    }
+}
+
+/// Runs an executable with this device's actor (the first device of a replicated run, or the
+/// chosen device of a portable one).
+pub struct ExecuteRequest {
+    pub executable: Arc<ExecutableCore>,
+    pub args: Vec<Vec<Arc<ArrayCore>>>,
+    pub portable_device: Option<usize>,
+    pub span: Span,
+}
+
+impl Message for ExecuteRequest {
+    type Result = Result<Vec<Vec<Arc<ArrayCore>>>>;
+}
+
+impl Handler<ExecuteRequest> for DeviceActor {
+    type Result = Result<Vec<Vec<Arc<ArrayCore>>>>;
+
+    fn handle(&mut self, msg: ExecuteRequest, _: &mut Context<Self>) -> Self::Result {
+        let _entered = msg.span.enter();
+        let _span = tracing::debug_span!("device.execute", device = self.index, executable = %msg.executable.meta.name)
+            .entered();
+        guarded("execute", || {
+            let refs: Vec<Vec<&ArrayCore>> = msg
+                .args
+                .iter()
+                .map(|l| l.iter().map(|a| &**a).collect())
+                .collect();
+            let lists: Vec<&[&ArrayCore]> = refs.iter().map(|l| l.as_slice()).collect();
+            execute(
+                &self.resources.execute_context(),
+                &msg.executable,
+                &lists,
+                msg.portable_device,
+            )
+        })
+    }
+}
+
+/// Reads an array of this device back to host bytes.
+pub struct ReadRequest {
+    pub array: Arc<ArrayCore>,
+    pub span: Span,
+}
+
+impl Message for ReadRequest {
+    type Result = Result<Vec<u8>>;
+}
+
+impl Handler<ReadRequest> for DeviceActor {
+    type Result = Result<Vec<u8>>;
+
+    fn handle(&mut self, msg: ReadRequest, _: &mut Context<Self>) -> Self::Result {
+        let _entered = msg.span.enter();
+        let _span = tracing::debug_span!("device.read", device = self.index).entered();
+        guarded("read", || {
+            let slot = &msg.array.slot;
+            let mut out = vec![0u8; crate::dtype::byte_size(slot.dtype, &slot.dims)?];
+            slot.with_buffer(|b| b.read_into(&mut out, slot.dims.len()))?;
+            Ok(out)
+        })
     }
 }

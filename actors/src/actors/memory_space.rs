@@ -1,19 +1,26 @@
-//! A memory-space actor: owns one PJRT memory space and answers with its live view of it.
+//! A memory-space actor: answers with its live view of one memory space and serves uploads
+//! into it that come through the async API.
+
+use std::sync::Arc;
 
 use actix::{Actor, Context, Handler, Message};
 use tracing::Span;
 
 use super::guarded;
+use crate::dtype::ElementType;
 use crate::error::Result;
-use crate::pjrt::{MemoryDescription, PjrtMemory};
+use crate::open::ClientResources;
+use crate::pjrt::{HostData, MemoryDescription};
+use crate::registry::{ArrayCore, BufferSlot};
 
 pub struct MemorySpaceActor {
-    memory: PjrtMemory,
+    resources: Arc<ClientResources>,
+    index: usize,
 }
 
 impl MemorySpaceActor {
-    pub fn new(memory: PjrtMemory) -> Self {
-        MemorySpaceActor { memory }
+    pub fn new(resources: Arc<ClientResources>, index: usize) -> Self {
+        MemorySpaceActor { resources, index }
     }
 }
 
@@ -35,16 +42,56 @@ impl Handler<DescribeMemory> for MemorySpaceActor {
 
     fn handle(&mut self, msg: DescribeMemory, _: &mut Context<Self>) -> Self::Result {
         let _entered = msg.span.enter();
-        let _span = tracing::debug_span!("memory_space.describe").entered();
+        let _span = tracing::debug_span!("memory_space.describe", memory = self.index).entered();
         guarded("describe memory space", || {
-            let description = self.memory.description()?;
-            let devices = self
-                .memory
+            let memory = &self.resources.memories[self.index];
+            let description = memory.description()?;
+            let devices = memory
                 .devices()?
                 .iter()
                 .map(|d| d.description().map(|d| d.id))
                 .collect::<Result<Vec<_>>>()?;
             Ok((description, devices))
+        })
+    }
+}
+
+/// Uploads host data (already checked against dtype and dims) into this memory space, on
+/// `device`. The data is owned, so the plugin may read it until the transfer completes.
+pub struct UploadRequest {
+    pub data: Arc<[u8]>,
+    pub dtype: ElementType,
+    pub dims: Vec<i64>,
+    pub device: usize,
+    pub span: Span,
+}
+
+impl Message for UploadRequest {
+    type Result = Result<Arc<ArrayCore>>;
+}
+
+impl Handler<UploadRequest> for MemorySpaceActor {
+    type Result = Result<Arc<ArrayCore>>;
+
+    fn handle(&mut self, msg: UploadRequest, _: &mut Context<Self>) -> Self::Result {
+        let _entered = msg.span.enter();
+        let _span = tracing::debug_span!(
+            "memory_space.upload",
+            memory = self.index,
+            bytes = msg.data.len()
+        )
+        .entered();
+        guarded("upload", || {
+            let res = &self.resources;
+            let buffer = res.pjrt.upload(
+                HostData::UntilTransfer(msg.data),
+                msg.dtype,
+                &msg.dims,
+                &res.devices[msg.device],
+                Some(&res.memories[self.index]),
+            )?;
+            let slot = BufferSlot::new(buffer, msg.dtype, msg.dims, msg.device, self.index);
+            Ok(ArrayCore::register(&res.buffers, slot))
         })
     }
 }

@@ -4,6 +4,7 @@
 pub mod client;
 pub mod device;
 pub mod memory_space;
+pub mod registry;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 

@@ -23,6 +23,7 @@ macro_rules! call {
         $plugin.call(stringify!($func), $plugin.api().base.$func, $args)
     };
 }
+pub(crate) use {args, call};
 
 struct ClientOwner {
     plugin: Arc<Plugin>,
@@ -306,6 +307,10 @@ impl PjrtDevice {
         &self.client
     }
 
+    pub(crate) fn raw(&self) -> *mut sys::PJRT_Device {
+        self.raw
+    }
+
     pub fn description(&self) -> Result<DeviceDescription> {
         let plugin = self.client.plugin();
         let mut a = args!(PJRT_Device_GetDescription_Args { device: self.raw });
@@ -379,6 +384,10 @@ impl PjrtDevice {
 }
 
 impl PjrtMemory {
+    pub(crate) fn raw(&self) -> *mut sys::PJRT_Memory {
+        self.raw
+    }
+
     pub fn description(&self) -> Result<MemoryDescription> {
         let plugin = self.client.plugin();
         let m = self.raw;

@@ -2,14 +2,20 @@
 //! Everything it exports is a safe owner of a PJRT object, or plain data read from one.
 
 mod abi;
+mod buffer;
 mod client;
+mod executable;
+mod native;
 mod plugin;
 mod values;
 
+pub use buffer::{HostData, PjrtBuffer, PjrtEvent};
 pub use client::{
     DeviceDescription, DeviceMemoryStats, MemoryDescription, PjrtClient, PjrtDevice, PjrtMemory,
     PjrtTopology,
 };
+pub use executable::{ArrayType, CompiledMemoryStats, PjrtLoadedExecutable};
+pub use native::{NativeType, as_bytes, read_typed, zeroed_vec};
 pub use plugin::{PLUGIN_PATH_ENV, Plugin, discovery_candidates};
 pub use values::NamedValue;
 

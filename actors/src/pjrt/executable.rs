@@ -1,0 +1,389 @@
+//! Owned loaded executables: compile, the metadata jaxlib exposes, and execute. Parameter shapes
+//! come from the optimized HLO module, so arguments can be checked before the plugin sees them.
+
+use std::ptr::{null, null_mut};
+
+use pjrt_sys as sys;
+use prost::Message;
+
+use super::abi;
+use super::buffer::{PjrtBuffer, from_raw_type};
+use super::client::{PjrtClient, PjrtDevice, args, call};
+use super::plugin::plugin_str;
+use super::values::{NamedValue, read_named_values};
+use crate::dtype::ElementType;
+use crate::error::{Error, Result};
+
+/// An array type: element type and dimensions.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ArrayType {
+    pub dtype: ElementType,
+    pub dims: Vec<i64>,
+}
+
+/// What `PJRT_Executable_GetCompiledMemoryStats` reports, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CompiledMemoryStats {
+    pub generated_code_size: i64,
+    pub argument_size: i64,
+    pub output_size: i64,
+    pub alias_size: i64,
+    pub temp_size: i64,
+    pub host_generated_code_size: i64,
+    pub host_argument_size: i64,
+    pub host_output_size: i64,
+    pub host_alias_size: i64,
+    pub host_temp_size: i64,
+    pub peak_memory: i64,
+}
+
+/// An owned, loaded executable (and the unloaded `PJRT_Executable` behind it).
+pub struct PjrtLoadedExecutable {
+    client: PjrtClient,
+    loaded: *mut sys::PJRT_LoadedExecutable,
+    executable: *mut sys::PJRT_Executable,
+}
+
+// SAFETY: loaded executables are thread-safe in PJRT (concurrent Execute is supported); both
+// pointers are destroyed once, in Drop.
+unsafe impl Send for PjrtLoadedExecutable {}
+// SAFETY: as above.
+unsafe impl Sync for PjrtLoadedExecutable {}
+
+impl Drop for PjrtLoadedExecutable {
+    fn drop(&mut self) {
+        let plugin = self.client.plugin();
+        let mut e = args!(PJRT_Executable_Destroy_Args {
+            executable: self.executable
+        });
+        let _ = call!(plugin, PJRT_Executable_Destroy, &mut e);
+        let mut l = args!(PJRT_LoadedExecutable_Destroy_Args {
+            executable: self.loaded
+        });
+        let _ = call!(plugin, PJRT_LoadedExecutable_Destroy, &mut l);
+    }
+}
+
+/// Reads `(ptr, n)` plugin-owned values.
+///
+/// # Safety
+/// `ptr` must point at `n` values (or `n` must be 0).
+unsafe fn list<T: Copy>(ptr: *const T, n: usize) -> Vec<T> {
+    if ptr.is_null() || n == 0 {
+        return Vec::new();
+    }
+    // SAFETY: guaranteed by the caller.
+    unsafe { std::slice::from_raw_parts(ptr, n) }.to_vec()
+}
+
+impl PjrtClient {
+    /// Compiles and loads `code` (StableHLO/MLIR text or bytecode when `format` is `"mlir"`)
+    /// with a serialized `CompileOptionsProto` the caller has made safe for the plugin.
+    pub fn compile(
+        &self,
+        code: &[u8],
+        format: &str,
+        options: &[u8],
+    ) -> Result<PjrtLoadedExecutable> {
+        let program = sys::PJRT_Program {
+            struct_size: size_of::<sys::PJRT_Program>(),
+            extension_start: null_mut(),
+            // The plugin takes `char*` but does not write through it.
+            code: code.as_ptr() as *mut _,
+            code_size: code.len(),
+            format: format.as_ptr().cast(),
+            format_size: format.len(),
+        };
+        let mut a = args!(PJRT_Client_Compile_Args {
+            client: self.raw(),
+            program: &program,
+            compile_options: options.as_ptr().cast(),
+            compile_options_size: options.len(),
+        });
+        call!(self.plugin(), PJRT_Client_Compile, &mut a)?;
+        PjrtLoadedExecutable::wrap(self.clone(), a.executable)
+    }
+}
+
+impl PjrtLoadedExecutable {
+    fn wrap(client: PjrtClient, loaded: *mut sys::PJRT_LoadedExecutable) -> Result<Self> {
+        let mut a = args!(PJRT_LoadedExecutable_GetExecutable_Args {
+            loaded_executable: loaded
+        });
+        let got = call!(client.plugin(), PJRT_LoadedExecutable_GetExecutable, &mut a);
+        let exe = PjrtLoadedExecutable {
+            client,
+            loaded,
+            executable: a.executable,
+        };
+        got.map(|()| exe)
+    }
+
+    pub fn client(&self) -> &PjrtClient {
+        &self.client
+    }
+
+    pub fn name(&self) -> Result<String> {
+        let mut a = args!(PJRT_Executable_Name_Args {
+            executable: self.executable
+        });
+        call!(self.client.plugin(), PJRT_Executable_Name, &mut a)?;
+        // SAFETY: an executable-owned string of this size.
+        Ok(unsafe { plugin_str(a.executable_name, a.executable_name_size) })
+    }
+
+    /// The executable's fingerprint (stable across recompiles and serialization).
+    pub fn fingerprint(&self) -> Result<String> {
+        let mut a = args!(PJRT_Executable_Fingerprint_Args {
+            executable: self.executable
+        });
+        call!(self.client.plugin(), PJRT_Executable_Fingerprint, &mut a)?;
+        // SAFETY: an executable-owned string of this size.
+        Ok(unsafe { plugin_str(a.executable_fingerprint, a.executable_fingerprint_size) })
+    }
+
+    pub fn num_outputs(&self) -> Result<usize> {
+        let mut a = args!(PJRT_Executable_NumOutputs_Args {
+            executable: self.executable
+        });
+        call!(self.client.plugin(), PJRT_Executable_NumOutputs, &mut a)?;
+        Ok(a.num_outputs)
+    }
+
+    /// Output element types and dimensions, in output order.
+    pub fn output_types(&self) -> Result<Vec<ArrayType>> {
+        let plugin = self.client.plugin();
+        let mut t = args!(PJRT_Executable_OutputElementTypes_Args {
+            executable: self.executable
+        });
+        call!(plugin, PJRT_Executable_OutputElementTypes, &mut t)?;
+        let mut d = args!(PJRT_Executable_OutputDimensions_Args {
+            executable: self.executable
+        });
+        call!(plugin, PJRT_Executable_OutputDimensions, &mut d)?;
+        // SAFETY: executable-owned arrays of the sizes returned; `dims` is the concatenation of
+        // every output's dims, `dim_sizes[i]` of them for output i.
+        let (types, sizes, all_dims) = unsafe {
+            let sizes = list(d.dim_sizes, d.num_outputs);
+            let total = sizes.iter().sum();
+            (
+                list(t.output_types, t.num_output_types),
+                sizes,
+                list(d.dims, total),
+            )
+        };
+        let mut offset = 0;
+        types
+            .into_iter()
+            .zip(sizes)
+            .map(|(t, n)| {
+                let dims = all_dims[offset..offset + n].to_vec();
+                offset += n;
+                Ok(ArrayType {
+                    dtype: from_raw_type(t)?,
+                    dims,
+                })
+            })
+            .collect()
+    }
+
+    /// The optimized program: `(format, bytes)`, e.g. `("hlo", HloModuleProto bytes)`.
+    pub fn optimized_program(&self) -> Result<(String, Vec<u8>)> {
+        let plugin = self.client.plugin();
+        let mut program = sys::PJRT_Program {
+            struct_size: size_of::<sys::PJRT_Program>(),
+            ..Default::default()
+        };
+        let mut a = args!(PJRT_Executable_OptimizedProgram_Args {
+            executable: self.executable,
+            program: &mut program,
+        });
+        // First call: the plugin reports the size; second: it fills our buffer.
+        call!(plugin, PJRT_Executable_OptimizedProgram, &mut a)?;
+        let mut code = vec![0u8; program.code_size];
+        program.code = code.as_mut_ptr().cast();
+        a.program = &mut program;
+        call!(plugin, PJRT_Executable_OptimizedProgram, &mut a)?;
+        code.truncate(program.code_size);
+        // SAFETY: a program-owned string of this size.
+        let format = unsafe { plugin_str(program.format, program.format_size) };
+        Ok((format, code))
+    }
+
+    /// The optimized HLO module.
+    pub fn optimized_module(&self) -> Result<pjrt_sys::protos::xla::HloModuleProto> {
+        let (format, code) = self.optimized_program()?;
+        match format.as_str() {
+            "hlo" => pjrt_sys::protos::xla::HloModuleProto::decode(code.as_slice())
+                .map_err(|e| e.to_string()),
+            "hlo_with_config" => {
+                pjrt_sys::protos::xla::HloModuleProtoWithConfig::decode(code.as_slice())
+                    .map_err(|e| e.to_string())
+                    .and_then(|m| m.hlo_module.ok_or_else(|| "no module".to_string()))
+            }
+            other => Err(format!("unknown optimized program format {other:?}")),
+        }
+        .map_err(|e| Error::Unsupported {
+            what: "reading the optimized program",
+            hint: format!(": {e}"),
+        })
+    }
+
+    /// The entry computation's parameter types, read from the optimized HLO module.
+    pub fn parameter_types(&self) -> Result<Vec<ArrayType>> {
+        let module = self.optimized_module()?;
+        let shape = module
+            .host_program_shape
+            .ok_or_else(|| Error::Unsupported {
+                what: "reading parameter types from the optimized program",
+                hint: ": it has no program shape".into(),
+            })?;
+        shape
+            .parameters
+            .iter()
+            .map(|p| {
+                let dtype =
+                    ElementType::from_xla(p.element_type).ok_or_else(|| Error::Unsupported {
+                        what: "a parameter of this element type",
+                        hint: format!(
+                            " (XLA primitive type {}; tuples are not supported)",
+                            p.element_type
+                        ),
+                    })?;
+                Ok(ArrayType {
+                    dtype,
+                    dims: p.dimensions.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// The devices the executable runs on, as indices into `devices`.
+    pub fn addressable_device_indices(&self, devices: &[PjrtDevice]) -> Result<Vec<usize>> {
+        let mut a = args!(PJRT_LoadedExecutable_AddressableDevices_Args {
+            executable: self.loaded
+        });
+        call!(
+            self.client.plugin(),
+            PJRT_LoadedExecutable_AddressableDevices,
+            &mut a
+        )?;
+        // SAFETY: executable-owned device pointers.
+        let raw = unsafe { list(a.addressable_devices, a.num_addressable_devices) };
+        Ok(raw
+            .into_iter()
+            .filter_map(|r| devices.iter().position(|d| d.raw() == r))
+            .collect())
+    }
+
+    /// XLA's cost analysis (`flops`, `bytes accessed`, ...).
+    pub fn cost_analysis(&self) -> Result<Vec<(String, NamedValue)>> {
+        let mut a = args!(PJRT_Executable_GetCostAnalysis_Args {
+            executable: self.executable
+        });
+        call!(
+            self.client.plugin(),
+            PJRT_Executable_GetCostAnalysis,
+            &mut a
+        )?;
+        // SAFETY: executable-owned values.
+        Ok(unsafe { read_named_values(a.properties, a.num_properties) })
+    }
+
+    pub fn compiled_memory_stats(&self) -> Result<CompiledMemoryStats> {
+        let plugin = self.client.plugin();
+        // The 0.81 layout: the 0.54 one is 8 bytes short and the plugin writes past its end.
+        let mut a = abi::Executable_GetCompiledMemoryStats_Args {
+            struct_size: size_of::<abi::Executable_GetCompiledMemoryStats_Args>(),
+            extension_start: null_mut(),
+            executable: self.executable,
+            generated_code_size_in_bytes: 0,
+            argument_size_in_bytes: 0,
+            output_size_in_bytes: 0,
+            alias_size_in_bytes: 0,
+            temp_size_in_bytes: 0,
+            host_generated_code_size_in_bytes: 0,
+            host_argument_size_in_bytes: 0,
+            host_output_size_in_bytes: 0,
+            host_alias_size_in_bytes: 0,
+            host_temp_size_in_bytes: 0,
+            peak_memory_in_bytes: 0,
+        };
+        let f = abi::widen(plugin.api().base.PJRT_Executable_GetCompiledMemoryStats);
+        plugin.call("PJRT_Executable_GetCompiledMemoryStats", f, &mut a)?;
+        Ok(CompiledMemoryStats {
+            generated_code_size: a.generated_code_size_in_bytes,
+            argument_size: a.argument_size_in_bytes,
+            output_size: a.output_size_in_bytes,
+            alias_size: a.alias_size_in_bytes,
+            temp_size: a.temp_size_in_bytes,
+            host_generated_code_size: a.host_generated_code_size_in_bytes,
+            host_argument_size: a.host_argument_size_in_bytes,
+            host_output_size: a.host_output_size_in_bytes,
+            host_alias_size: a.host_alias_size_in_bytes,
+            host_temp_size: a.host_temp_size_in_bytes,
+            peak_memory: a.peak_memory_in_bytes,
+        })
+    }
+
+    /// Runs the executable: one argument list per device (`execute_device` names the device of
+    /// a portable executable, with one list). Returns one output list per device. The caller
+    /// has checked counts, types and devices; `non_donatable` lists every parameter index, so
+    /// the plugin never consumes a buffer our registry still owns.
+    pub fn execute(
+        &self,
+        argument_lists: &[&[&PjrtBuffer]],
+        num_outputs: usize,
+        non_donatable: &[i64],
+        execute_device: Option<&PjrtDevice>,
+    ) -> Result<Vec<Vec<PjrtBuffer>>> {
+        let num_devices = argument_lists.len();
+        let num_args = argument_lists.first().map_or(0, |l| l.len());
+        let raw_args: Vec<Vec<*mut sys::PJRT_Buffer>> = argument_lists
+            .iter()
+            .map(|l| l.iter().map(|b| b.raw()).collect())
+            .collect();
+        let arg_ptrs: Vec<*const *mut sys::PJRT_Buffer> =
+            raw_args.iter().map(|l| l.as_ptr()).collect();
+        let mut outputs: Vec<Vec<*mut sys::PJRT_Buffer>> = (0..num_devices)
+            .map(|_| vec![null_mut(); num_outputs])
+            .collect();
+        let out_ptrs: Vec<*mut *mut sys::PJRT_Buffer> =
+            outputs.iter_mut().map(|l| l.as_mut_ptr()).collect();
+        let mut options = abi::ExecuteOptions {
+            struct_size: size_of::<abi::ExecuteOptions>(),
+            extension_start: null_mut(),
+            send_callbacks: null_mut(),
+            recv_callbacks: null_mut(),
+            num_send_ops: 0,
+            num_recv_ops: 0,
+            launch_id: 0,
+            non_donatable_input_indices: non_donatable.as_ptr(),
+            num_non_donatable_input_indices: non_donatable.len(),
+            context: null_mut(),
+            call_location: null(),
+            num_tasks: 0,
+            task_ids: null_mut(),
+            incarnation_ids: null_mut(),
+        };
+        let mut a = args!(PJRT_LoadedExecutable_Execute_Args {
+            executable: self.loaded,
+            options: (&mut options as *mut abi::ExecuteOptions).cast(),
+            argument_lists: arg_ptrs.as_ptr(),
+            num_devices: num_devices,
+            num_args: num_args,
+            output_lists: out_ptrs.as_ptr(),
+            device_complete_events: null_mut(),
+            execute_device: execute_device.map_or(null_mut(), |d| d.raw()),
+        });
+        call!(self.client.plugin(), PJRT_LoadedExecutable_Execute, &mut a)?;
+        Ok(outputs
+            .into_iter()
+            .map(|l| {
+                l.into_iter()
+                    .map(|raw| PjrtBuffer::from_raw(self.client.clone(), raw))
+                    .collect()
+            })
+            .collect())
+    }
+}

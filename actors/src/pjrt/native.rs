@@ -1,0 +1,57 @@
+//! Typed views of host memory: which Rust types are an array element, and their bytes.
+
+use crate::dtype::ElementType;
+
+/// Plain Rust element types that can be viewed as an array's bytes.
+///
+/// # Safety
+/// Implementors must be plain data with no padding and every bit pattern of `Self` valid for
+/// reading back from the plugin (for `bool`, the plugin only writes 0 or 1).
+pub unsafe trait NativeType: Copy + Send + Sync + 'static {
+    const TYPE: ElementType;
+}
+
+macro_rules! native {
+    ($($t:ty => $e:ident),*) => {$(
+        // SAFETY: a primitive with no padding; XLA's layout of this type is the same.
+        unsafe impl NativeType for $t { const TYPE: ElementType = ElementType::$e; }
+    )*};
+}
+native!(bool => Pred, i8 => S8, i16 => S16, i32 => S32, i64 => S64, u8 => U8, u16 => U16,
+        u32 => U32, u64 => U64, f32 => F32, f64 => F64);
+
+/// Views a slice of native values as bytes.
+pub fn as_bytes<T: NativeType>(values: &[T]) -> &[u8] {
+    // SAFETY: `NativeType` types are plain data without padding; u8 has alignment 1.
+    unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), std::mem::size_of_val(values)) }
+}
+
+/// Views a mutable slice of native values as bytes (for reading back into it).
+pub(crate) fn as_bytes_mut<T: NativeType>(values: &mut [T]) -> &mut [u8] {
+    // SAFETY: as above; the plugin writes only valid values of the array's type into it.
+    unsafe {
+        std::slice::from_raw_parts_mut(values.as_mut_ptr().cast(), std::mem::size_of_val(values))
+    }
+}
+
+/// Reads a buffer holding `dtype` × `rank` dims into a typed slice of exactly its size.
+pub fn read_typed<T: NativeType>(
+    buffer: &super::PjrtBuffer,
+    dtype: ElementType,
+    rank: usize,
+    dst: &mut [T],
+) -> crate::Result<()> {
+    if T::TYPE != dtype {
+        return Err(crate::Error::InvalidArgument(format!(
+            "cannot read a {dtype} array into a slice of {}",
+            T::TYPE
+        )));
+    }
+    buffer.read_into(as_bytes_mut(dst), rank)
+}
+
+/// A vector of `n` zero values (`false`, `0`, `0.0`), allocated zeroed in one step.
+pub fn zeroed_vec<T: NativeType>(n: usize) -> Vec<T> {
+    // SAFETY: every NativeType has a valid all-zero bit pattern.
+    (0..n).map(|_| unsafe { std::mem::zeroed() }).collect()
+}

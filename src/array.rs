@@ -1,0 +1,364 @@
+//! `Array`: a handle to one device buffer in the client's buffer registry. Cheap to clone;
+//! dropping the last clone frees the buffer. Creating arrays from host data lives here too.
+
+use std::fmt;
+use std::sync::Arc;
+
+use pjrt_actors_core::actors::memory_space::UploadRequest;
+use pjrt_actors_core::dtype::{ElementType, byte_size};
+use pjrt_actors_core::pjrt::{HostData, NativeType, as_bytes, read_typed, zeroed_vec};
+use pjrt_actors_core::registry::{ArrayCore, BufferSlot, Id};
+use pjrt_actors_core::{Error, Result};
+
+use crate::client::{Client, Shared, ask_async};
+use crate::device::{Device, MemorySpace};
+
+/// Host memory handed to an upload, and how long the plugin may read it. The lifetimes make
+/// misuse a compile error: a borrow is read during the call only; anything the plugin reads
+/// later is owned (`Arc<[u8]>`) and kept alive by the runtime for as long as needed.
+pub enum HostBuffer<'a> {
+    /// Copied before the upload returns (py_client's `kImmutableOnlyDuringCall`).
+    Copy(&'a [u8]),
+    /// Read until the transfer completes; the runtime holds a clone of the `Arc` until then
+    /// (`kImmutableUntilTransferCompletes`).
+    UntilTransferCompletes(Arc<[u8]>),
+    /// Aliased for the array's whole life where the plugin can (the CPU plugin, for suitably
+    /// aligned data); the runtime holds the `Arc` as long as the array (`kImmutableZeroCopy`).
+    ZeroCopy(Arc<[u8]>),
+}
+
+impl<'a> HostBuffer<'a> {
+    fn len(&self) -> usize {
+        match self {
+            HostBuffer::Copy(b) => b.len(),
+            HostBuffer::UntilTransferCompletes(b) | HostBuffer::ZeroCopy(b) => b.len(),
+        }
+    }
+
+    fn into_host_data(self) -> HostData<'a> {
+        match self {
+            HostBuffer::Copy(b) => HostData::Borrowed(b),
+            HostBuffer::UntilTransferCompletes(b) => HostData::UntilTransfer(b),
+            HostBuffer::ZeroCopy(b) => HostData::ZeroCopy(b),
+        }
+    }
+}
+
+/// A typed id of a live array: registry index plus epoch, so a stale id never names a new array.
+pub type ArrayId = Id;
+
+/// An array on a device. `Clone + Send + Sync`; keeps its client alive.
+#[derive(Clone)]
+pub struct Array {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) core: Arc<ArrayCore>,
+}
+
+/// Checks `len` bytes against `dtype` × `dims` without overflowing on huge shapes.
+fn check_len(dtype: ElementType, dims: &[i64], len: usize) -> Result<()> {
+    let expected = byte_size(dtype, dims)?;
+    if expected != len {
+        return Err(Error::InvalidArgument(format!(
+            "a {dtype}{dims:?} array is {expected} bytes; got {len} bytes of host data"
+        )));
+    }
+    Ok(())
+}
+
+/// Resolves where an upload lands: the memory space (default: the device's default) must be
+/// one of the device's, and both must belong to `shared`'s client.
+fn placement(
+    shared: &Arc<Shared>,
+    device: &Device,
+    memory: Option<&MemorySpace>,
+) -> Result<(usize, usize)> {
+    if !device.belongs_to(shared) {
+        return Err(Error::InvalidArgument(format!(
+            "{device} belongs to another client"
+        )));
+    }
+    if !device.is_addressable() {
+        return Err(Error::InvalidArgument(format!(
+            "{device} is not addressable from this process"
+        )));
+    }
+    let memory = match memory {
+        Some(m) => {
+            if !m.belongs_to(shared) {
+                return Err(Error::InvalidArgument(format!(
+                    "{m} belongs to another client"
+                )));
+            }
+            if !m.devices().contains(device) {
+                return Err(Error::InvalidArgument(format!(
+                    "{m} is not a memory space of {device}"
+                )));
+            }
+            m.clone()
+        }
+        None => device.default_memory_space()?,
+    };
+    Ok((device.index(), memory.index()))
+}
+
+impl Client {
+    /// Creates an array from host bytes of `dtype` × `dims` (dense, major-to-minor) on `device`,
+    /// in `memory` or the device's default memory space. The length is checked before the
+    /// plugin sees anything. py_client's `buffer_from_pyval`.
+    pub fn buffer_from_host(
+        &self,
+        data: HostBuffer<'_>,
+        dtype: ElementType,
+        dims: &[i64],
+        device: &Device,
+        memory: Option<&MemorySpace>,
+    ) -> Result<Array> {
+        check_len(dtype, dims, data.len())?;
+        let (device_index, memory_index) = placement(&self.shared, device, memory)?;
+        let res = &self.shared.parts.resources;
+        let buffer = res.pjrt.upload(
+            data.into_host_data(),
+            dtype,
+            dims,
+            &res.devices[device_index],
+            memory.map(|_| &res.memories[memory_index]),
+        )?;
+        let slot = BufferSlot::new(buffer, dtype, dims.to_vec(), device_index, memory_index);
+        Ok(self.wrap_array(ArrayCore::register(&res.buffers, slot)))
+    }
+
+    /// Creates an array from a typed slice (copied during the call).
+    pub fn buffer_from_slice<T: NativeType>(
+        &self,
+        data: &[T],
+        dims: &[i64],
+        device: &Device,
+    ) -> Result<Array> {
+        self.buffer_from_host(
+            HostBuffer::Copy(as_bytes(data)),
+            T::TYPE,
+            dims,
+            device,
+            None,
+        )
+    }
+
+    /// The async form of [`buffer_from_host`](Self::buffer_from_host): the upload is served by
+    /// the memory space's actor. The data is owned, so it may be read until the transfer ends.
+    pub async fn buffer_from_host_async(
+        &self,
+        data: Arc<[u8]>,
+        dtype: ElementType,
+        dims: &[i64],
+        device: &Device,
+        memory: Option<&MemorySpace>,
+    ) -> Result<Array> {
+        check_len(dtype, dims, data.len())?;
+        let (device_index, memory_index) = placement(&self.shared, device, memory)?;
+        let request = UploadRequest {
+            data,
+            dtype,
+            dims: dims.to_vec(),
+            device: device_index,
+            span: tracing::Span::current(),
+        };
+        let core = ask_async(&self.shared.parts.memories[memory_index], request).await?;
+        Ok(self.wrap_array(core))
+    }
+
+    pub(crate) fn wrap_array(&self, core: Arc<ArrayCore>) -> Array {
+        Array {
+            shared: self.shared.clone(),
+            core,
+        }
+    }
+}
+
+impl Array {
+    fn slot(&self) -> &BufferSlot {
+        &self.core.slot
+    }
+
+    /// The array's registry id.
+    pub fn id(&self) -> ArrayId {
+        self.core.id
+    }
+
+    pub fn client(&self) -> Client {
+        Client {
+            shared: self.shared.clone(),
+        }
+    }
+
+    pub fn dtype(&self) -> ElementType {
+        self.slot().dtype
+    }
+
+    pub fn dims(&self) -> &[i64] {
+        &self.slot().dims
+    }
+
+    /// Number of elements.
+    pub fn element_count(&self) -> usize {
+        self.slot().dims.iter().product::<i64>() as usize
+    }
+
+    /// Bytes of the dense host representation.
+    pub fn byte_size(&self) -> usize {
+        self.element_count() * self.dtype().byte_size()
+    }
+
+    pub fn device(&self) -> Device {
+        Device::new(self.shared.clone(), self.slot().device)
+    }
+
+    pub fn memory_space(&self) -> MemorySpace {
+        MemorySpace::new(self.shared.clone(), self.slot().memory)
+    }
+
+    /// The buffer's size on its device, as the plugin reports it.
+    pub fn on_device_size(&self) -> Result<usize> {
+        self.slot().on_device_size()
+    }
+
+    pub fn is_deleted(&self) -> bool {
+        self.slot().is_deleted()
+    }
+
+    /// Frees the device buffer now. Every clone of this handle then sees `Error::Deleted`;
+    /// operations already running on it finish first.
+    pub fn delete(&self) {
+        self.slot().delete();
+    }
+
+    /// Blocks until the array's contents are computed; a failed computation's error comes back.
+    pub fn block_until_ready(&self) -> Result<()> {
+        self.slot().with_buffer(|b| b.wait_ready())
+    }
+
+    /// Reads the array into a caller's slice of exactly `element_count()` values of its type.
+    pub fn read_into<T: NativeType>(&self, dst: &mut [T]) -> Result<()> {
+        if dst.len() != self.element_count() {
+            return Err(Error::InvalidArgument(format!(
+                "a {}{:?} array has {} elements; the slice has {}",
+                self.dtype(),
+                self.dims(),
+                self.element_count(),
+                dst.len()
+            )));
+        }
+        let rank = self.dims().len();
+        self.slot()
+            .with_buffer(|b| read_typed(b, self.dtype(), rank, dst))
+    }
+
+    /// Reads the array into a new `Vec` of its element type.
+    pub fn to_vec<T: NativeType>(&self) -> Result<Vec<T>> {
+        if T::TYPE != self.dtype() {
+            return Err(Error::InvalidArgument(format!(
+                "cannot read a {} array as {}",
+                self.dtype(),
+                T::TYPE
+            )));
+        }
+        let mut out = zeroed_vec::<T>(self.element_count());
+        self.read_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// Reads the array's dense bytes into a caller's buffer of exactly `byte_size()` bytes.
+    pub fn read_bytes_into(&self, dst: &mut [u8]) -> Result<()> {
+        if dst.len() != self.byte_size() {
+            return Err(Error::InvalidArgument(format!(
+                "a {}{:?} array is {} bytes; the buffer has {}",
+                self.dtype(),
+                self.dims(),
+                self.byte_size(),
+                dst.len()
+            )));
+        }
+        let rank = self.dims().len();
+        self.slot().with_buffer(|b| b.read_into(dst, rank))
+    }
+
+    /// Reads the array's dense bytes (any dtype, e.g. f16, bf16, complex).
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; self.byte_size()];
+        self.read_bytes_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// The async form of [`to_bytes`](Self::to_bytes): the read is served by the array's
+    /// device actor, in order with the other work sent to that device.
+    pub async fn to_bytes_async(&self) -> Result<Vec<u8>> {
+        let request = pjrt_actors_core::actors::device::ReadRequest {
+            array: self.core.clone(),
+            span: tracing::Span::current(),
+        };
+        let actor = self.device().actor()?.clone();
+        ask_async(&actor, request).await
+    }
+
+    /// Copies the array to another device (its default memory space).
+    pub fn copy_to_device(&self, device: &Device) -> Result<Array> {
+        let (device_index, memory_index) = placement(&self.shared, device, None)?;
+        let res = &self.shared.parts.resources;
+        let buffer = self
+            .slot()
+            .with_buffer(|b| b.copy_to_device(&res.devices[device_index]))?;
+        let slot = BufferSlot::new(
+            buffer,
+            self.dtype(),
+            self.dims().to_vec(),
+            device_index,
+            memory_index,
+        );
+        Ok(self
+            .client()
+            .wrap_array(ArrayCore::register(&res.buffers, slot)))
+    }
+
+    /// Copies the array to another memory space (of its own or another device).
+    pub fn copy_to_memory(&self, memory: &MemorySpace) -> Result<Array> {
+        let device = memory
+            .devices()
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::InvalidArgument(format!("{memory} has no device")))?;
+        let (device_index, memory_index) = placement(&self.shared, &device, Some(memory))?;
+        let res = &self.shared.parts.resources;
+        let buffer = self
+            .slot()
+            .with_buffer(|b| b.copy_to_memory(&res.memories[memory_index]))?;
+        let slot = BufferSlot::new(
+            buffer,
+            self.dtype(),
+            self.dims().to_vec(),
+            device_index,
+            memory_index,
+        );
+        Ok(self
+            .client()
+            .wrap_array(ArrayCore::register(&res.buffers, slot)))
+    }
+}
+
+impl PartialEq for Array {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.core, &other.core)
+    }
+}
+impl Eq for Array {}
+
+impl fmt::Debug for Array {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Array({}{:?} on {}, id {})",
+            self.dtype(),
+            self.dims(),
+            self.device(),
+            self.id()
+        )
+    }
+}
