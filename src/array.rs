@@ -123,7 +123,7 @@ impl Client {
             &res.devices[device_index],
             memory.map(|_| &res.memories[memory_index]),
         )?;
-        let slot = BufferSlot::new(buffer, dtype, dims.to_vec(), device_index, memory_index);
+        let slot = BufferSlot::new(buffer, dtype, dims.into(), device_index, memory_index);
         Ok(self.wrap_array(ArrayCore::register(&res.buffers, slot)))
     }
 
@@ -309,7 +309,7 @@ impl Array {
         let slot = BufferSlot::new(
             buffer,
             self.dtype(),
-            self.dims().to_vec(),
+            self.slot().dims.clone(),
             device_index,
             memory_index,
         );
@@ -333,7 +333,7 @@ impl Array {
         let slot = BufferSlot::new(
             buffer,
             self.dtype(),
-            self.dims().to_vec(),
+            self.slot().dims.clone(),
             device_index,
             memory_index,
         );

@@ -318,14 +318,10 @@ impl Client {
 
     fn arrays_from(
         &self,
-        entries: Vec<(
-            pjrt_actors_core::registry::Id,
-            pjrt_actors_core::registry::BufferEntry,
-        )>,
+        cores: Vec<Arc<pjrt_actors_core::registry::ArrayCore>>,
     ) -> Vec<crate::Array> {
-        entries
+        cores
             .into_iter()
-            .filter_map(|(_, e)| e.array.upgrade())
             .map(|core| self.wrap_array(core))
             .collect()
     }

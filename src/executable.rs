@@ -5,11 +5,13 @@
 use std::fmt;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use pjrt_actors_core::actors::device::ExecuteRequest;
 use pjrt_actors_core::compile::{
     CompileOptions, CompileRequest, DeviceFacts, ExecutableCore, check_program,
 };
-use pjrt_actors_core::execute::{caller_context, execute};
+use pjrt_actors_core::execute::{Outputs as CoreOutputs, caller_context, execute};
 use pjrt_actors_core::pjrt::{ArrayType, CompiledMemoryStats, NamedValue};
 use pjrt_actors_core::registry::{ArrayCore, Id};
 use pjrt_actors_core::{Error, Result};
@@ -63,7 +65,8 @@ impl Client {
             pjrt_actors_core::compile::ExecutableMeta,
         ),
     ) -> LoadedExecutable {
-        let core = ExecutableCore::register(&self.shared.parts.resources.executables, exe, meta);
+        let res = &self.shared.parts.resources;
+        let core = ExecutableCore::register(&res.executables, exe, meta, res.devices.len());
         LoadedExecutable {
             shared: self.shared.clone(),
             core,
@@ -183,39 +186,46 @@ impl LoadedExecutable {
         ))
     }
 
-    fn cores<'a>(&self, args: &[&'a Array]) -> Result<Vec<&'a ArrayCore>> {
-        args.iter()
-            .enumerate()
-            .map(|(index, a)| {
-                if Arc::ptr_eq(&a.shared, &self.shared) {
-                    Ok(&*a.core)
-                } else {
-                    Err(Error::BadArgument {
-                        executable: self.name().to_string(),
-                        index,
-                        reason: "the array belongs to another client".into(),
-                        context: caller_context(),
-                    })
-                }
-            })
-            .collect()
+    fn cores<'a>(&self, args: &[&'a Array]) -> Result<SmallVec<[&'a ArrayCore; 8]>> {
+        let mut cores = SmallVec::new();
+        for (index, a) in args.iter().enumerate() {
+            if !Arc::ptr_eq(&a.shared, &self.shared) {
+                return Err(Error::BadArgument {
+                    executable: self.name().to_string(),
+                    index,
+                    reason: "the array belongs to another client".into(),
+                    context: caller_context(),
+                });
+            }
+            cores.push(&*a.core);
+        }
+        Ok(cores)
     }
 
-    fn wrap_outputs(&self, outputs: Vec<Vec<Arc<ArrayCore>>>) -> Outputs {
-        outputs
-            .into_iter()
-            .map(|list| {
-                list.into_iter()
-                    .map(|core| Array {
-                        shared: self.shared.clone(),
-                        core,
-                    })
-                    .collect()
-            })
-            .collect()
+    fn wrap(&self, core: Arc<ArrayCore>) -> Array {
+        Array {
+            shared: self.shared.clone(),
+            core,
+        }
     }
 
-    fn run(&self, lists: &[&[&Array]], device: Option<&Device>) -> Result<Outputs> {
+    /// Splits flat, device-major outputs into one list per device.
+    fn per_device(&self, outputs: CoreOutputs) -> Outputs {
+        let n = self.num_outputs().max(1);
+        let mut lists: Outputs = Vec::with_capacity(outputs.len() / n);
+        for (i, core) in outputs.into_iter().enumerate() {
+            if i % n == 0 {
+                lists.push(Vec::with_capacity(n));
+            }
+            lists
+                .last_mut()
+                .expect("pushed above")
+                .push(self.wrap(core));
+        }
+        lists
+    }
+
+    fn run(&self, lists: &[&[&Array]], device: Option<&Device>) -> Result<CoreOutputs> {
         let portable_device = match device {
             Some(d) if !d.belongs_to(&self.shared) => {
                 return Err(Error::InvalidArgument(format!(
@@ -225,31 +235,42 @@ impl LoadedExecutable {
             Some(d) => Some(d.index()),
             None => None,
         };
-        let cores = lists
-            .iter()
-            .map(|l| self.cores(l))
-            .collect::<Result<Vec<_>>>()?;
-        let core_lists: Vec<&[&ArrayCore]> = cores.iter().map(|l| l.as_slice()).collect();
+        let mut cores: SmallVec<[SmallVec<[&ArrayCore; 8]>; 4]> = SmallVec::new();
+        for list in lists {
+            cores.push(self.cores(list)?);
+        }
+        let mut core_lists: SmallVec<[&[&ArrayCore]; 4]> = SmallVec::new();
+        for list in &cores {
+            core_lists.push(list.as_slice());
+        }
         let ctx = self.shared.parts.resources.execute_context();
-        let outputs = execute(&ctx, &self.core, &core_lists, portable_device)?;
-        Ok(self.wrap_outputs(outputs))
+        execute(&ctx, &self.core, &core_lists, portable_device)
     }
 
     /// Runs a single-device executable on the calling thread; returns its outputs.
     pub fn execute(&self, args: &[&Array]) -> Result<Vec<Array>> {
-        Ok(self.run(&[args], None)?.pop().unwrap_or_default())
+        let outputs = self.run(&[args], None)?;
+        let mut arrays = Vec::with_capacity(outputs.len());
+        for core in outputs {
+            arrays.push(self.wrap(core));
+        }
+        Ok(arrays)
     }
 
     /// Runs a portable executable on `device`.
     pub fn execute_on(&self, device: &Device, args: &[&Array]) -> Result<Vec<Array>> {
-        Ok(self.run(&[args], Some(device))?.pop().unwrap_or_default())
+        Ok(self
+            .run(&[args], Some(device))?
+            .into_iter()
+            .map(|c| self.wrap(c))
+            .collect())
     }
 
     /// Runs a replicated executable: one argument list per device, in `addressable_devices`
     /// order; returns one output list per device.
     pub fn execute_replicated(&self, args: &[Vec<&Array>]) -> Result<Outputs> {
-        let lists: Vec<&[&Array]> = args.iter().map(|l| l.as_slice()).collect();
-        self.run(&lists, None)
+        let lists: SmallVec<[&[&Array]; 4]> = args.iter().map(|l| l.as_slice()).collect();
+        Ok(self.per_device(self.run(&lists, None)?))
     }
 
     /// The async form of execute: the run is served by the (first) device's actor, in order
@@ -287,7 +308,7 @@ impl LoadedExecutable {
             span: tracing::Span::current(),
         };
         let outputs = ask_async(target.actor()?, request).await?;
-        Ok(self.wrap_outputs(outputs))
+        Ok(self.per_device(outputs))
     }
 }
 

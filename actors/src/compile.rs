@@ -180,11 +180,14 @@ pub struct ExecutableMeta {
     pub fingerprint: String,
     pub num_outputs: usize,
     pub output_types: Vec<ArrayType>,
+    /// `output_types[i].dims`, shared with every output array made (no copy per execute).
+    pub output_dims: Vec<Arc<[i64]>>,
     pub parameter_types: Vec<ArrayType>,
     /// Indices into the client's device list, in replica order.
     pub devices: Vec<usize>,
     pub portable: bool,
-    /// Every parameter index: the plugin must never donate a buffer our registry owns.
+    /// Every parameter index where the program could donate (it declares aliases or donors):
+    /// the plugin must never consume a buffer our registry owns. Empty when it cannot donate.
     pub non_donatable: Vec<i64>,
 }
 
@@ -195,12 +198,22 @@ impl ExecutableMeta {
         portable: bool,
     ) -> Result<Self> {
         let parameter_types = exe.parameter_types()?;
+        let output_types = exe.output_types()?;
+        let non_donatable = if exe.may_donate()? {
+            (0..parameter_types.len() as i64).collect()
+        } else {
+            Vec::new()
+        };
         Ok(ExecutableMeta {
             name: exe.name()?,
             fingerprint: exe.fingerprint()?,
             num_outputs: exe.num_outputs()?,
-            output_types: exe.output_types()?,
-            non_donatable: (0..parameter_types.len() as i64).collect(),
+            output_dims: output_types
+                .iter()
+                .map(|t| t.dims.as_slice().into())
+                .collect(),
+            output_types,
+            non_donatable,
             parameter_types,
             devices: exe.addressable_device_indices(devices)?,
             portable,
@@ -213,6 +226,9 @@ pub struct ExecutableCore {
     pub id: Id,
     pub exe: PjrtLoadedExecutable,
     pub meta: ExecutableMeta,
+    /// Per device index: the memory-space index of each output. Fixed when the program is
+    /// compiled, so it is learned from the first run on each device instead of asked each time.
+    pub output_memories: Vec<std::sync::OnceLock<Vec<usize>>>,
     registry: Arc<ExecutableRegistry>,
 }
 
@@ -230,11 +246,15 @@ impl ExecutableCore {
         registry: &Arc<ExecutableRegistry>,
         exe: PjrtLoadedExecutable,
         meta: ExecutableMeta,
+        device_count: usize,
     ) -> Arc<ExecutableCore> {
         Arc::new_cyclic(|weak| ExecutableCore {
-            id: registry.insert(weak.clone()),
+            id: registry.insert(0, weak.clone()),
             exe,
             meta,
+            output_memories: (0..device_count)
+                .map(|_| std::sync::OnceLock::new())
+                .collect(),
             registry: registry.clone(),
         })
     }

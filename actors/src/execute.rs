@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::compile::ExecutableCore;
 use crate::error::{Error, Result};
 use crate::pjrt::{PjrtBuffer, PjrtDevice, PjrtMemory};
@@ -15,6 +17,9 @@ pub struct ExecuteContext<'a> {
     pub memories: &'a [PjrtMemory],
     pub registry: &'a Arc<BufferRegistry>,
 }
+
+/// Outputs of one execute, flat and device-major; inline for the common few.
+pub type Outputs = SmallVec<[Arc<ArrayCore>; 4]>;
 
 /// The tracing span the caller is in, named for error messages.
 pub fn caller_context() -> Option<String> {
@@ -43,7 +48,7 @@ fn check_arguments(exe: &ExecutableCore, args: &[&ArrayCore], device: usize) -> 
     }
     for (i, (arg, param)) in args.iter().zip(&meta.parameter_types).enumerate() {
         let slot = &arg.slot;
-        if slot.dtype != param.dtype || slot.dims != param.dims {
+        if slot.dtype != param.dtype || *slot.dims != *param.dims {
             return Err(bad(
                 i,
                 format!(
@@ -66,16 +71,17 @@ fn check_arguments(exe: &ExecutableCore, args: &[&ArrayCore], device: usize) -> 
 }
 
 /// Runs `exe` on `arg_lists` (one list per device of the executable, or one list and
-/// `portable_device` for a portable executable). Returns one output list per device.
+/// `portable_device` for a portable executable). Returns the outputs flat, device-major
+/// (`num_outputs` per device).
 pub fn execute(
     ctx: &ExecuteContext<'_>,
     exe: &ExecutableCore,
     arg_lists: &[&[&ArrayCore]],
     portable_device: Option<usize>,
-) -> Result<Vec<Vec<Arc<ArrayCore>>>> {
+) -> Result<Outputs> {
     let meta = &exe.meta;
-    let run_devices: Vec<usize> = match portable_device {
-        Some(d) if meta.portable => vec![d],
+    let run_devices: SmallVec<[usize; 4]> = match portable_device {
+        Some(d) if meta.portable => smallvec::smallvec![d],
         Some(_) => {
             return Err(Error::InvalidArgument(format!(
                 "`{}` is not portable: it runs on the devices it was compiled for",
@@ -88,7 +94,7 @@ pub fn execute(
                 meta.name
             )));
         }
-        None => meta.devices.clone(),
+        None => meta.devices.iter().copied().collect(),
     };
     if arg_lists.len() != run_devices.len() {
         return Err(Error::InvalidArgument(format!(
@@ -102,26 +108,25 @@ pub fn execute(
         check_arguments(exe, args, device)?;
     }
     // Hold every argument's read lock across the call: a defragment or delete waits for us.
-    let guards = arg_lists
-        .iter()
-        .map(|args| {
-            args.iter()
-                .map(|a| a.slot.read())
-                .collect::<Result<Vec<_>>>()
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let buffers: Vec<Vec<&PjrtBuffer>> = guards
-        .iter()
-        .map(|list| {
-            list.iter()
-                .map(|g| match &**g {
-                    SlotState::Live(b) => b,
-                    SlotState::Deleted => unreachable!("read() checks liveness"),
-                })
-                .collect()
-        })
-        .collect();
-    let lists: Vec<&[&PjrtBuffer]> = buffers.iter().map(|l| l.as_slice()).collect();
+    // (Plain loops, not iterator collects: this is the hot path.)
+    let mut guards: SmallVec<[_; 8]> = SmallVec::new();
+    for args in arg_lists {
+        for a in args.iter() {
+            guards.push(a.slot.read()?);
+        }
+    }
+    let mut buffers: SmallVec<[&PjrtBuffer; 8]> = SmallVec::new();
+    for g in &guards {
+        match &**g {
+            SlotState::Live(b) => buffers.push(b),
+            SlotState::Deleted => unreachable!("read() checks liveness"),
+        }
+    }
+    let per_device = meta.parameter_types.len();
+    let mut lists: SmallVec<[&[&PjrtBuffer]; 4]> = SmallVec::new();
+    for d in 0..run_devices.len() {
+        lists.push(&buffers[d * per_device..(d + 1) * per_device]);
+    }
     let execute_device = portable_device.map(|d| &ctx.devices[d]);
     let outputs = exe.exe.execute(
         &lists,
@@ -129,21 +134,42 @@ pub fn execute(
         &meta.non_donatable,
         execute_device,
     )?;
+    drop(lists);
+    drop(buffers);
     drop(guards);
-    outputs
-        .into_iter()
-        .zip(&run_devices)
-        .map(|(list, &device)| {
-            list.into_iter()
-                .zip(&meta.output_types)
-                .map(|(buffer, ty)| {
-                    let memory = buffer.memory_index(ctx.memories)?.ok_or_else(|| {
-                        Error::Cancelled("an output landed in an unknown memory space".into())
-                    })?;
-                    let slot = BufferSlot::new(buffer, ty.dtype, ty.dims.clone(), device, memory);
-                    Ok(ArrayCore::register(ctx.registry, slot))
-                })
-                .collect()
-        })
-        .collect()
+    let num_outputs = meta.num_outputs.max(1);
+    let mut memories: SmallVec<[&[usize]; 4]> = SmallVec::new();
+    for (d, &device) in run_devices.iter().enumerate() {
+        let first = &outputs[d * meta.num_outputs..(d + 1) * meta.num_outputs];
+        let known = match exe.output_memories[device].get() {
+            Some(known) => known,
+            None => {
+                let found = first
+                    .iter()
+                    .map(|b| {
+                        b.memory_index(ctx.memories)?.ok_or_else(|| {
+                            Error::Cancelled("an output landed in an unknown memory space".into())
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                exe.output_memories[device].get_or_init(|| found)
+            }
+        };
+        memories.push(known);
+    }
+    let mut arrays = Outputs::new();
+    for (i, buffer) in outputs.into_iter().enumerate() {
+        let (d, output) = (i / num_outputs, i % num_outputs);
+        let (device, memory) = (run_devices[d], memories[d][output]);
+        let dims = meta.output_dims[output].clone();
+        let slot = BufferSlot::new(
+            buffer,
+            meta.output_types[output].dtype,
+            dims,
+            device,
+            memory,
+        );
+        arrays.push(ArrayCore::register(ctx.registry, slot));
+    }
+    Ok(arrays)
 }

@@ -256,8 +256,8 @@ pub fn open_client(config: ClientConfig) -> Result<ClientParts> {
         pjrt,
         devices,
         memories,
-        buffers: Arc::new(BufferRegistry::new("array")),
-        executables: Arc::new(ExecutableRegistry::new("executable")),
+        buffers: Arc::new(BufferRegistry::new("array", snap.devices.len())),
+        executables: Arc::new(ExecutableRegistry::new("executable", 1)),
     });
 
     let workers = WorkerCount::default();

@@ -4,7 +4,6 @@
 //! (defragment) or taken (delete) while every handle keeps pointing at the same slot.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
@@ -14,14 +13,18 @@ use crate::dtype::ElementType;
 use crate::error::{Error, Result};
 use crate::pjrt::PjrtBuffer;
 
-/// A registry id: slab index plus the epoch it was issued in.
+/// A registry id: shard, slab index, and the epoch it was issued in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Id {
+    shard: u16,
     index: u32,
     epoch: u32,
 }
 
 impl Id {
+    pub fn shard(self) -> u16 {
+        self.shard
+    }
     pub fn index(self) -> u32 {
         self.index
     }
@@ -32,7 +35,7 @@ impl Id {
 
 impl fmt::Display for Id {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}v{}", self.index, self.epoch)
+        write!(f, "{}.{}v{}", self.shard, self.index, self.epoch)
     }
 }
 
@@ -41,75 +44,101 @@ struct Entry<T> {
     value: T,
 }
 
-/// A slab of `T` addressed by epoch-checked ids. Insert and remove are O(1) under a short lock.
+struct Entries<T> {
+    slab: Slab<Entry<T>>,
+    next_epoch: u32,
+}
+
+/// One shard on its own cache lines, so threads working on different shards never share one.
+#[repr(align(128))]
+struct Shard<T>(Mutex<Entries<T>>);
+
+/// A slab of `T` addressed by epoch-checked ids, in shards (one per device for buffers) so
+/// threads on different devices do not contend. Insert and remove are O(1) under a short lock.
 pub struct Registry<T> {
-    slab: Mutex<Slab<Entry<T>>>,
-    epoch: AtomicU32,
+    shards: Box<[Shard<T>]>,
     what: &'static str,
 }
 
 impl<T: Clone> Registry<T> {
-    pub fn new(what: &'static str) -> Self {
+    pub fn new(what: &'static str, shards: usize) -> Self {
         Registry {
-            slab: Mutex::new(Slab::new()),
-            epoch: AtomicU32::new(1),
+            shards: (0..shards.clamp(1, u16::MAX as usize))
+                .map(|_| {
+                    Shard(Mutex::new(Entries {
+                        slab: Slab::new(),
+                        next_epoch: 1,
+                    }))
+                })
+                .collect(),
             what,
         }
     }
 
-    pub fn insert(&self, value: T) -> Id {
-        let epoch = self.epoch.fetch_add(1, Ordering::Relaxed);
-        let index = self.slab.lock().insert(Entry { epoch, value });
+    /// Inserts into the shard `shard_hint` maps to.
+    pub fn insert(&self, shard_hint: usize, value: T) -> Id {
+        let shard = shard_hint % self.shards.len();
+        let mut entries = self.shards[shard].0.lock();
+        let epoch = entries.next_epoch;
+        entries.next_epoch = epoch.wrapping_add(1).max(1);
+        let index = entries.slab.insert(Entry { epoch, value });
         Id {
+            shard: shard as u16,
             index: index as u32,
             epoch,
         }
     }
 
+    fn shard(&self, id: Id) -> Option<&Mutex<Entries<T>>> {
+        self.shards.get(id.shard as usize).map(|s| &s.0)
+    }
+
     /// Removes the entry if `id` is still current; a stale id removes nothing.
     pub fn remove(&self, id: Id) -> Option<T> {
-        let mut slab = self.slab.lock();
-        match slab.get(id.index as usize) {
-            Some(e) if e.epoch == id.epoch => Some(slab.remove(id.index as usize).value),
+        let mut entries = self.shard(id)?.lock();
+        match entries.slab.get(id.index as usize) {
+            Some(e) if e.epoch == id.epoch => Some(entries.slab.remove(id.index as usize).value),
             _ => None,
         }
     }
 
     /// The entry behind `id`, or `Error::StaleId` if it was removed (even if the index is reused).
     pub fn get(&self, id: Id) -> Result<T> {
-        let slab = self.slab.lock();
-        match slab.get(id.index as usize) {
+        let stale = || Error::StaleId {
+            what: self.what,
+            id: id.to_string(),
+        };
+        let entries = self.shard(id).ok_or_else(stale)?.lock();
+        match entries.slab.get(id.index as usize) {
             Some(e) if e.epoch == id.epoch => Ok(e.value.clone()),
-            _ => Err(Error::StaleId {
-                what: self.what,
-                id: id.to_string(),
-            }),
+            _ => Err(stale()),
         }
     }
 
     pub fn len(&self) -> usize {
-        self.slab.lock().len()
+        self.shards.iter().map(|s| s.0.lock().slab.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Every entry, in index order.
+    /// Every entry, shard by shard in index order.
     pub fn entries(&self) -> Vec<(Id, T)> {
-        self.slab
-            .lock()
-            .iter()
-            .map(|(index, e)| {
-                (
-                    Id {
-                        index: index as u32,
-                        epoch: e.epoch,
-                    },
-                    e.value.clone(),
-                )
-            })
-            .collect()
+        let mut out = Vec::new();
+        for (shard, s) in self.shards.iter().enumerate() {
+            let entries = s.0.lock();
+            out.reserve(entries.slab.len());
+            for (index, e) in entries.slab.iter() {
+                let id = Id {
+                    shard: shard as u16,
+                    index: index as u32,
+                    epoch: e.epoch,
+                };
+                out.push((id, e.value.clone()));
+            }
+        }
+        out
     }
 }
 
@@ -124,7 +153,7 @@ pub enum SlotState {
 pub struct BufferSlot {
     state: RwLock<SlotState>,
     pub dtype: ElementType,
-    pub dims: Vec<i64>,
+    pub dims: Arc<[i64]>,
     /// Index of the device in the client's device list.
     pub device: usize,
     /// Index of the memory space in the client's memory list.
@@ -136,7 +165,7 @@ impl BufferSlot {
     pub fn new(
         buffer: PjrtBuffer,
         dtype: ElementType,
-        dims: Vec<i64>,
+        dims: Arc<[i64]>,
         device: usize,
         memory: usize,
     ) -> Self {
@@ -203,39 +232,25 @@ impl BufferSlot {
     }
 }
 
-/// What the registry keeps per array: the slot (which owns the buffer) and a weak link to the
-/// handle core, so `live_arrays` can hand out handles without keeping arrays alive.
-#[derive(Clone)]
-pub struct BufferEntry {
-    pub slot: Arc<BufferSlot>,
-    pub array: Weak<ArrayCore>,
-}
+/// The registry of live arrays. It holds weak links: it lists every live buffer (and can
+/// reach it, e.g. to move it) without keeping any alive; the array handles own them.
+pub type BufferRegistry = Registry<Weak<ArrayCore>>;
 
-/// The registry of live device buffers.
-pub type BufferRegistry = Registry<BufferEntry>;
-
-/// The core of an array handle: its id and slot. Dropping the last reference unregisters it,
-/// which drops the registry's reference to the slot and so frees the buffer.
+/// The core of an array handle: its id and the slot that owns its buffer. Dropping the last
+/// reference unregisters it and frees the buffer.
 pub struct ArrayCore {
     pub id: Id,
-    pub slot: Arc<BufferSlot>,
+    pub slot: BufferSlot,
     registry: Arc<BufferRegistry>,
 }
 
 impl ArrayCore {
-    /// Registers a new buffer and returns the handle core that owns its registration.
+    /// Registers a new buffer and returns the handle core that owns it.
     pub fn register(registry: &Arc<BufferRegistry>, slot: BufferSlot) -> Arc<ArrayCore> {
-        let slot = Arc::new(slot);
-        Arc::new_cyclic(|weak| {
-            let id = registry.insert(BufferEntry {
-                slot: slot.clone(),
-                array: weak.clone(),
-            });
-            ArrayCore {
-                id,
-                slot,
-                registry: registry.clone(),
-            }
+        Arc::new_cyclic(|weak| ArrayCore {
+            id: registry.insert(slot.device, weak.clone()),
+            slot,
+            registry: registry.clone(),
         })
     }
 }

@@ -53,6 +53,7 @@ impl Handler<GetMemoryStats> for DeviceActor {
 
 /// Runs an executable with this device's actor (the first device of a replicated run, or the
 /// chosen device of a portable one).
+/// Outputs come back flat, device-major.
 pub struct ExecuteRequest {
     pub executable: Arc<ExecutableCore>,
     pub args: Vec<Vec<Arc<ArrayCore>>>,
@@ -61,11 +62,11 @@ pub struct ExecuteRequest {
 }
 
 impl Message for ExecuteRequest {
-    type Result = Result<Vec<Vec<Arc<ArrayCore>>>>;
+    type Result = Result<crate::execute::Outputs>;
 }
 
 impl Handler<ExecuteRequest> for DeviceActor {
-    type Result = Result<Vec<Vec<Arc<ArrayCore>>>>;
+    type Result = Result<crate::execute::Outputs>;
 
     fn handle(&mut self, msg: ExecuteRequest, _: &mut Context<Self>) -> Self::Result {
         let _entered = msg.span.enter();

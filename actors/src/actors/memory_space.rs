@@ -90,7 +90,7 @@ impl Handler<UploadRequest> for MemorySpaceActor {
                 &res.devices[msg.device],
                 Some(&res.memories[self.index]),
             )?;
-            let slot = BufferSlot::new(buffer, msg.dtype, msg.dims, msg.device, self.index);
+            let slot = BufferSlot::new(buffer, msg.dtype, msg.dims.into(), msg.device, self.index);
             Ok(ArrayCore::register(&res.buffers, slot))
         })
     }

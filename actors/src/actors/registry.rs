@@ -9,7 +9,7 @@ use tracing::Span;
 
 use super::guarded;
 use crate::error::Result;
-use crate::registry::{BufferEntry, BufferRegistry, Id};
+use crate::registry::{ArrayCore, BufferRegistry};
 
 pub struct BufferRegistryActor {
     registry: Arc<BufferRegistry>,
@@ -31,15 +31,22 @@ pub struct ListBuffers {
 }
 
 impl Message for ListBuffers {
-    type Result = Result<Vec<(Id, BufferEntry)>>;
+    type Result = Result<Vec<Arc<ArrayCore>>>;
 }
 
 impl Handler<ListBuffers> for BufferRegistryActor {
-    type Result = Result<Vec<(Id, BufferEntry)>>;
+    type Result = Result<Vec<Arc<ArrayCore>>>;
 
     fn handle(&mut self, msg: ListBuffers, _: &mut Context<Self>) -> Self::Result {
         let _entered = msg.span.enter();
         let _span = tracing::debug_span!("registry.list").entered();
-        guarded("list buffers", || Ok(self.registry.entries()))
+        guarded("list buffers", || {
+            Ok(self
+                .registry
+                .entries()
+                .into_iter()
+                .filter_map(|(_, weak)| weak.upgrade())
+                .collect())
+        })
     }
 }

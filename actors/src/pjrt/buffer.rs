@@ -314,8 +314,16 @@ impl PjrtBuffer {
     }
 
     /// Blocks until the buffer's contents are computed; a failed computation's error comes back.
+    /// (No `PjrtEvent` wrapper: that would touch the client's shared refcount on a hot path.)
     pub fn wait_ready(&self) -> Result<()> {
-        self.ready_event()?.wait()
+        let plugin = self.client.plugin();
+        let mut r = args!(PJRT_Buffer_ReadyEvent_Args { buffer: self.raw });
+        call!(plugin, PJRT_Buffer_ReadyEvent, &mut r)?;
+        let mut w = args!(PJRT_Event_Await_Args { event: r.event });
+        let waited = call!(plugin, PJRT_Event_Await, &mut w);
+        let mut d = args!(PJRT_Event_Destroy_Args { event: r.event });
+        let _ = call!(plugin, PJRT_Event_Destroy, &mut d);
+        waited
     }
 
     pub fn copy_to_device(&self, device: &PjrtDevice) -> Result<PjrtBuffer> {

@@ -5,6 +5,7 @@ use std::ptr::{null, null_mut};
 
 use pjrt_sys as sys;
 use prost::Message;
+use smallvec::SmallVec;
 
 use super::abi;
 use super::buffer::{PjrtBuffer, from_raw_type};
@@ -121,6 +122,10 @@ impl PjrtLoadedExecutable {
 
     pub fn client(&self) -> &PjrtClient {
         &self.client
+    }
+
+    pub(crate) fn loaded_raw(&self) -> *mut sys::PJRT_LoadedExecutable {
+        self.loaded
     }
 
     pub fn name(&self) -> Result<String> {
@@ -327,29 +332,37 @@ impl PjrtLoadedExecutable {
     }
 
     /// Runs the executable: one argument list per device (`execute_device` names the device of
-    /// a portable executable, with one list). Returns one output list per device. The caller
-    /// has checked counts, types and devices; `non_donatable` lists every parameter index, so
-    /// the plugin never consumes a buffer our registry still owns.
+    /// a portable executable, with one list). Returns the outputs flat, device-major. The caller
+    /// has checked counts, types and devices; `non_donatable` lists every parameter index of a
+    /// program that could donate, so the plugin never consumes a buffer our registry owns.
     pub fn execute(
         &self,
         argument_lists: &[&[&PjrtBuffer]],
         num_outputs: usize,
         non_donatable: &[i64],
         execute_device: Option<&PjrtDevice>,
-    ) -> Result<Vec<Vec<PjrtBuffer>>> {
+    ) -> Result<SmallVec<[PjrtBuffer; 4]>> {
+        // Plain loops, not iterator collects: this is the hot path, and it shows in profiles.
         let num_devices = argument_lists.len();
         let num_args = argument_lists.first().map_or(0, |l| l.len());
-        let raw_args: Vec<Vec<*mut sys::PJRT_Buffer>> = argument_lists
-            .iter()
-            .map(|l| l.iter().map(|b| b.raw()).collect())
-            .collect();
-        let arg_ptrs: Vec<*const *mut sys::PJRT_Buffer> =
-            raw_args.iter().map(|l| l.as_ptr()).collect();
-        let mut outputs: Vec<Vec<*mut sys::PJRT_Buffer>> = (0..num_devices)
-            .map(|_| vec![null_mut(); num_outputs])
-            .collect();
-        let out_ptrs: Vec<*mut *mut sys::PJRT_Buffer> =
-            outputs.iter_mut().map(|l| l.as_mut_ptr()).collect();
+        let mut raw_args: SmallVec<[*mut sys::PJRT_Buffer; 16]> = SmallVec::new();
+        for list in argument_lists {
+            for b in list.iter() {
+                raw_args.push(b.raw());
+            }
+        }
+        let mut outputs: SmallVec<[*mut sys::PJRT_Buffer; 16]> =
+            SmallVec::from_elem(null_mut(), num_devices * num_outputs);
+        let mut arg_ptrs: SmallVec<[*const *mut sys::PJRT_Buffer; 4]> = SmallVec::new();
+        let mut out_ptrs: SmallVec<[*mut *mut sys::PJRT_Buffer; 4]> = SmallVec::new();
+        for d in 0..num_devices {
+            // SAFETY: both offsets stay inside their vectors, which are not touched again until
+            // after the call.
+            unsafe {
+                arg_ptrs.push(raw_args.as_ptr().add(d * num_args));
+                out_ptrs.push(outputs.as_mut_ptr().add(d * num_outputs));
+            }
+        }
         let mut options = abi::ExecuteOptions {
             struct_size: size_of::<abi::ExecuteOptions>(),
             extension_start: null_mut(),
@@ -358,7 +371,11 @@ impl PjrtLoadedExecutable {
             num_send_ops: 0,
             num_recv_ops: 0,
             launch_id: 0,
-            non_donatable_input_indices: non_donatable.as_ptr(),
+            non_donatable_input_indices: if non_donatable.is_empty() {
+                null()
+            } else {
+                non_donatable.as_ptr()
+            },
             num_non_donatable_input_indices: non_donatable.len(),
             context: null_mut(),
             call_location: null(),
@@ -377,13 +394,19 @@ impl PjrtLoadedExecutable {
             execute_device: execute_device.map_or(null_mut(), |d| d.raw()),
         });
         call!(self.client.plugin(), PJRT_LoadedExecutable_Execute, &mut a)?;
-        Ok(outputs
-            .into_iter()
-            .map(|l| {
-                l.into_iter()
-                    .map(|raw| PjrtBuffer::from_raw(self.client.clone(), raw))
-                    .collect()
-            })
-            .collect())
+        let mut result = SmallVec::new();
+        for raw in outputs {
+            result.push(PjrtBuffer::from_raw(self.client.clone(), raw));
+        }
+        Ok(result)
+    }
+
+    /// Whether the program may donate an input (it declares input/output aliases or donors).
+    pub fn may_donate(&self) -> Result<bool> {
+        let module = self.optimized_module()?;
+        Ok(module
+            .input_output_alias
+            .is_some_and(|a| !a.entries.is_empty())
+            || module.buffer_donor.is_some_and(|d| !d.entries.is_empty()))
     }
 }

@@ -2,6 +2,7 @@
 //! Everything it exports is a safe owner of a PJRT object, or plain data read from one.
 
 mod abi;
+pub mod baseline;
 mod buffer;
 mod client;
 mod executable;
