@@ -20,8 +20,8 @@ use support::*;
 
 const SAMPLES: usize = 40_000;
 const BLOCK: usize = 100;
-const THREAD_RUN: Duration = Duration::from_millis(400);
-const THREAD_ROUNDS: usize = 5;
+const THREAD_RUN: Duration = Duration::from_millis(300);
+const THREAD_ROUNDS: usize = 9;
 
 fn raw_compile(client: &PjrtClient, device_id: i32) -> PjrtLoadedExecutable {
     let facts = DeviceFacts {

@@ -50,7 +50,6 @@ pub type ArrayId = Id;
 /// An array on a device. `Clone + Send + Sync`; keeps its client alive.
 #[derive(Clone)]
 pub struct Array {
-    pub(crate) shared: Arc<Shared>,
     pub(crate) core: Arc<ArrayCore>,
 }
 
@@ -124,7 +123,7 @@ impl Client {
             memory.map(|_| &res.memories[memory_index]),
         )?;
         let slot = BufferSlot::new(buffer, dtype, dims.into(), device_index, memory_index);
-        Ok(self.wrap_array(ArrayCore::register(&res.buffers, slot)))
+        Ok(self.wrap_array(ArrayCore::register(self.shared.clone(), slot)))
     }
 
     /// Creates an array from a typed slice (copied during the call).
@@ -156,6 +155,7 @@ impl Client {
         check_len(dtype, dims, data.len())?;
         let (device_index, memory_index) = placement(&self.shared, device, memory)?;
         let request = UploadRequest {
+            owner: self.shared.clone(),
             data,
             dtype,
             dims: dims.to_vec(),
@@ -167,16 +167,23 @@ impl Client {
     }
 
     pub(crate) fn wrap_array(&self, core: Arc<ArrayCore>) -> Array {
-        Array {
-            shared: self.shared.clone(),
-            core,
-        }
+        Array { core }
     }
 }
 
 impl Array {
     fn slot(&self) -> &BufferSlot {
         &self.core.slot
+    }
+
+    /// The client state this array belongs to.
+    pub(crate) fn shared(&self) -> Arc<Shared> {
+        self.core
+            .owner()
+            .clone()
+            .into_any()
+            .downcast::<Shared>()
+            .unwrap_or_else(|_| unreachable!("every array is owned by a client's Shared"))
     }
 
     /// The array's registry id.
@@ -186,7 +193,7 @@ impl Array {
 
     pub fn client(&self) -> Client {
         Client {
-            shared: self.shared.clone(),
+            shared: self.shared(),
         }
     }
 
@@ -209,11 +216,11 @@ impl Array {
     }
 
     pub fn device(&self) -> Device {
-        Device::new(self.shared.clone(), self.slot().device)
+        Device::new(self.shared(), self.slot().device)
     }
 
     pub fn memory_space(&self) -> MemorySpace {
-        MemorySpace::new(self.shared.clone(), self.slot().memory)
+        MemorySpace::new(self.shared(), self.slot().memory)
     }
 
     /// The buffer's size on its device, as the plugin reports it.
@@ -301,8 +308,9 @@ impl Array {
 
     /// Copies the array to another device (its default memory space).
     pub fn copy_to_device(&self, device: &Device) -> Result<Array> {
-        let (device_index, memory_index) = placement(&self.shared, device, None)?;
-        let res = &self.shared.parts.resources;
+        let shared = self.shared();
+        let (device_index, memory_index) = placement(&shared, device, None)?;
+        let res = &shared.parts.resources;
         let buffer = self
             .slot()
             .with_buffer(|b| b.copy_to_device(&res.devices[device_index]))?;
@@ -315,7 +323,7 @@ impl Array {
         );
         Ok(self
             .client()
-            .wrap_array(ArrayCore::register(&res.buffers, slot)))
+            .wrap_array(ArrayCore::register(shared.clone(), slot)))
     }
 
     /// Copies the array to another memory space (of its own or another device).
@@ -325,8 +333,9 @@ impl Array {
             .into_iter()
             .next()
             .ok_or_else(|| Error::InvalidArgument(format!("{memory} has no device")))?;
-        let (device_index, memory_index) = placement(&self.shared, &device, Some(memory))?;
-        let res = &self.shared.parts.resources;
+        let shared = self.shared();
+        let (device_index, memory_index) = placement(&shared, &device, Some(memory))?;
+        let res = &shared.parts.resources;
         let buffer = self
             .slot()
             .with_buffer(|b| b.copy_to_memory(&res.memories[memory_index]))?;
@@ -339,7 +348,7 @@ impl Array {
         );
         Ok(self
             .client()
-            .wrap_array(ArrayCore::register(&res.buffers, slot)))
+            .wrap_array(ArrayCore::register(shared.clone(), slot)))
     }
 }
 

@@ -11,6 +11,7 @@ use pjrt_actors_core::actors::client::{GetTopology, TopologySnapshot};
 use pjrt_actors_core::actors::mailbox_error;
 use pjrt_actors_core::actors::registry::ListBuffers;
 use pjrt_actors_core::pjrt::{DeviceDescription, NamedValue};
+use pjrt_actors_core::registry::ArrayOwner;
 use pjrt_actors_core::runtime::block_on;
 use pjrt_actors_core::{ClientConfig, ClientParts, ClientSnapshot, Error, Result, open_client};
 
@@ -24,6 +25,16 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn snapshot(&self) -> &ClientSnapshot {
         &self.parts.snapshot
+    }
+}
+
+impl ArrayOwner for Shared {
+    fn buffers(&self) -> &pjrt_actors_core::registry::BufferRegistry {
+        &self.parts.resources.buffers
+    }
+
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
     }
 }
 

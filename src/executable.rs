@@ -13,7 +13,7 @@ use pjrt_actors_core::compile::{
 };
 use pjrt_actors_core::execute::{Outputs as CoreOutputs, caller_context, execute};
 use pjrt_actors_core::pjrt::{ArrayType, CompiledMemoryStats, NamedValue};
-use pjrt_actors_core::registry::{ArrayCore, Id};
+use pjrt_actors_core::registry::{ArrayCore, ArrayOwner, Id};
 use pjrt_actors_core::{Error, Result};
 
 use crate::array::Array;
@@ -24,6 +24,8 @@ use crate::device::Device;
 #[derive(Clone)]
 pub struct LoadedExecutable {
     pub(crate) shared: Arc<Shared>,
+    /// `shared` as the owner of the arrays this executable makes (coerced once, not per call).
+    owner: Arc<dyn ArrayOwner>,
     pub(crate) core: Arc<ExecutableCore>,
 }
 
@@ -67,10 +69,7 @@ impl Client {
     ) -> LoadedExecutable {
         let res = &self.shared.parts.resources;
         let core = ExecutableCore::register(&res.executables, exe, meta, res.devices.len());
-        LoadedExecutable {
-            shared: self.shared.clone(),
-            core,
-        }
+        LoadedExecutable::new(self.shared.clone(), core)
     }
 
     /// Compiles a StableHLO/MLIR program (text or bytecode) on the compiler pool and loads it.
@@ -105,10 +104,7 @@ impl Client {
             .entries()
             .into_iter()
             .filter_map(|(_, weak)| weak.upgrade())
-            .map(|core| LoadedExecutable {
-                shared: self.shared.clone(),
-                core,
-            })
+            .map(|core| LoadedExecutable::new(self.shared.clone(), core))
             .collect()
     }
 }
@@ -117,6 +113,14 @@ impl Client {
 type Outputs = Vec<Vec<Array>>;
 
 impl LoadedExecutable {
+    fn new(shared: Arc<Shared>, core: Arc<ExecutableCore>) -> Self {
+        LoadedExecutable {
+            owner: shared.clone(),
+            shared,
+            core,
+        }
+    }
+
     pub fn id(&self) -> Id {
         self.core.id
     }
@@ -189,7 +193,7 @@ impl LoadedExecutable {
     fn cores<'a>(&self, args: &[&'a Array]) -> Result<SmallVec<[&'a ArrayCore; 8]>> {
         let mut cores = SmallVec::new();
         for (index, a) in args.iter().enumerate() {
-            if !Arc::ptr_eq(&a.shared, &self.shared) {
+            if !a.core.owned_by(&self.shared) {
                 return Err(Error::BadArgument {
                     executable: self.name().to_string(),
                     index,
@@ -203,10 +207,7 @@ impl LoadedExecutable {
     }
 
     fn wrap(&self, core: Arc<ArrayCore>) -> Array {
-        Array {
-            shared: self.shared.clone(),
-            core,
-        }
+        Array { core }
     }
 
     /// Splits flat, device-major outputs into one list per device.
@@ -243,7 +244,7 @@ impl LoadedExecutable {
         for list in &cores {
             core_lists.push(list.as_slice());
         }
-        let ctx = self.shared.parts.resources.execute_context();
+        let ctx = self.shared.parts.resources.execute_context(&self.owner);
         execute(&ctx, &self.core, &core_lists, portable_device)
     }
 
@@ -299,6 +300,7 @@ impl LoadedExecutable {
                 })?,
         };
         let request = ExecuteRequest {
+            owner: self.owner.clone(),
             executable: self.core.clone(),
             args: args
                 .into_iter()

@@ -9,13 +9,14 @@ use smallvec::SmallVec;
 use crate::compile::ExecutableCore;
 use crate::error::{Error, Result};
 use crate::pjrt::{PjrtBuffer, PjrtDevice, PjrtMemory};
-use crate::registry::{ArrayCore, BufferRegistry, BufferSlot, SlotState};
+use crate::registry::{ArrayCore, ArrayOwner, BufferSlot, SlotState};
 
 /// What an execute needs of the client besides the executable and arguments.
 pub struct ExecuteContext<'a> {
     pub devices: &'a [PjrtDevice],
     pub memories: &'a [PjrtMemory],
-    pub registry: &'a Arc<BufferRegistry>,
+    /// Who owns the outputs (the client's shared state).
+    pub owner: &'a Arc<dyn ArrayOwner>,
 }
 
 /// Outputs of one execute, flat and device-major; inline for the common few.
@@ -169,7 +170,7 @@ pub fn execute(
             device,
             memory,
         );
-        arrays.push(ArrayCore::register(ctx.registry, slot));
+        arrays.push(ArrayCore::register(ctx.owner.clone(), slot));
     }
     Ok(arrays)
 }

@@ -143,11 +143,14 @@ pub struct ClientResources {
 }
 
 impl ClientResources {
-    pub fn execute_context(&self) -> ExecuteContext<'_> {
+    pub fn execute_context<'a>(
+        &'a self,
+        owner: &'a Arc<dyn crate::registry::ArrayOwner>,
+    ) -> ExecuteContext<'a> {
         ExecuteContext {
             devices: &self.devices,
             memories: &self.memories,
-            registry: &self.buffers,
+            owner,
         }
     }
 }

@@ -236,27 +236,45 @@ impl BufferSlot {
 /// reach it, e.g. to move it) without keeping any alive; the array handles own them.
 pub type BufferRegistry = Registry<Weak<ArrayCore>>;
 
+/// What owns a client's arrays: the state every handle of the client shares. An array keeps
+/// its owner alive (so its buffer never outlives the client) and unregisters from it on drop.
+/// One `Arc` serves both, so making or dropping an array touches one shared refcount, not two.
+pub trait ArrayOwner: Send + Sync + 'static {
+    fn buffers(&self) -> &BufferRegistry;
+    /// For handles to recover their concrete client type.
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
+}
+
 /// The core of an array handle: its id and the slot that owns its buffer. Dropping the last
 /// reference unregisters it and frees the buffer.
 pub struct ArrayCore {
     pub id: Id,
     pub slot: BufferSlot,
-    registry: Arc<BufferRegistry>,
+    owner: Arc<dyn ArrayOwner>,
 }
 
 impl ArrayCore {
-    /// Registers a new buffer and returns the handle core that owns it.
-    pub fn register(registry: &Arc<BufferRegistry>, slot: BufferSlot) -> Arc<ArrayCore> {
+    /// Registers a new buffer with its owner and returns the handle core that owns it.
+    pub fn register(owner: Arc<dyn ArrayOwner>, slot: BufferSlot) -> Arc<ArrayCore> {
         Arc::new_cyclic(|weak| ArrayCore {
-            id: registry.insert(slot.device, weak.clone()),
+            id: owner.buffers().insert(slot.device, weak.clone()),
             slot,
-            registry: registry.clone(),
+            owner,
         })
+    }
+
+    pub fn owner(&self) -> &Arc<dyn ArrayOwner> {
+        &self.owner
+    }
+
+    /// Whether this array belongs to `owner` (by identity).
+    pub fn owned_by<T: ArrayOwner>(&self, owner: &Arc<T>) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(&self.owner), Arc::as_ptr(owner))
     }
 }
 
 impl Drop for ArrayCore {
     fn drop(&mut self) {
-        self.registry.remove(self.id);
+        self.owner.buffers().remove(self.id);
     }
 }

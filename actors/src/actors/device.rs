@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::execute::execute;
 use crate::open::ClientResources;
 use crate::pjrt::DeviceMemoryStats;
-use crate::registry::ArrayCore;
+use crate::registry::{ArrayCore, ArrayOwner};
 
 pub struct DeviceActor {
     resources: Arc<ClientResources>,
@@ -55,6 +55,7 @@ impl Handler<GetMemoryStats> for DeviceActor {
 /// chosen device of a portable one).
 /// Outputs come back flat, device-major.
 pub struct ExecuteRequest {
+    pub owner: Arc<dyn ArrayOwner>,
     pub executable: Arc<ExecutableCore>,
     pub args: Vec<Vec<Arc<ArrayCore>>>,
     pub portable_device: Option<usize>,
@@ -80,7 +81,7 @@ impl Handler<ExecuteRequest> for DeviceActor {
                 .collect();
             let lists: Vec<&[&ArrayCore]> = refs.iter().map(|l| l.as_slice()).collect();
             execute(
-                &self.resources.execute_context(),
+                &self.resources.execute_context(&msg.owner),
                 &msg.executable,
                 &lists,
                 msg.portable_device,

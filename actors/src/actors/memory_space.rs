@@ -11,7 +11,7 @@ use crate::dtype::ElementType;
 use crate::error::Result;
 use crate::open::ClientResources;
 use crate::pjrt::{HostData, MemoryDescription};
-use crate::registry::{ArrayCore, BufferSlot};
+use crate::registry::{ArrayCore, ArrayOwner, BufferSlot};
 
 pub struct MemorySpaceActor {
     resources: Arc<ClientResources>,
@@ -59,6 +59,7 @@ impl Handler<DescribeMemory> for MemorySpaceActor {
 /// Uploads host data (already checked against dtype and dims) into this memory space, on
 /// `device`. The data is owned, so the plugin may read it until the transfer completes.
 pub struct UploadRequest {
+    pub owner: Arc<dyn ArrayOwner>,
     pub data: Arc<[u8]>,
     pub dtype: ElementType,
     pub dims: Vec<i64>,
@@ -91,7 +92,7 @@ impl Handler<UploadRequest> for MemorySpaceActor {
                 Some(&res.memories[self.index]),
             )?;
             let slot = BufferSlot::new(buffer, msg.dtype, msg.dims.into(), msg.device, self.index);
-            Ok(ArrayCore::register(&res.buffers, slot))
+            Ok(ArrayCore::register(msg.owner, slot))
         })
     }
 }
