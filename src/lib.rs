@@ -30,3 +30,8 @@ pub use pjrt_actors_core::pjrt::{
 pub use pjrt_actors_core::{Error, PjrtCode, PluginError, Result};
 /// XLA's compile options message (from `pjrt-sys`), for callers who need a field we do not wrap.
 pub use pjrt_sys::protos::xla::CompileOptionsProto;
+
+/// The README's examples run as doctests, so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
