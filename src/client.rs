@@ -49,6 +49,17 @@ where
     block_on(addr.send(msg))?.map_err(mailbox_error)?
 }
 
+/// Sends `msg` (whose answer is not a `Result`) to an actor and waits on the calling thread.
+pub(crate) fn ask_plain<A, M>(addr: &Addr<A>, msg: M) -> Result<M::Result>
+where
+    A: Actor + Handler<M>,
+    A::Context: ToEnvelope<A, M>,
+    M: Message + Send + 'static,
+    M::Result: Send,
+{
+    block_on(addr.send(msg))?.map_err(mailbox_error)
+}
+
 /// Sends `msg` to an actor and awaits the answer.
 pub(crate) async fn ask_async<A, M, T>(addr: &Addr<A>, msg: M) -> Result<T>
 where
@@ -85,6 +96,31 @@ impl ClientBuilder {
     /// The number of CPU devices the CPU plugin creates (its `cpu_device_count`; 4 by default).
     pub fn cpu_device_count(self, n: i64) -> Self {
         self.option("cpu_device_count", NamedValue::Int64(n))
+    }
+
+    /// A persistent compile cache in `dir` (default: env `PJRT_ACTORS_CACHE_DIR`, else none).
+    pub fn compile_cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.config.cache_dir = Some(dir.into());
+        self
+    }
+
+    /// The persistent cache's bound in bytes (default 1 GiB); least recently used go first.
+    pub fn compile_cache_max_bytes(mut self, bytes: u64) -> Self {
+        self.config.cache_max_bytes = Some(bytes);
+        self
+    }
+
+    /// How many executables the memory cache keeps (default 512; 0 turns it off).
+    pub fn memory_cache_entries(mut self, n: usize) -> Self {
+        self.config.memory_cache_entries = Some(n);
+        self
+    }
+
+    /// How many compiles may be queued or running at once (default 256). Past it,
+    /// `compile_and_load` waits and `try_compile_and_load` answers `Error::Busy`.
+    pub fn compile_queue_bound(mut self, n: usize) -> Self {
+        self.config.compile_queue_bound = Some(n);
+        self
     }
 
     /// Threads in the compiler actor pool (default: the number of cores).
@@ -146,6 +182,21 @@ pub struct TopologyDescription {
     pub attributes: Vec<(String, NamedValue)>,
     /// The plugin's serialization of the topology.
     pub serialized: Vec<u8>,
+}
+
+impl TopologyDescription {
+    /// A topology known only by its serialized bytes (e.g. read back from a file). The plugin
+    /// offers no deserializer for CPU topologies, so the other fields are left empty; compiling
+    /// for it works where a client here has exactly this topology.
+    pub fn from_serialized(bytes: Vec<u8>) -> Self {
+        TopologyDescription {
+            platform_name: String::new(),
+            platform_version: String::new(),
+            device_descriptions: Vec::new(),
+            attributes: Vec::new(),
+            serialized: bytes,
+        }
+    }
 }
 
 impl From<TopologySnapshot> for TopologyDescription {

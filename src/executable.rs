@@ -7,17 +7,27 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
+use std::future::Future;
+use std::pin::pin;
+use std::task::Poll;
+
 use pjrt_actors_core::actors::device::ExecuteRequest;
 use pjrt_actors_core::compile::{
-    CompileOptions, CompileRequest, DeviceFacts, ExecutableCore, check_program,
+    CompileOptions, DeviceFacts, ExecutableCore, ExecutableMeta, check_program,
 };
+pub use pjrt_actors_core::compile_service::CancelToken;
+use pjrt_actors_core::compile_service::{ClearMemoryCache, CompileKey, DeserializeJob, Submit};
+use pjrt_actors_core::envelope::{self, Envelope};
 use pjrt_actors_core::execute::{Outputs as CoreOutputs, caller_context, execute};
 use pjrt_actors_core::pjrt::{ArrayType, CompiledMemoryStats, NamedValue};
 use pjrt_actors_core::registry::{ArrayCore, ArrayOwner, Id};
+use pjrt_actors_core::runtime::block_on;
 use pjrt_actors_core::{Error, Result};
+use prost::Message as _;
+use tokio::sync::oneshot;
 
 use crate::array::Array;
-use crate::client::{Client, Shared, ask, ask_async};
+use crate::client::{Client, Shared, TopologyDescription, ask_async, ask_plain};
 use crate::device::Device;
 
 /// A loaded executable. `Clone + Send + Sync`; dropping the last clone unloads it.
@@ -51,51 +61,233 @@ impl Client {
         }
     }
 
-    fn compile_request(&self, program: &[u8], options: &CompileOptions) -> Result<CompileRequest> {
+    /// Sends one compile to the compile service and waits for it: for a queue slot first
+    /// (`wait_for_slot`; else `Error::Busy`), then for the result; a cancelled token ends both.
+    async fn submit(
+        &self,
+        program: &[u8],
+        options: &CompileOptions,
+        cancel: Option<&CancelToken>,
+        wait_for_slot: bool,
+    ) -> Result<Arc<ExecutableCore>> {
         check_program(program)?;
-        Ok(CompileRequest {
-            code: program.to_vec(),
-            options: options.to_proto(&self.device_facts())?,
+        let proto = options.to_proto(&self.device_facts())?;
+        let parts = &self.shared.parts;
+        let key = CompileKey::new(&parts.resources.identity, program, &proto.encode_to_vec());
+        let _permit = if wait_for_slot {
+            until_cancelled(parts.compile_permits.acquire(), cancel)
+                .await?
+                .map_err(|_| Error::ShutDown)?
+        } else {
+            parts
+                .compile_permits
+                .try_acquire()
+                .map_err(|_| Error::Busy {
+                    what: "the compile queue",
+                })?
+        };
+        let (reply, answer) = oneshot::channel();
+        parts.compile_service.do_send(Submit {
+            key,
+            code: Arc::new(program.to_vec()),
+            options: proto,
+            use_cache: true,
+            reply,
+            cancel: cancel.cloned(),
             span: tracing::Span::current(),
-        })
+        });
+        until_cancelled(answer, cancel)
+            .await?
+            .map_err(|_| Error::ShutDown)?
     }
 
-    fn wrap_executable(
-        &self,
-        (exe, meta): (
-            pjrt_actors_core::pjrt::PjrtLoadedExecutable,
-            pjrt_actors_core::compile::ExecutableMeta,
-        ),
-    ) -> LoadedExecutable {
-        let res = &self.shared.parts.resources;
-        let core = ExecutableCore::register(&res.executables, exe, meta, res.devices.len());
+    fn loaded(&self, core: Arc<ExecutableCore>) -> LoadedExecutable {
         LoadedExecutable::new(self.shared.clone(), core)
     }
 
-    /// Compiles a StableHLO/MLIR program (text or bytecode) on the compiler pool and loads it.
-    /// Options the plugin would abort on are filled in or refused first.
+    /// Compiles a StableHLO/MLIR program (text or bytecode) and loads it, through the compile
+    /// service: answered from the compile cache when it can be, joined to an identical compile
+    /// already running (single flight), else queued for the compiler pool. Options the plugin
+    /// would abort on are filled in or refused first. Waits while the compile queue is full.
     pub fn compile_and_load(
         &self,
         program: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<LoadedExecutable> {
-        let request = self.compile_request(program.as_ref(), options)?;
-        let compiled = ask(&self.shared.parts.compiler, request)?;
-        Ok(self.wrap_executable(compiled))
+        block_on(self.submit(program.as_ref(), options, None, true))?.map(|c| self.loaded(c))
     }
 
-    /// The async form of [`compile_and_load`](Self::compile_and_load).
+    /// The async form of [`compile_and_load`](Self::compile_and_load). Dropping the future
+    /// withdraws the request: if it was still queued, it is never compiled.
     pub async fn compile_and_load_async(
         &self,
         program: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<LoadedExecutable> {
-        let request = self.compile_request(program.as_ref(), options)?;
-        let compiled = ask_async(&self.shared.parts.compiler, request).await?;
-        Ok(self.wrap_executable(compiled))
+        Ok(self.loaded(self.submit(program.as_ref(), options, None, true).await?))
     }
 
-    /// Every loaded executable still alive (py_client's `live_executables`).
+    /// Like [`compile_and_load`](Self::compile_and_load), but `Error::Busy` instead of waiting
+    /// when the compile queue is full.
+    pub fn try_compile_and_load(
+        &self,
+        program: impl AsRef<[u8]>,
+        options: &CompileOptions,
+    ) -> Result<LoadedExecutable> {
+        block_on(self.submit(program.as_ref(), options, None, false))?.map(|c| self.loaded(c))
+    }
+
+    /// Like [`compile_and_load`](Self::compile_and_load), ended early with
+    /// `Error::RequestCancelled` when `token` is cancelled (from any thread). A queued request
+    /// is then never compiled; a running one finishes and its result is dropped.
+    pub fn compile_and_load_cancellable(
+        &self,
+        program: impl AsRef<[u8]>,
+        options: &CompileOptions,
+        token: &CancelToken,
+    ) -> Result<LoadedExecutable> {
+        block_on(self.submit(program.as_ref(), options, Some(token), true))?.map(|c| self.loaded(c))
+    }
+
+    /// The async form of [`compile_and_load_cancellable`](Self::compile_and_load_cancellable).
+    pub async fn compile_and_load_cancellable_async(
+        &self,
+        program: impl AsRef<[u8]>,
+        options: &CompileOptions,
+        token: &CancelToken,
+    ) -> Result<LoadedExecutable> {
+        Ok(self.loaded(
+            self.submit(program.as_ref(), options, Some(token), true)
+                .await?,
+        ))
+    }
+
+    /// Compiles without keeping the executable loaded: the result can be inspected, serialized,
+    /// and loaded later on any client whose topology matches this one's. (The CPU plugin has no
+    /// `PJRT_Compile`; this compiles on this client, serializes, and releases the load.)
+    pub fn compile(
+        &self,
+        program: impl AsRef<[u8]>,
+        options: &CompileOptions,
+    ) -> Result<Executable> {
+        let loaded = self.compile_and_load(program, options)?;
+        Executable::from_loaded(&loaded)
+    }
+
+    /// Compiles for a topology: the client's own (see [`topology`](Self::topology)) or one
+    /// rebuilt from its bytes. A topology no client here can compile for is
+    /// `Error::TopologyMismatch`.
+    pub fn compile_for_topology(
+        &self,
+        program: impl AsRef<[u8]>,
+        options: &CompileOptions,
+        topology: &TopologyDescription,
+    ) -> Result<Executable> {
+        if topology.serialized.as_slice() != self.shared.parts.resources.topology.as_slice() {
+            return Err(Error::TopologyMismatch {
+                reason: format!(
+                    "this {} client's topology differs, and the plugin cannot compile without a client of that topology",
+                    self.platform()
+                ),
+            });
+        }
+        self.compile(program, options)
+    }
+
+    /// Serializes a loaded executable into bytes that [`deserialize_executable`]
+    /// (Self::deserialize_executable) loads again on a client of the same plugin and platform.
+    pub fn serialize_executable(&self, executable: &LoadedExecutable) -> Result<Vec<u8>> {
+        executable.serialize()
+    }
+
+    fn open_envelope(
+        &self,
+        bytes: &[u8],
+        options: Option<&CompileOptions>,
+    ) -> Result<(Envelope, Vec<u8>)> {
+        let envelope = envelope::decode(bytes, &self.shared.parts.resources.identity)?;
+        let options = match options {
+            Some(o) => o.to_proto(&self.device_facts())?.encode_to_vec(),
+            None => envelope.options.clone(),
+        };
+        Ok((envelope, options))
+    }
+
+    /// Loads a serialized executable, onto the devices it was compiled for or those `options`
+    /// name. Bytes that are not ours, are damaged, cut short or empty are refused before the
+    /// plugin sees them; bytes from another plugin, version or platform are
+    /// `Error::ForeignExecutable`.
+    ///
+    /// **Security:** loading serialized bytes from an untrusted source can run arbitrary code,
+    /// exactly as jaxlib warns: the checks here catch accidents, not attacks.
+    pub fn deserialize_executable(
+        &self,
+        bytes: &[u8],
+        options: Option<&CompileOptions>,
+    ) -> Result<LoadedExecutable> {
+        let (envelope, options) = self.open_envelope(bytes, options)?;
+        let res = &self.shared.parts.resources;
+        let exe = res
+            .pjrt
+            .deserialize_and_load(&envelope.payload, Some(&options))?;
+        let meta = ExecutableMeta::read(&exe, &res.devices, envelope.portable, &options)?;
+        Ok(self.loaded(ExecutableCore::register(
+            &res.executables,
+            exe,
+            meta,
+            res.devices.len(),
+        )))
+    }
+
+    /// The async form of [`deserialize_executable`](Self::deserialize_executable): the load
+    /// runs on the compiler pool.
+    pub async fn deserialize_executable_async(
+        &self,
+        bytes: &[u8],
+        options: Option<&CompileOptions>,
+    ) -> Result<LoadedExecutable> {
+        let (envelope, options) = self.open_envelope(bytes, options)?;
+        let job = DeserializeJob {
+            payload: envelope.payload,
+            options,
+            portable: envelope.portable,
+            span: tracing::Span::current(),
+        };
+        let (exe, meta) = ask_async(&self.shared.parts.compiler, job).await?;
+        let res = &self.shared.parts.resources;
+        Ok(self.loaded(ExecutableCore::register(
+            &res.executables,
+            exe,
+            meta,
+            res.devices.len(),
+        )))
+    }
+
+    /// The compile service's counters.
+    pub fn compile_cache_stats(&self) -> CompileCacheStats {
+        let s = &self.shared.parts.cache_stats;
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        CompileCacheStats {
+            memory_hits: get(&s.memory_hits),
+            disk_hits: get(&s.disk_hits),
+            misses: get(&s.misses),
+            compiles: get(&s.compiles),
+            joined: get(&s.joined),
+            cancelled: get(&s.cancelled),
+            memory_evictions: get(&s.memory_evictions),
+            disk_evictions: get(&s.disk_evictions),
+            corrupt_entries: get(&s.corrupt_entries),
+        }
+    }
+
+    /// Forgets every executable the memory cache holds (each stays loaded while handles hold
+    /// it); returns how many it held.
+    pub fn clear_compile_cache(&self) -> Result<usize> {
+        ask_plain(&self.shared.parts.compile_service, ClearMemoryCache)
+    }
+
+    /// Every loaded executable still alive (py_client's `live_executables`), including those
+    /// the memory compile cache keeps.
     pub fn live_executables(&self) -> Vec<LoadedExecutable> {
         self.shared
             .parts
@@ -104,8 +296,121 @@ impl Client {
             .entries()
             .into_iter()
             .filter_map(|(_, weak)| weak.upgrade())
-            .map(|core| LoadedExecutable::new(self.shared.clone(), core))
+            .map(|core| self.loaded(core))
             .collect()
+    }
+}
+
+/// Awaits `fut`, or `Error::RequestCancelled` as soon as `cancel` is cancelled.
+async fn until_cancelled<F: Future>(fut: F, cancel: Option<&CancelToken>) -> Result<F::Output> {
+    let Some(cancel) = cancel else {
+        return Ok(fut.await);
+    };
+    let mut fut = pin!(fut);
+    let mut cancelled = pin!(cancel.cancelled());
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(v) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Ok(v));
+        }
+        if cancelled.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(Error::RequestCancelled { what: "compile" }));
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// The compile service's counters (see [`Client::compile_cache_stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CompileCacheStats {
+    pub memory_hits: u64,
+    pub disk_hits: u64,
+    /// Requests that had to compile or load (neither a memory hit nor a join).
+    pub misses: u64,
+    /// Compiles the plugin actually ran.
+    pub compiles: u64,
+    /// Requests that joined an identical compile already in flight.
+    pub joined: u64,
+    /// Requests withdrawn before, or abandoned during, their compile.
+    pub cancelled: u64,
+    pub memory_evictions: u64,
+    pub disk_evictions: u64,
+    /// Disk entries found damaged or foreign, removed and recompiled.
+    pub corrupt_entries: u64,
+}
+
+/// A compiled program that is not loaded: inspect it, serialize it, load it later on a client
+/// whose topology matches the one it was compiled for.
+#[derive(Clone)]
+pub struct Executable {
+    bytes: Arc<Vec<u8>>,
+    meta: Arc<ExecutableMeta>,
+    cost_analysis: Arc<Vec<(String, NamedValue)>>,
+    topology: Arc<Vec<u8>>,
+}
+
+impl Executable {
+    fn from_loaded(loaded: &LoadedExecutable) -> Result<Self> {
+        Ok(Executable {
+            bytes: Arc::new(loaded.serialize()?),
+            meta: Arc::new(loaded.core.meta.clone()),
+            cost_analysis: Arc::new(loaded.cost_analysis()?),
+            topology: loaded.shared.parts.resources.topology.clone(),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.meta.name
+    }
+
+    pub fn fingerprint(&self) -> &str {
+        &self.meta.fingerprint
+    }
+
+    pub fn num_outputs(&self) -> usize {
+        self.meta.num_outputs
+    }
+
+    pub fn output_types(&self) -> &[ArrayType] {
+        &self.meta.output_types
+    }
+
+    pub fn parameter_types(&self) -> &[ArrayType] {
+        &self.meta.parameter_types
+    }
+
+    pub fn cost_analysis(&self) -> &[(String, NamedValue)] {
+        &self.cost_analysis
+    }
+
+    /// The serialized topology it was compiled for.
+    pub fn topology(&self) -> &[u8] {
+        &self.topology
+    }
+
+    /// The serialized executable (what [`Client::deserialize_executable`] loads).
+    pub fn serialize(&self) -> Vec<u8> {
+        self.bytes.to_vec()
+    }
+
+    /// Loads it on `client`, whose topology must be the one it was compiled for.
+    pub fn load(&self, client: &Client) -> Result<LoadedExecutable> {
+        if client.shared.parts.resources.topology.as_slice() != self.topology.as_slice() {
+            return Err(Error::TopologyMismatch {
+                reason: format!(
+                    "`{}` was compiled for another topology than this client's ({} devices)",
+                    self.name(),
+                    client.device_count()
+                ),
+            });
+        }
+        client.deserialize_executable(&self.bytes, None)
+    }
+}
+
+impl fmt::Debug for Executable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Executable({}, {} bytes)", self.name(), self.bytes.len())
     }
 }
 
@@ -181,6 +486,18 @@ impl LoadedExecutable {
     /// Memory the compiled program needs (arguments, outputs, temporaries, code).
     pub fn compiled_memory_stats(&self) -> Result<CompiledMemoryStats> {
         self.core.exe.compiled_memory_stats()
+    }
+
+    /// Serializes the executable (see [`Client::deserialize_executable`]).
+    pub fn serialize(&self) -> Result<Vec<u8>> {
+        let res = &self.shared.parts.resources;
+        Ok(envelope::encode(&Envelope {
+            identity: res.identity.clone(),
+            portable: self.core.meta.portable,
+            options: self.core.meta.compile_options.clone(),
+            topology: res.topology.to_vec(),
+            payload: self.core.exe.serialize()?,
+        }))
     }
 
     /// The optimized program as HLO-like text, printed from the module proto the plugin returns.

@@ -21,7 +21,7 @@ mod executable;
 pub use array::{Array, ArrayId, HostBuffer};
 pub use client::{Client, ClientBuilder, TopologyDescription};
 pub use device::{Device, MemorySpace};
-pub use executable::LoadedExecutable;
+pub use executable::{CancelToken, CompileCacheStats, Executable, LoadedExecutable};
 pub use pjrt_actors_core::compile::CompileOptions;
 pub use pjrt_actors_core::dtype::ElementType;
 pub use pjrt_actors_core::pjrt::{

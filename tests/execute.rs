@@ -447,5 +447,8 @@ fn live_lists_return_to_zero() {
     drop(a);
     assert_eq!(client.live_arrays().unwrap().len(), 0);
     drop(exe);
+    // The memory compile cache still holds it, as a live executable; clearing releases it.
+    assert_eq!(client.live_executables().len(), 1);
+    assert_eq!(client.clear_compile_cache().unwrap(), 1);
     assert!(client.live_executables().is_empty());
 }

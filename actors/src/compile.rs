@@ -4,13 +4,11 @@
 
 use std::sync::{Arc, Weak};
 
-use actix::{Actor, Handler, Message, SyncContext};
+use actix::{Actor, Handler, SyncContext};
 use pjrt_sys::protos::xla::{
     CompileOptionsProto, DeviceAssignmentProto, ExecutableBuildOptionsProto,
     device_assignment_proto,
 };
-use prost::Message as _;
-use tracing::Span;
 
 use crate::actors::guarded;
 use crate::error::{Error, Result};
@@ -186,6 +184,8 @@ pub struct ExecutableMeta {
     /// Indices into the client's device list, in replica order.
     pub devices: Vec<usize>,
     pub portable: bool,
+    /// The serialized `CompileOptionsProto` it was compiled (or loaded) with.
+    pub compile_options: Vec<u8>,
     /// Every parameter index where the program could donate (it declares aliases or donors):
     /// the plugin must never consume a buffer our registry owns. Empty when it cannot donate.
     pub non_donatable: Vec<i64>,
@@ -196,6 +196,7 @@ impl ExecutableMeta {
         exe: &PjrtLoadedExecutable,
         devices: &[PjrtDevice],
         portable: bool,
+        compile_options: &[u8],
     ) -> Result<Self> {
         let parameter_types = exe.parameter_types()?;
         let output_types = exe.output_types()?;
@@ -217,6 +218,7 @@ impl ExecutableMeta {
             parameter_types,
             devices: exe.addressable_device_indices(devices)?,
             portable,
+            compile_options: compile_options.to_vec(),
         })
     }
 }
@@ -289,30 +291,48 @@ impl Actor for CompilerActor {
     }
 }
 
-/// Compile and load a program.
-pub struct CompileRequest {
-    /// MLIR text or bytecode.
-    pub code: Vec<u8>,
-    pub options: CompileOptionsProto,
-    pub span: Span,
+impl CompilerActor {
+    pub(crate) fn client(&self) -> &PjrtClient {
+        &self.client
+    }
+
+    pub(crate) fn devices(&self) -> &[PjrtDevice] {
+        &self.devices
+    }
 }
 
-impl Message for CompileRequest {
+impl Handler<crate::compile_service::CompileJob> for CompilerActor {
     type Result = Result<(PjrtLoadedExecutable, ExecutableMeta)>;
+
+    fn handle(
+        &mut self,
+        job: crate::compile_service::CompileJob,
+        _: &mut SyncContext<Self>,
+    ) -> Self::Result {
+        let _entered = job.span.enter();
+        let _span =
+            tracing::debug_span!("compiler.compile", bytes = job.code.len(), key = %job.key.hex())
+                .entered();
+        guarded("compile", || self.run_job(&job))
+    }
 }
 
-impl Handler<CompileRequest> for CompilerActor {
+impl Handler<crate::compile_service::DeserializeJob> for CompilerActor {
     type Result = Result<(PjrtLoadedExecutable, ExecutableMeta)>;
 
-    fn handle(&mut self, msg: CompileRequest, _: &mut SyncContext<Self>) -> Self::Result {
-        let _entered = msg.span.enter();
-        let _span = tracing::debug_span!("compiler.compile", bytes = msg.code.len()).entered();
-        guarded("compile", || {
-            let portable = msg.options.compile_portable_executable;
+    fn handle(
+        &mut self,
+        job: crate::compile_service::DeserializeJob,
+        _: &mut SyncContext<Self>,
+    ) -> Self::Result {
+        let _entered = job.span.enter();
+        let _span =
+            tracing::debug_span!("compiler.deserialize", bytes = job.payload.len()).entered();
+        guarded("deserialize", || {
             let exe = self
                 .client
-                .compile(&msg.code, "mlir", &msg.options.encode_to_vec())?;
-            let meta = ExecutableMeta::read(&exe, &self.devices, portable)?;
+                .deserialize_and_load(&job.payload, Some(&job.options))?;
+            let meta = ExecutableMeta::read(&exe, &self.devices, job.portable, &job.options)?;
             Ok((exe, meta))
         })
     }

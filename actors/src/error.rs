@@ -124,6 +124,28 @@ pub enum Error {
         /// The tracing span the caller was in, as py_client's user-context scope names it.
         context: Option<String>,
     },
+    /// Serialized executable bytes that are not ours, are damaged, or are cut short. They never
+    /// reach the plugin.
+    #[error("cannot load the serialized executable: {reason}")]
+    Deserialize { reason: String },
+    /// Serialized by a different plugin, plugin version or platform than this client's.
+    #[error("the executable was serialized by {serialized_by}; this client is {this_client}")]
+    ForeignExecutable {
+        serialized_by: String,
+        this_client: String,
+    },
+    /// No client here has the topology an executable was compiled for.
+    #[error("no client matches the topology: {reason}")]
+    TopologyMismatch { reason: String },
+    /// A bounded queue is full and the caller asked not to wait.
+    #[error("{what} is busy: its queue is full")]
+    Busy { what: &'static str },
+    /// The caller cancelled the request (its token, or by dropping the future).
+    #[error("{what} was cancelled by the caller")]
+    RequestCancelled { what: &'static str },
+    /// A compile-cache directory could not be used.
+    #[error("compile cache at {path}: {reason}")]
+    Cache { path: String, reason: String },
     /// A lookup by id found nothing.
     #[error("no {what} with {key}")]
     NotFound { what: &'static str, key: String },

@@ -5,7 +5,9 @@
 
 pub mod actors;
 pub mod compile;
+pub mod compile_service;
 pub mod dtype;
+pub mod envelope;
 pub mod error;
 pub mod execute;
 pub mod hlo_text;

@@ -11,6 +11,8 @@ use crate::actors::device::DeviceActor;
 use crate::actors::memory_space::MemorySpaceActor;
 use crate::actors::registry::BufferRegistryActor;
 use crate::compile::{CompilerActor, ExecutableRegistry};
+use crate::compile_service::{CacheStats, CompileEnv, CompileService, DiskCache};
+use crate::envelope;
 use crate::error::{Error, Result};
 use crate::execute::ExecuteContext;
 use crate::pjrt::{NamedValue, PjrtClient, PjrtDevice, PjrtMemory, Plugin};
@@ -26,7 +28,18 @@ pub struct ClientConfig {
     pub options: Vec<(String, NamedValue)>,
     /// Compiler actors in the pool; default: the number of cores.
     pub compile_threads: Option<usize>,
+    /// Persistent compile cache directory; default: env `PJRT_ACTORS_CACHE_DIR`, else none.
+    pub cache_dir: Option<PathBuf>,
+    /// Bound of the persistent cache in bytes; default 1 GiB.
+    pub cache_max_bytes: Option<u64>,
+    /// Executables kept by the memory cache (least recently used evicted); default 512, 0 = off.
+    pub memory_cache_entries: Option<usize>,
+    /// Compile requests queued or running at once; past it `compile` waits. Default 256.
+    pub compile_queue_bound: Option<usize>,
 }
+
+/// The environment variable naming a persistent compile cache directory.
+pub const CACHE_DIR_ENV: &str = "PJRT_ACTORS_CACHE_DIR";
 
 /// Create options we know the type of. A value of the wrong type makes a plugin throw a C++
 /// exception through the C API, which aborts the process, so these are checked first.
@@ -136,6 +149,10 @@ pub struct ClientSnapshot {
 /// `i` of the snapshot is `devices[i]` here, and likewise for memories.
 pub struct ClientResources {
     pub pjrt: PjrtClient,
+    /// Who serialized executables must come from (see `envelope::identity`).
+    pub identity: String,
+    /// The client's serialized topology.
+    pub topology: Arc<Vec<u8>>,
     pub devices: Vec<PjrtDevice>,
     pub memories: Vec<PjrtMemory>,
     pub buffers: Arc<BufferRegistry>,
@@ -165,6 +182,11 @@ pub struct ClientParts {
     pub devices: Vec<Option<Addr<DeviceActor>>>,
     pub memories: Vec<Addr<MemorySpaceActor>>,
     pub compiler: Addr<CompilerActor>,
+    pub compile_service: Addr<CompileService>,
+    /// One permit per queued or running compile: the queue's bound.
+    pub compile_permits: Arc<tokio::sync::Semaphore>,
+    pub compile_queue_bound: usize,
+    pub cache_stats: Arc<CacheStats>,
     pub buffer_registry: Addr<BufferRegistryActor>,
     pub compile_threads: usize,
 }
@@ -252,10 +274,39 @@ pub fn open_client(config: ClientConfig) -> Result<ClientParts> {
         Some(path) => Plugin::load(path)?,
         None => Plugin::discover()?,
     };
+    let queue_bound = config.compile_queue_bound.unwrap_or(256).max(1);
+    let cache_stats = Arc::new(CacheStats::default());
+    let cache_dir = config
+        .cache_dir
+        .clone()
+        .or_else(|| std::env::var_os(CACHE_DIR_ENV).map(PathBuf::from));
+    let disk = match &cache_dir {
+        Some(dir) => Some(Arc::new(DiskCache::open(
+            dir,
+            config.cache_max_bytes.unwrap_or(1 << 30),
+            cache_stats.clone(),
+        )?)),
+        None => None,
+    };
     let pjrt = PjrtClient::create(plugin, &config.options)?;
     let (snap, devices, memories) = snapshot(&pjrt)?;
     let snap = Arc::new(snap);
+    let xla_version = snap
+        .plugin_attributes
+        .iter()
+        .find(|(k, _)| k == "xla_version")
+        .map(|(_, v)| v.to_string())
+        .unwrap_or_default();
+    let identity = envelope::identity(
+        &snap.platform_name,
+        &snap.platform_version,
+        &xla_version,
+        snap.plugin_api_version,
+    );
+    let topology = Arc::new(pjrt.topology()?.serialize()?);
     let resources = Arc::new(ClientResources {
+        identity,
+        topology,
         pjrt,
         devices,
         memories,
@@ -268,7 +319,14 @@ pub fn open_client(config: ClientConfig) -> Result<ClientParts> {
     let tokens: Vec<_> = (0..compile_threads).map(|_| workers.token()).collect();
     let tokens = Arc::new(parking_lot::Mutex::new(tokens));
     let (res, sn, wk) = (resources.clone(), snap.clone(), workers.clone());
-    let (runtime, (client, devices, memories, compiler, buffer_registry)) =
+    let env = CompileEnv {
+        identity: resources.identity.clone(),
+        topology: resources.topology.clone(),
+        disk,
+        stats: cache_stats.clone(),
+    };
+    let memory_entries = config.memory_cache_entries.unwrap_or(512);
+    let (runtime, (client, devices, memories, compiler, compile_service, buffer_registry)) =
         Runtime::start("pjrt-actors", workers, move || {
             let client = ClientActor::new(res.pjrt.clone()).start();
             let mut arbiters = Vec::new();
@@ -301,8 +359,23 @@ pub fn open_client(config: ClientConfig) -> Result<ClientParts> {
                     CompilerActor::new(pjrt.clone(), pjrt_devices.clone(), token)
                 });
             let buffer_registry = BufferRegistryActor::new(res.buffers.clone()).start();
+            let compile_service = CompileService::new(
+                compiler.clone(),
+                compile_threads,
+                memory_entries,
+                res.clone(),
+                env,
+            )
+            .start();
             (
-                (client, devices, memories, compiler, buffer_registry),
+                (
+                    client,
+                    devices,
+                    memories,
+                    compiler,
+                    compile_service,
+                    buffer_registry,
+                ),
                 arbiters,
             )
         })?;
@@ -314,6 +387,10 @@ pub fn open_client(config: ClientConfig) -> Result<ClientParts> {
         devices,
         memories,
         compiler,
+        compile_service,
+        compile_permits: Arc::new(tokio::sync::Semaphore::new(queue_bound)),
+        compile_queue_bound: queue_bound,
+        cache_stats,
         buffer_registry,
         compile_threads,
     })

@@ -106,6 +106,36 @@ impl PjrtClient {
     }
 }
 
+impl PjrtClient {
+    /// Loads a serialized executable (`PJRT_Executable_DeserializeAndLoad`, 0.81 layout), with
+    /// optional serialized `CompileOptionsProto` overriding the ones it was compiled with. Only
+    /// bytes the caller has verified came from `serialize` should reach this: the plugin trusts
+    /// them.
+    pub fn deserialize_and_load(
+        &self,
+        bytes: &[u8],
+        options: Option<&[u8]>,
+    ) -> Result<PjrtLoadedExecutable> {
+        if bytes.is_empty() {
+            return Err(Error::InvalidArgument("empty serialized executable".into()));
+        }
+        let plugin = self.plugin();
+        let mut a = abi::Executable_DeserializeAndLoad_Args {
+            struct_size: size_of::<abi::Executable_DeserializeAndLoad_Args>(),
+            extension_start: null_mut(),
+            client: self.raw(),
+            serialized_executable: bytes.as_ptr().cast(),
+            serialized_executable_size: bytes.len(),
+            loaded_executable: null_mut(),
+            overridden_serialized_compile_options: options.map_or(null(), |o| o.as_ptr().cast()),
+            overridden_serialized_compile_options_size: options.map_or(0, |o| o.len()),
+        };
+        let f = abi::widen(plugin.api().base.PJRT_Executable_DeserializeAndLoad);
+        plugin.call("PJRT_Executable_DeserializeAndLoad", f, &mut a)?;
+        PjrtLoadedExecutable::wrap(self.clone(), a.loaded_executable)
+    }
+}
+
 impl PjrtLoadedExecutable {
     fn wrap(client: PjrtClient, loaded: *mut sys::PJRT_LoadedExecutable) -> Result<Self> {
         let mut a = args!(PJRT_LoadedExecutable_GetExecutable_Args {
@@ -399,6 +429,27 @@ impl PjrtLoadedExecutable {
             result.push(PjrtBuffer::from_raw(self.client.clone(), raw));
         }
         Ok(result)
+    }
+
+    /// The plugin's serialization of the compiled program (`PJRT_Executable_Serialize`).
+    pub fn serialize(&self) -> Result<Vec<u8>> {
+        let mut a = args!(PJRT_Executable_Serialize_Args {
+            executable: self.executable
+        });
+        call!(self.client.plugin(), PJRT_Executable_Serialize, &mut a)?;
+        // SAFETY: the bytes live until the deleter runs, which we call once, after copying.
+        unsafe {
+            let bytes = if a.serialized_bytes.is_null() {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(a.serialized_bytes as *const u8, a.serialized_bytes_size)
+                    .to_vec()
+            };
+            if let Some(deleter) = a.serialized_executable_deleter {
+                deleter(a.serialized_executable);
+            }
+            Ok(bytes)
+        }
     }
 
     /// Whether the program may donate an input (it declares input/output aliases or donors).
