@@ -42,22 +42,13 @@ pub struct LoadedExecutable {
 impl Client {
     fn device_facts(&self) -> DeviceFacts {
         let snap = self.shared.snapshot();
-        let res = &self.shared.parts.resources;
-        let device_memory_limit = res
-            .devices
-            .iter()
-            .zip(&snap.devices)
-            .filter(|(_, s)| s.is_addressable)
-            .filter_map(|(d, _)| d.memory_stats().ok().flatten())
-            .filter_map(|s| s.bytes_limit)
-            .min();
         DeviceFacts {
             devices: snap
                 .devices
                 .iter()
                 .map(|d| (d.id, d.is_addressable))
                 .collect(),
-            device_memory_limit,
+            device_memory_limit: self.shared.parts.device_memory_limit,
         }
     }
 
@@ -74,6 +65,9 @@ impl Client {
         let proto = options.to_proto(&self.device_facts())?;
         let parts = &self.shared.parts;
         let key = CompileKey::new(&parts.resources.identity, program, &proto.encode_to_vec());
+        if let Some(hit) = parts.memory_cache.get(&key) {
+            return Ok(hit);
+        }
         let _permit = if wait_for_slot {
             until_cancelled(parts.compile_permits.acquire(), cancel)
                 .await?
@@ -278,6 +272,12 @@ impl Client {
             disk_evictions: get(&s.disk_evictions),
             corrupt_entries: get(&s.corrupt_entries),
         }
+    }
+
+    /// Compile requests queued or running right now (at most the queue bound).
+    pub fn compile_queue_len(&self) -> usize {
+        let parts = &self.shared.parts;
+        parts.compile_queue_bound - parts.compile_permits.available_permits()
     }
 
     /// Forgets every executable the memory cache holds (each stays loaded while handles hold

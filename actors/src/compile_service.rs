@@ -61,6 +61,66 @@ fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
+/// The memory compile cache: written only by the compile service, read by handles directly so
+/// a hit costs a hash and a read lock, not two thread hops. Least recently used is evicted past
+/// `capacity` entries.
+pub struct MemoryCache {
+    map: parking_lot::RwLock<HashMap<CompileKey, (Arc<ExecutableCore>, AtomicU64)>>,
+    clock: AtomicU64,
+    capacity: usize,
+    stats: Arc<CacheStats>,
+}
+
+impl MemoryCache {
+    pub fn new(capacity: usize, stats: Arc<CacheStats>) -> Self {
+        MemoryCache {
+            map: Default::default(),
+            clock: AtomicU64::new(0),
+            capacity,
+            stats,
+        }
+    }
+
+    /// A hit refreshes the entry's recency and counts as a memory hit.
+    pub fn get(&self, key: &CompileKey) -> Option<Arc<ExecutableCore>> {
+        let map = self.map.read();
+        let (core, last) = map.get(key)?;
+        last.store(
+            self.clock.fetch_add(1, Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+        bump(&self.stats.memory_hits);
+        Some(core.clone())
+    }
+
+    fn insert(&self, key: CompileKey, core: Arc<ExecutableCore>) {
+        if self.capacity == 0 {
+            return;
+        }
+        let tick = self.clock.fetch_add(1, Ordering::Relaxed);
+        let mut map = self.map.write();
+        map.insert(key, (core, AtomicU64::new(tick)));
+        while map.len() > self.capacity {
+            let oldest = map
+                .iter()
+                .min_by_key(|(_, (_, t))| t.load(Ordering::Relaxed))
+                .map(|(k, _)| *k);
+            if let Some(k) = oldest {
+                map.remove(&k);
+                bump(&self.stats.memory_evictions);
+            }
+        }
+    }
+
+    /// Empties the cache; returns how many entries it held.
+    pub fn clear(&self) -> usize {
+        let mut map = self.map.write();
+        let n = map.len();
+        map.clear();
+        n
+    }
+}
+
 /// A cancellation token for a compile request. Cancelling it removes a queued request from the
 /// queue and makes the waiting caller return `Error::RequestCancelled` at once.
 #[derive(Debug, Clone, Default)]
@@ -325,10 +385,7 @@ pub struct CompileService {
     running: usize,
     queue: VecDeque<Queued>,
     in_flight: HashMap<CompileKey, Vec<Waiter>>,
-    /// key -> (executable, last use)
-    memory: HashMap<CompileKey, (Arc<ExecutableCore>, u64)>,
-    memory_capacity: usize,
-    clock: u64,
+    memory: Arc<MemoryCache>,
     resources: Arc<ClientResources>,
     env: CompileEnv,
 }
@@ -337,7 +394,7 @@ impl CompileService {
     pub fn new(
         pool: Addr<CompilerActor>,
         pool_size: usize,
-        memory_capacity: usize,
+        memory: Arc<MemoryCache>,
         resources: Arc<ClientResources>,
         env: CompileEnv,
     ) -> Self {
@@ -347,9 +404,7 @@ impl CompileService {
             running: 0,
             queue: VecDeque::new(),
             in_flight: HashMap::new(),
-            memory: HashMap::new(),
-            memory_capacity,
-            clock: 0,
+            memory,
             resources,
             env,
         }
@@ -399,38 +454,22 @@ impl CompileService {
             let res = &self.resources;
             ExecutableCore::register(&res.executables, exe, meta, res.devices.len())
         });
-        if let (Ok(core), true) = (&result, use_cache) {
-            self.remember(key, core.clone());
-        }
         let mut delivered = false;
         for w in waiters {
             if !w.abandoned() {
                 delivered |= w.reply.send(result.clone()).is_ok();
             }
         }
-        if !delivered {
-            // Abandoned mid-compile: the result is dropped here (unless cached), not leaked.
-            bump(&self.env.stats.cancelled);
+        match (result, delivered) {
+            (Ok(core), true) if use_cache => self.remember(key, core),
+            (_, true) => {}
+            // Abandoned mid-compile: the result is dropped here, unregistered, not leaked.
+            (_, false) => bump(&self.env.stats.cancelled),
         }
     }
 
     fn remember(&mut self, key: CompileKey, core: Arc<ExecutableCore>) {
-        if self.memory_capacity == 0 {
-            return;
-        }
-        self.clock += 1;
-        self.memory.insert(key, (core, self.clock));
-        while self.memory.len() > self.memory_capacity {
-            let oldest = self
-                .memory
-                .iter()
-                .min_by_key(|(_, (_, t))| *t)
-                .map(|(k, _)| *k);
-            if let Some(k) = oldest {
-                self.memory.remove(&k);
-                bump(&self.env.stats.memory_evictions);
-            }
-        }
+        self.memory.insert(key, core);
     }
 }
 
@@ -444,13 +483,12 @@ impl Handler<Submit> for CompileService {
     fn handle(&mut self, msg: Submit, ctx: &mut Context<Self>) {
         let _entered = msg.span.enter();
         let stats = &self.env.stats;
+        // Handles check the memory cache before sending; check again for a compile that
+        // finished in between.
         if msg.use_cache {
-            if let Some((core, last)) = self.memory.get_mut(&msg.key) {
-                self.clock += 1;
-                *last = self.clock;
-                bump(&stats.memory_hits);
+            if let Some(core) = self.memory.get(&msg.key) {
                 tracing::debug!(key = %msg.key.hex(), hit = true, "compile");
-                let _ = msg.reply.send(Ok(core.clone()));
+                let _ = msg.reply.send(Ok(core));
                 return;
             }
         }
@@ -481,8 +519,6 @@ impl Handler<ClearMemoryCache> for CompileService {
     type Result = usize;
 
     fn handle(&mut self, _: ClearMemoryCache, _: &mut Context<Self>) -> usize {
-        let n = self.memory.len();
-        self.memory.clear();
-        n
+        self.memory.clear()
     }
 }

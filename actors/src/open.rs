@@ -11,7 +11,7 @@ use crate::actors::device::DeviceActor;
 use crate::actors::memory_space::MemorySpaceActor;
 use crate::actors::registry::BufferRegistryActor;
 use crate::compile::{CompilerActor, ExecutableRegistry};
-use crate::compile_service::{CacheStats, CompileEnv, CompileService, DiskCache};
+use crate::compile_service::{CacheStats, CompileEnv, CompileService, DiskCache, MemoryCache};
 use crate::envelope;
 use crate::error::{Error, Result};
 use crate::execute::ExecuteContext;
@@ -187,6 +187,9 @@ pub struct ClientParts {
     pub compile_permits: Arc<tokio::sync::Semaphore>,
     pub compile_queue_bound: usize,
     pub cache_stats: Arc<CacheStats>,
+    pub memory_cache: Arc<MemoryCache>,
+    /// The smallest allocator `bytes_limit` the devices report (read once at open).
+    pub device_memory_limit: Option<i64>,
     pub buffer_registry: Addr<BufferRegistryActor>,
     pub compile_threads: usize,
 }
@@ -325,7 +328,19 @@ pub fn open_client(config: ClientConfig) -> Result<ClientParts> {
         disk,
         stats: cache_stats.clone(),
     };
-    let memory_entries = config.memory_cache_entries.unwrap_or(512);
+    let memory_cache = Arc::new(MemoryCache::new(
+        config.memory_cache_entries.unwrap_or(512),
+        cache_stats.clone(),
+    ));
+    let device_memory_limit = resources
+        .devices
+        .iter()
+        .zip(&snap.devices)
+        .filter(|(_, s)| s.is_addressable)
+        .filter_map(|(d, _)| d.memory_stats().ok().flatten())
+        .filter_map(|s| s.bytes_limit)
+        .min();
+    let service_cache = memory_cache.clone();
     let (runtime, (client, devices, memories, compiler, compile_service, buffer_registry)) =
         Runtime::start("pjrt-actors", workers, move || {
             let client = ClientActor::new(res.pjrt.clone()).start();
@@ -362,7 +377,7 @@ pub fn open_client(config: ClientConfig) -> Result<ClientParts> {
             let compile_service = CompileService::new(
                 compiler.clone(),
                 compile_threads,
-                memory_entries,
+                service_cache,
                 res.clone(),
                 env,
             )
@@ -391,6 +406,8 @@ pub fn open_client(config: ClientConfig) -> Result<ClientParts> {
         compile_permits: Arc::new(tokio::sync::Semaphore::new(queue_bound)),
         compile_queue_bound: queue_bound,
         cache_stats,
+        memory_cache,
+        device_memory_limit,
         buffer_registry,
         compile_threads,
     })

@@ -80,3 +80,47 @@ pub fn replicated_add(n: usize) -> String {
         "module @replicated attributes {{mhlo.num_replicas = {n} : i32, mhlo.num_partitions = 1 : i32}} {{\n  func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {{\n    %0 = stablehlo.add %a, %b : tensor<4xf32>\n    return %0 : tensor<4xf32>\n  }}\n}}\n"
     )
 }
+
+/// Module `i` of a family of distinct programs: `(a + b) * a` over `f32[rows, cols]`, shapes
+/// differing by `i`, with `extra` chained `add`s of `b` to make compiles slower when wanted.
+/// Its result on small integers is exact: `(a + b) * a + extra * b`.
+pub fn distinct_module(i: usize, extra: usize) -> (String, Vec<i64>) {
+    let dims = vec![(i % 13 + 1) as i64, (i / 13 + 1) as i64];
+    let t = tensor(&dims, "f32");
+    let mut body =
+        format!("    %s = stablehlo.add %a, %b : {t}\n    %p0 = stablehlo.multiply %s, %a : {t}\n");
+    for k in 0..extra {
+        body.push_str(&format!(
+            "    %p{} = stablehlo.add %p{k}, %b : {t}\n",
+            k + 1
+        ));
+    }
+    let program = format!(
+        "module @m{i} {{\n  func.func public @main(%a: {t}, %b: {t}) -> {t} {{\n{body}    return %p{extra} : {t}\n  }}\n}}\n"
+    );
+    (program, dims)
+}
+
+/// Runs module `i` of `distinct_module` and checks its result.
+pub fn check_distinct(
+    exe: &pjrt_actors::LoadedExecutable,
+    device: &pjrt_actors::Device,
+    dims: &[i64],
+    extra: usize,
+) {
+    let n = dims.iter().product::<i64>() as usize;
+    let a: Vec<f32> = (0..n).map(|k| (k % 7) as f32).collect();
+    let b: Vec<f32> = (0..n).map(|k| (k % 5) as f32 + 1.0).collect();
+    let out = exe
+        .execute(&[
+            &device.put(&a, dims).unwrap(),
+            &device.put(&b, dims).unwrap(),
+        ])
+        .unwrap();
+    let expected: Vec<f32> = a
+        .iter()
+        .zip(&b)
+        .map(|(a, b)| (a + b) * a + extra as f32 * b)
+        .collect();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), expected, "{}", exe.name());
+}

@@ -1,0 +1,164 @@
+//! The compile service on the CPU plugin, measured in one run: 16 distinct small modules (a few
+//! matmuls and a tanh) compiled one after another vs all at once through the pool; a memory
+//! cache hit; a disk cache hit vs a plain compile of the same module; and how many compiles 32
+//! concurrent identical requests cause. Prints a table, then one JSON object as the last line.
+
+mod support;
+
+use std::time::Instant;
+
+use pjrt_actors::{Client, CompileOptions};
+use support::*;
+
+const MODULES: usize = 16;
+const ROUNDS: usize = 3;
+
+/// Module `i` of round `round`: distinct shapes within a round; the round's constant makes
+/// every round's modules distinct keys without changing the work.
+fn module(i: usize, round: usize) -> String {
+    let n = 8 + 4 * i;
+    let t = format!("tensor<{n}x{n}xf32>");
+    format!(
+        r#"module @mm{i}_{round} {{
+  func.func public @main(%x: {t}, %w: {t}) -> {t} {{
+    %c = stablehlo.constant dense<{round}.5> : {t}
+    %1 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : ({t}, {t}) -> {t}
+    %2 = stablehlo.add %1, %c : {t}
+    %3 = stablehlo.dot_general %2, %w, contracting_dims = [1] x [0] : ({t}, {t}) -> {t}
+    %4 = stablehlo.dot_general %3, %w, contracting_dims = [1] x [0] : ({t}, {t}) -> {t}
+    %5 = stablehlo.tanh %4 : {t}
+    return %5 : {t}
+  }}
+}}"#
+    )
+}
+
+fn ms(f: impl FnOnce()) -> f64 {
+    time_us(f) / 1000.0
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn main() {
+    let options = CompileOptions::default();
+    let client = Client::builder()
+        .memory_cache_entries(0)
+        .open()
+        .expect("run scripts/bootstrap first");
+    client.compile_and_load(module(0, 99), &options).unwrap(); // warm the plugin up
+
+    // Sequential vs the pool, alternated over rounds.
+    let (mut seqs, mut pools) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        seqs.push(ms(|| {
+            for i in 0..MODULES {
+                client
+                    .compile_and_load(module(i, 2 * round), &options)
+                    .unwrap();
+            }
+        }));
+        pools.push(ms(|| {
+            std::thread::scope(|s| {
+                for i in 0..MODULES {
+                    let (client, options) = (&client, &options);
+                    s.spawn(move || {
+                        client
+                            .compile_and_load(module(i, 2 * round + 1), options)
+                            .unwrap()
+                    });
+                }
+            })
+        }));
+    }
+    let (seq_ms, pool_ms) = (median(seqs), median(pools));
+
+    // A memory cache hit.
+    let cached = Client::open().unwrap();
+    let program = module(3, 50);
+    cached.compile_and_load(&program, &options).unwrap();
+    let mut hits: Vec<f64> = (0..2000)
+        .map(|_| time_us(|| drop(cached.compile_and_load(&program, &options).unwrap())))
+        .collect();
+    let memory_hit_us = round3(percentile_us(&mut hits, 50.0));
+    assert!(cached.compile_cache_stats().memory_hits >= 2000);
+
+    // A disk hit vs a plain compile of the same module.
+    let dir = std::env::temp_dir().join(format!("pjrt-actors-bench-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let disk = Client::builder()
+        .compile_cache_dir(&dir)
+        .memory_cache_entries(0)
+        .open()
+        .unwrap();
+    let (mut compiles, mut disk_hits) = (Vec::new(), Vec::new());
+    for i in 0..8 {
+        let program = module(8 + i, 60);
+        compiles.push(ms(|| {
+            drop(client.compile_and_load(&program, &options).unwrap())
+        }));
+        disk.compile_and_load(&program, &options).unwrap(); // writes the entry
+        disk_hits.push(ms(|| {
+            drop(disk.compile_and_load(&program, &options).unwrap())
+        }));
+    }
+    let stats = disk.compile_cache_stats();
+    assert_eq!(stats.disk_hits, 8, "every second request is a disk hit");
+    let (compile_ms, disk_hit_ms) = (median(compiles), median(disk_hits));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // Single flight: 32 concurrent identical requests.
+    let flight = Client::open().unwrap();
+    let program = module(5, 70);
+    let barrier = std::sync::Barrier::new(32);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..32 {
+            s.spawn(|| {
+                barrier.wait();
+                flight.compile_and_load(&program, &options).unwrap();
+            });
+        }
+    });
+    let flight_ms = start.elapsed().as_secs_f64() * 1000.0;
+    let single_flight = flight.compile_cache_stats().compiles;
+
+    let pool_speedup = seq_ms / pool_ms;
+    let disk_hit_ratio = disk_hit_ms / compile_ms;
+    println!("{:<46} {:>10}", "measure", "value");
+    println!(
+        "{:<46} {:>10.1}",
+        "16 modules one after another (ms)", seq_ms
+    );
+    println!(
+        "{:<46} {:>10.1}",
+        format!(
+            "16 modules at once, pool of {} (ms)",
+            client.compile_threads()
+        ),
+        pool_ms
+    );
+    println!(
+        "{:<46} {:>10.3}",
+        "memory cache hit, p50 (us)", memory_hit_us
+    );
+    println!("{:<46} {:>10.2}", "plain compile (ms)", compile_ms);
+    println!("{:<46} {:>10.2}", "disk cache hit (ms)", disk_hit_ms);
+    println!(
+        "{:<46} {:>10}",
+        format!("compiles for 32 identical requests ({flight_ms:.0} ms)"),
+        single_flight
+    );
+    println!(
+        "{{\"seq_ms\":{},\"pool_ms\":{},\"pool_speedup\":{},\"compile_threads\":{},\"memory_hit_us\":{memory_hit_us},\"compile_ms\":{},\"disk_hit_ms\":{},\"disk_hit_ratio\":{},\"single_flight\":{single_flight}}}",
+        round3(seq_ms),
+        round3(pool_ms),
+        round3(pool_speedup),
+        client.compile_threads(),
+        round3(compile_ms),
+        round3(disk_hit_ms),
+        round3(disk_hit_ratio),
+    );
+}
