@@ -12,6 +12,7 @@ use std::pin::pin;
 use std::task::Poll;
 
 use pjrt_actors_core::actors::device::ExecuteRequest;
+use pjrt_actors_core::callbacks::{CallbackSet, HostCallback};
 use pjrt_actors_core::compile::{
     CompileOptions, DeviceFacts, ExecutableCore, ExecutableMeta, check_program,
 };
@@ -37,6 +38,8 @@ pub struct LoadedExecutable {
     /// `shared` as the owner of the arrays this executable makes (coerced once, not per call).
     owner: Arc<dyn ArrayOwner>,
     pub(crate) core: Arc<ExecutableCore>,
+    /// The host callbacks this handle runs the program with.
+    callbacks: Option<Arc<CallbackSet>>,
 }
 
 impl Client {
@@ -96,7 +99,23 @@ impl Client {
     }
 
     fn loaded(&self, core: Arc<ExecutableCore>) -> LoadedExecutable {
-        LoadedExecutable::new(self.shared.clone(), core)
+        LoadedExecutable::new(self.shared.clone(), core, None)
+    }
+
+    /// A handle that runs `core` with `callbacks`, refusing a program that calls a callback it
+    /// was not given (py_client's `host_callbacks` argument).
+    fn loaded_with(
+        &self,
+        core: Arc<ExecutableCore>,
+        callbacks: &[HostCallback],
+    ) -> Result<LoadedExecutable> {
+        let needed = &core.meta.callback_ids;
+        let set = if needed.is_empty() && callbacks.is_empty() {
+            None
+        } else {
+            Some(Arc::new(CallbackSet::for_program(needed, callbacks)?))
+        };
+        Ok(LoadedExecutable::new(self.shared.clone(), core, set))
     }
 
     /// Compiles a StableHLO/MLIR program (text or bytecode) and loads it, through the compile
@@ -108,7 +127,32 @@ impl Client {
         program: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<LoadedExecutable> {
-        block_on(self.submit(program.as_ref(), options, None, true))?.map(|c| self.loaded(c))
+        self.compile_and_load_with_callbacks(program, options, &[])
+    }
+
+    /// Compiles and loads a program that calls host callbacks, with those callbacks (py_client's
+    /// `host_callbacks`). A program calling a callback not in `callbacks` is refused with
+    /// `Error::UnknownCallback`. Each handle carries its own callbacks: two handles of one
+    /// cached executable may run different closures, and concurrent runs do not mix them.
+    pub fn compile_and_load_with_callbacks(
+        &self,
+        program: impl AsRef<[u8]>,
+        options: &CompileOptions,
+        callbacks: &[HostCallback],
+    ) -> Result<LoadedExecutable> {
+        let core = block_on(self.submit(program.as_ref(), options, None, true))??;
+        self.loaded_with(core, callbacks)
+    }
+
+    /// The async form of [`compile_and_load_with_callbacks`](Self::compile_and_load_with_callbacks).
+    pub async fn compile_and_load_with_callbacks_async(
+        &self,
+        program: impl AsRef<[u8]>,
+        options: &CompileOptions,
+        callbacks: &[HostCallback],
+    ) -> Result<LoadedExecutable> {
+        let core = self.submit(program.as_ref(), options, None, true).await?;
+        self.loaded_with(core, callbacks)
     }
 
     /// The async form of [`compile_and_load`](Self::compile_and_load). Dropping the future
@@ -118,7 +162,10 @@ impl Client {
         program: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<LoadedExecutable> {
-        Ok(self.loaded(self.submit(program.as_ref(), options, None, true).await?))
+        self.loaded_with(
+            self.submit(program.as_ref(), options, None, true).await?,
+            &[],
+        )
     }
 
     /// Like [`compile_and_load`](Self::compile_and_load), but `Error::Busy` instead of waiting
@@ -128,7 +175,8 @@ impl Client {
         program: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<LoadedExecutable> {
-        block_on(self.submit(program.as_ref(), options, None, false))?.map(|c| self.loaded(c))
+        let core = block_on(self.submit(program.as_ref(), options, None, false))??;
+        self.loaded_with(core, &[])
     }
 
     /// Like [`compile_and_load`](Self::compile_and_load), ended early with
@@ -140,7 +188,8 @@ impl Client {
         options: &CompileOptions,
         token: &CancelToken,
     ) -> Result<LoadedExecutable> {
-        block_on(self.submit(program.as_ref(), options, Some(token), true))?.map(|c| self.loaded(c))
+        let core = block_on(self.submit(program.as_ref(), options, Some(token), true))??;
+        self.loaded_with(core, &[])
     }
 
     /// The async form of [`compile_and_load_cancellable`](Self::compile_and_load_cancellable).
@@ -150,10 +199,11 @@ impl Client {
         options: &CompileOptions,
         token: &CancelToken,
     ) -> Result<LoadedExecutable> {
-        Ok(self.loaded(
+        self.loaded_with(
             self.submit(program.as_ref(), options, Some(token), true)
                 .await?,
-        ))
+            &[],
+        )
     }
 
     /// Compiles without keeping the executable loaded: the result can be inspected, serialized,
@@ -219,18 +269,24 @@ impl Client {
         bytes: &[u8],
         options: Option<&CompileOptions>,
     ) -> Result<LoadedExecutable> {
+        self.deserialize_executable_with_callbacks(bytes, options, &[])
+    }
+
+    /// Loads a serialized executable that calls host callbacks, re-attaching `callbacks` by id.
+    pub fn deserialize_executable_with_callbacks(
+        &self,
+        bytes: &[u8],
+        options: Option<&CompileOptions>,
+        callbacks: &[HostCallback],
+    ) -> Result<LoadedExecutable> {
         let (envelope, options) = self.open_envelope(bytes, options)?;
         let res = &self.shared.parts.resources;
         let exe = res
             .pjrt
             .deserialize_and_load(&envelope.payload, Some(&options))?;
         let meta = ExecutableMeta::read(&exe, &res.devices, envelope.portable, &options)?;
-        Ok(self.loaded(ExecutableCore::register(
-            &res.executables,
-            exe,
-            meta,
-            res.devices.len(),
-        )))
+        let core = ExecutableCore::register(&res.executables, exe, meta, res.devices.len());
+        self.loaded_with(core, callbacks)
     }
 
     /// The async form of [`deserialize_executable`](Self::deserialize_executable): the load
@@ -249,12 +305,8 @@ impl Client {
         };
         let (exe, meta) = ask_async(&self.shared.parts.compiler, job).await?;
         let res = &self.shared.parts.resources;
-        Ok(self.loaded(ExecutableCore::register(
-            &res.executables,
-            exe,
-            meta,
-            res.devices.len(),
-        )))
+        let core = ExecutableCore::register(&res.executables, exe, meta, res.devices.len());
+        self.loaded_with(core, &[])
     }
 
     /// The compile service's counters.
@@ -418,12 +470,22 @@ impl fmt::Debug for Executable {
 type Outputs = Vec<Vec<Array>>;
 
 impl LoadedExecutable {
-    fn new(shared: Arc<Shared>, core: Arc<ExecutableCore>) -> Self {
+    fn new(
+        shared: Arc<Shared>,
+        core: Arc<ExecutableCore>,
+        callbacks: Option<Arc<CallbackSet>>,
+    ) -> Self {
         LoadedExecutable {
             owner: shared.clone(),
             shared,
             core,
+            callbacks,
         }
+    }
+
+    /// The host callbacks the program calls, by id.
+    pub fn callback_ids(&self) -> &[i64] {
+        &self.core.meta.callback_ids
     }
 
     pub fn id(&self) -> Id {
@@ -562,7 +624,13 @@ impl LoadedExecutable {
             core_lists.push(list.as_slice());
         }
         let ctx = self.shared.parts.resources.execute_context(&self.owner);
-        execute(&ctx, &self.core, &core_lists, portable_device)
+        execute(
+            &ctx,
+            &self.core,
+            &core_lists,
+            portable_device,
+            self.callbacks.as_deref(),
+        )
     }
 
     /// Runs a single-device executable on the calling thread; returns its outputs.
@@ -624,6 +692,7 @@ impl LoadedExecutable {
                 .map(|l| l.into_iter().map(|a| a.core).collect())
                 .collect(),
             portable_device: device.map(|d| d.index()),
+            callbacks: self.callbacks.clone(),
             span: tracing::Span::current(),
         };
         let outputs = ask_async(target.actor()?, request).await?;

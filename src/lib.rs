@@ -22,10 +22,12 @@ pub use array::{Array, ArrayId, HostBuffer};
 pub use client::{Client, ClientBuilder, TopologyDescription};
 pub use device::{Device, MemorySpace};
 pub use executable::{CancelToken, CompileCacheStats, Executable, LoadedExecutable};
+pub use pjrt_actors_core::callbacks::{CallbackKind, HostArray, HostCallback};
 pub use pjrt_actors_core::compile::CompileOptions;
 pub use pjrt_actors_core::dtype::ElementType;
 pub use pjrt_actors_core::pjrt::{
-    ArrayType, CompiledMemoryStats, DeviceMemoryStats, NamedValue, NativeType, PLUGIN_PATH_ENV,
+    ArrayType, CompiledMemoryStats, DeviceMemoryStats, HostView, HostViewMut, NamedValue,
+    NativeType, PLUGIN_PATH_ENV,
 };
 pub use pjrt_actors_core::{Error, PjrtCode, PluginError, Result};
 /// XLA's compile options message (from `pjrt-sys`), for callers who need a field we do not wrap.

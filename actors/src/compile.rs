@@ -186,6 +186,8 @@ pub struct ExecutableMeta {
     pub portable: bool,
     /// The serialized `CompileOptionsProto` it was compiled (or loaded) with.
     pub compile_options: Vec<u8>,
+    /// The host callbacks the program calls (it must be given them to run).
+    pub callback_ids: Vec<i64>,
     /// Every parameter index where the program could donate (it declares aliases or donors):
     /// the plugin must never consume a buffer our registry owns. Empty when it cannot donate.
     pub non_donatable: Vec<i64>,
@@ -198,9 +200,19 @@ impl ExecutableMeta {
         portable: bool,
         compile_options: &[u8],
     ) -> Result<Self> {
-        let parameter_types = exe.parameter_types()?;
+        let module = exe.optimized_module()?;
+        let parameter_types = crate::pjrt::parameter_types(&module)?;
         let output_types = exe.output_types()?;
-        let non_donatable = if exe.may_donate()? {
+        let may_donate = module
+            .input_output_alias
+            .as_ref()
+            .is_some_and(|a| !a.entries.is_empty())
+            || module
+                .buffer_donor
+                .as_ref()
+                .is_some_and(|d| !d.entries.is_empty());
+        let callback_ids = crate::callbacks::callback_ids(&module);
+        let non_donatable = if may_donate {
             (0..parameter_types.len() as i64).collect()
         } else {
             Vec::new()
@@ -219,6 +231,7 @@ impl ExecutableMeta {
             devices: exe.addressable_device_indices(devices)?,
             portable,
             compile_options: compile_options.to_vec(),
+            callback_ids,
         })
     }
 }

@@ -146,6 +146,15 @@ pub enum Error {
     /// A compile-cache directory could not be used.
     #[error("compile cache at {path}: {reason}")]
     Cache { path: String, reason: String },
+    /// A host callback failed, returned values of the wrong type, or panicked; the execution
+    /// that called it failed with it.
+    #[error("host callback `{name}` failed: {reason}")]
+    Callback { name: String, reason: String },
+    /// A program calls a host callback it was not given.
+    #[error(
+        "the program calls host callback #{id}, which was not given (pass it when compiling or loading)"
+    )]
+    UnknownCallback { id: i64 },
     /// A lookup by id found nothing.
     #[error("no {what} with {key}")]
     NotFound { what: &'static str, key: String },

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
+use crate::callbacks::{CallbackSet, ExecutionCallbacks};
 use crate::compile::ExecutableCore;
 use crate::error::{Error, Result};
-use crate::pjrt::{PjrtBuffer, PjrtDevice, PjrtMemory};
+use crate::pjrt::{CallbackDispatch, PjrtBuffer, PjrtDevice, PjrtMemory};
 use crate::registry::{ArrayCore, ArrayOwner, BufferSlot, SlotState};
 
 /// What an execute needs of the client besides the executable and arguments.
@@ -79,8 +80,16 @@ pub fn execute(
     exe: &ExecutableCore,
     arg_lists: &[&[&ArrayCore]],
     portable_device: Option<usize>,
+    callbacks: Option<&CallbackSet>,
 ) -> Result<Outputs> {
     let meta = &exe.meta;
+    // A program with host callbacks runs only with its callbacks: the plugin crashes when its
+    // handler looks for an execute context that is not there.
+    let callbacks = match (callbacks, meta.callback_ids.first()) {
+        (None, Some(&id)) => return Err(Error::UnknownCallback { id }),
+        (Some(set), Some(_)) => Some(ExecutionCallbacks::new(set)),
+        (_, None) => None,
+    };
     let run_devices: SmallVec<[usize; 4]> = match portable_device {
         Some(d) if meta.portable => smallvec::smallvec![d],
         Some(_) => {
@@ -134,7 +143,13 @@ pub fn execute(
         meta.num_outputs,
         &meta.non_donatable,
         execute_device,
-    )?;
+        callbacks.as_ref().map(|c| c as &dyn CallbackDispatch),
+    );
+    // A callback's own failure (its name and reason) says more than the plugin's wrapper.
+    let outputs = match (outputs, callbacks.as_ref().and_then(|c| c.failure())) {
+        (Err(_), Some(failure)) => return Err(failure),
+        (outputs, _) => outputs?,
+    };
     drop(lists);
     drop(buffers);
     drop(guards);

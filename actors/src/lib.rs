@@ -4,6 +4,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod actors;
+pub mod callbacks;
 pub mod compile;
 pub mod compile_service;
 pub mod dtype;

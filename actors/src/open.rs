@@ -291,6 +291,11 @@ pub fn open_client(config: ClientConfig) -> Result<ClientParts> {
         )?)),
         None => None,
     };
+    // Programs that call host callbacks name our FFI handler; it must be registered before
+    // they compile. A plugin without the FFI extension still opens (callbacks then fail).
+    if let Err(e) = plugin.host_callbacks() {
+        tracing::info!(error = %e, "host callbacks unavailable on this plugin");
+    }
     let pjrt = PjrtClient::create(plugin, &config.options)?;
     let (snap, devices, memories) = snapshot(&pjrt)?;
     let snap = Arc::new(snap);

@@ -59,6 +59,7 @@ pub struct ExecuteRequest {
     pub executable: Arc<ExecutableCore>,
     pub args: Vec<Vec<Arc<ArrayCore>>>,
     pub portable_device: Option<usize>,
+    pub callbacks: Option<Arc<crate::callbacks::CallbackSet>>,
     pub span: Span,
 }
 
@@ -85,6 +86,7 @@ impl Handler<ExecuteRequest> for DeviceActor {
                 &msg.executable,
                 &lists,
                 msg.portable_device,
+                msg.callbacks.as_deref(),
             )
         })
     }

@@ -51,6 +51,10 @@ pub struct PjrtEvent {
 unsafe impl Send for PjrtEvent {}
 
 impl PjrtEvent {
+    pub(crate) fn from_raw(client: PjrtClient, raw: *mut sys::PJRT_Event) -> Self {
+        PjrtEvent { client, raw }
+    }
+
     /// Blocks until the event fires; its error, if any, becomes ours.
     pub fn wait(self) -> Result<()> {
         let plugin = self.client.plugin();

@@ -8,8 +8,9 @@ use prost::Message;
 use smallvec::SmallVec;
 
 use super::abi;
-use super::buffer::{PjrtBuffer, from_raw_type};
+use super::buffer::{PjrtBuffer, PjrtEvent, from_raw_type};
 use super::client::{PjrtClient, PjrtDevice, args, call};
+use super::ffi::{CallbackContext, CallbackDispatch};
 use super::plugin::plugin_str;
 use super::values::{NamedValue, read_named_values};
 use crate::dtype::ElementType;
@@ -264,35 +265,6 @@ impl PjrtLoadedExecutable {
         })
     }
 
-    /// The entry computation's parameter types, read from the optimized HLO module.
-    pub fn parameter_types(&self) -> Result<Vec<ArrayType>> {
-        let module = self.optimized_module()?;
-        let shape = module
-            .host_program_shape
-            .ok_or_else(|| Error::Unsupported {
-                what: "reading parameter types from the optimized program",
-                hint: ": it has no program shape".into(),
-            })?;
-        shape
-            .parameters
-            .iter()
-            .map(|p| {
-                let dtype =
-                    ElementType::from_xla(p.element_type).ok_or_else(|| Error::Unsupported {
-                        what: "a parameter of this element type",
-                        hint: format!(
-                            " (XLA primitive type {}; tuples are not supported)",
-                            p.element_type
-                        ),
-                    })?;
-                Ok(ArrayType {
-                    dtype,
-                    dims: p.dimensions.clone(),
-                })
-            })
-            .collect()
-    }
-
     /// The devices the executable runs on, as indices into `devices`.
     pub fn addressable_device_indices(&self, devices: &[PjrtDevice]) -> Result<Vec<usize>> {
         let mut a = args!(PJRT_LoadedExecutable_AddressableDevices_Args {
@@ -371,7 +343,17 @@ impl PjrtLoadedExecutable {
         num_outputs: usize,
         non_donatable: &[i64],
         execute_device: Option<&PjrtDevice>,
+        callbacks: Option<&dyn CallbackDispatch>,
     ) -> Result<SmallVec<[PjrtBuffer; 4]>> {
+        // Host callbacks read this execution's dispatch from an execute context; it lives until
+        // the execution has completed (awaited below), and is destroyed after.
+        let context = match callbacks {
+            Some(dispatch) => {
+                let ffi = self.client.plugin().host_callbacks()?;
+                Some(CallbackContext::new(&self.client, ffi, dispatch)?)
+            }
+            None => None,
+        };
         // Plain loops, not iterator collects: this is the hot path, and it shows in profiles.
         let num_devices = argument_lists.len();
         let num_args = argument_lists.first().map_or(0, |l| l.len());
@@ -383,6 +365,8 @@ impl PjrtLoadedExecutable {
         }
         let mut outputs: SmallVec<[*mut sys::PJRT_Buffer; 16]> =
             SmallVec::from_elem(null_mut(), num_devices * num_outputs);
+        let mut events: SmallVec<[*mut sys::PJRT_Event; 4]> =
+            SmallVec::from_elem(null_mut(), num_devices);
         let mut arg_ptrs: SmallVec<[*const *mut sys::PJRT_Buffer; 4]> = SmallVec::new();
         let mut out_ptrs: SmallVec<[*mut *mut sys::PJRT_Buffer; 4]> = SmallVec::new();
         for d in 0..num_devices {
@@ -407,7 +391,7 @@ impl PjrtLoadedExecutable {
                 non_donatable.as_ptr()
             },
             num_non_donatable_input_indices: non_donatable.len(),
-            context: null_mut(),
+            context: context.as_ref().map_or(null_mut(), |c| c.raw()),
             call_location: null(),
             num_tasks: 0,
             task_ids: null_mut(),
@@ -420,10 +404,23 @@ impl PjrtLoadedExecutable {
             num_devices: num_devices,
             num_args: num_args,
             output_lists: out_ptrs.as_ptr(),
-            device_complete_events: null_mut(),
+            device_complete_events: if context.is_some() {
+                events.as_mut_ptr()
+            } else {
+                null_mut()
+            },
             execute_device: execute_device.map_or(null_mut(), |d| d.raw()),
         });
-        call!(self.client.plugin(), PJRT_LoadedExecutable_Execute, &mut a)?;
+        let executed = call!(self.client.plugin(), PJRT_LoadedExecutable_Execute, &mut a);
+        // Wait for every device to finish before the context (and the callbacks' state) goes.
+        let mut completion = Ok(());
+        for event in events.into_iter().filter(|e| !e.is_null()) {
+            let waited = PjrtEvent::from_raw(self.client.clone(), event).wait();
+            completion = completion.and(waited);
+        }
+        drop(context);
+        executed?;
+        completion?;
         let mut result = SmallVec::new();
         for raw in outputs {
             result.push(PjrtBuffer::from_raw(self.client.clone(), raw));
@@ -451,13 +448,33 @@ impl PjrtLoadedExecutable {
             Ok(bytes)
         }
     }
+}
 
-    /// Whether the program may donate an input (it declares input/output aliases or donors).
-    pub fn may_donate(&self) -> Result<bool> {
-        let module = self.optimized_module()?;
-        Ok(module
-            .input_output_alias
-            .is_some_and(|a| !a.entries.is_empty())
-            || module.buffer_donor.is_some_and(|d| !d.entries.is_empty()))
-    }
+/// The entry computation's parameter types, read from an optimized HLO module.
+pub fn parameter_types(module: &pjrt_sys::protos::xla::HloModuleProto) -> Result<Vec<ArrayType>> {
+    let shape = module
+        .host_program_shape
+        .as_ref()
+        .ok_or_else(|| Error::Unsupported {
+            what: "reading parameter types from the optimized program",
+            hint: ": it has no program shape".into(),
+        })?;
+    shape
+        .parameters
+        .iter()
+        .map(|p| {
+            let dtype =
+                ElementType::from_xla(p.element_type).ok_or_else(|| Error::Unsupported {
+                    what: "a parameter of this element type",
+                    hint: format!(
+                        " (XLA primitive type {}; tuples are not supported)",
+                        p.element_type
+                    ),
+                })?;
+            Ok(ArrayType {
+                dtype,
+                dims: p.dimensions.clone(),
+            })
+        })
+        .collect()
 }

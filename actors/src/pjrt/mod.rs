@@ -6,6 +6,7 @@ pub mod baseline;
 mod buffer;
 mod client;
 mod executable;
+mod ffi;
 mod native;
 mod plugin;
 mod values;
@@ -15,7 +16,10 @@ pub use client::{
     DeviceDescription, DeviceMemoryStats, MemoryDescription, PjrtClient, PjrtDevice, PjrtMemory,
     PjrtTopology,
 };
-pub use executable::{ArrayType, CompiledMemoryStats, PjrtLoadedExecutable};
+pub use executable::{ArrayType, CompiledMemoryStats, PjrtLoadedExecutable, parameter_types};
+pub use ffi::{
+    CALLBACK_ID_ATTR, CallbackDispatch, FfiSupport, HOST_CALLBACK_TARGET, HostView, HostViewMut,
+};
 pub use native::{NativeType, as_bytes, read_typed, zeroed_vec};
 pub use plugin::{PLUGIN_PATH_ENV, Plugin, discovery_candidates};
 pub use values::NamedValue;

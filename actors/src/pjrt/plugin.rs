@@ -25,6 +25,8 @@ pub struct Plugin {
     major: i32,
     minor: i32,
     attributes: Vec<(String, NamedValue)>,
+    /// Host-callback support, registered with the plugin on first use.
+    ffi: OnceLock<Result<super::ffi::FfiSupport>>,
 }
 
 // SAFETY: the PJRT API table is immutable after `GetPjrtApi` and its functions are thread-safe
@@ -172,6 +174,7 @@ impl Plugin {
             major,
             minor,
             attributes: Vec::new(),
+            ffi: OnceLock::new(),
         };
         let init_failed = |e: Error| PluginError::InitFailed {
             path: path.to_owned(),
@@ -221,6 +224,18 @@ impl Plugin {
     /// Plugin attributes such as `xla_version` and the StableHLO versions it accepts.
     pub fn attributes(&self) -> &[(String, NamedValue)] {
         &self.attributes
+    }
+
+    /// Host callbacks through XLA FFI: the handler is registered with the plugin on first use.
+    pub fn host_callbacks(&self) -> Result<&super::ffi::FfiSupport> {
+        self.ffi
+            .get_or_init(|| {
+                let support = self.register_host_callbacks()?;
+                super::ffi::remember_type_id(&support);
+                Ok(support)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     pub(crate) fn api(&self) -> &'static Api {

@@ -1,0 +1,373 @@
+//! Host callbacks, the safe side: Rust closures a compiled program calls through the XLA FFI
+//! handler (see `pjrt::ffi`). A callback has a stable id (from its name) that programs refer
+//! to, declared operand and result types that are checked on every call, and a kind: pure,
+//! ordered (side effects, one call at a time in program order), or observer (no results).
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::pjrt::{
+    ArrayType, CALLBACK_ID_ATTR, CallbackDispatch, HOST_CALLBACK_TARGET, HostView, HostViewMut,
+};
+
+/// What a callback may do, as JAX's `pure_callback`, `io_callback` and py_client's output
+/// (observer) callbacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallbackKind {
+    /// No side effects: operands in, results out. XLA may deduplicate or drop such calls.
+    Pure,
+    /// Side effects: calls are kept, and run one at a time in program order.
+    Ordered,
+    /// Receives values and returns nothing (side effects kept).
+    Observer,
+}
+
+type CallbackFn = dyn Fn(&[HostView<'_>], &mut [HostViewMut<'_>]) -> std::result::Result<(), String>
+    + Send
+    + Sync;
+
+/// A Rust closure that compiled programs can call.
+#[derive(Clone)]
+pub struct HostCallback {
+    inner: Arc<CallbackInner>,
+}
+
+struct CallbackInner {
+    name: String,
+    id: i64,
+    kind: CallbackKind,
+    operands: Vec<ArrayType>,
+    results: Vec<ArrayType>,
+    func: Box<CallbackFn>,
+    /// Serializes ordered callbacks.
+    order: Mutex<()>,
+}
+
+impl HostCallback {
+    /// A callback that writes its results straight into the program's result buffers.
+    pub fn new(
+        name: impl Into<String>,
+        kind: CallbackKind,
+        operands: Vec<ArrayType>,
+        results: Vec<ArrayType>,
+        func: impl Fn(&[HostView<'_>], &mut [HostViewMut<'_>]) -> std::result::Result<(), String>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Result<Self> {
+        let name = name.into();
+        if name.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a host callback needs a name".into(),
+            ));
+        }
+        if kind == CallbackKind::Observer && !results.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "observer callback `{name}` cannot have results"
+            )));
+        }
+        Ok(HostCallback {
+            inner: Arc::new(CallbackInner {
+                id: callback_id(&name),
+                name,
+                kind,
+                operands,
+                results,
+                func: Box::new(func),
+                order: Mutex::new(()),
+            }),
+        })
+    }
+
+    /// A callback that returns its results as owned arrays, copied into the program's result
+    /// buffers; results of another dtype or shape than the program's fail the execution with
+    /// an error naming the callback.
+    pub fn returning(
+        name: impl Into<String>,
+        kind: CallbackKind,
+        operands: Vec<ArrayType>,
+        results: Vec<ArrayType>,
+        func: impl Fn(&[HostView<'_>]) -> std::result::Result<Vec<HostArray>, String>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Result<Self> {
+        Self::new(name, kind, operands, results, move |ins, outs| {
+            let values = func(ins)?;
+            if values.len() != outs.len() {
+                return Err(format!(
+                    "returned {} results; the program expects {}",
+                    values.len(),
+                    outs.len()
+                ));
+            }
+            for (i, (value, out)) in values.iter().zip(outs.iter_mut()).enumerate() {
+                if value.dtype != out.dtype || value.dims != out.dims {
+                    return Err(format!(
+                        "result {i} is {}{:?}; the program expects {}{:?}",
+                        value.dtype, value.dims, out.dtype, out.dims
+                    ));
+                }
+                if value.bytes.len() != out.data.len() {
+                    return Err(format!(
+                        "result {i} holds {} bytes, not {}",
+                        value.bytes.len(),
+                        out.data.len()
+                    ));
+                }
+                out.data.copy_from_slice(&value.bytes);
+            }
+            Ok(())
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The id programs use to name this callback (stable: derived from the name).
+    pub fn id(&self) -> i64 {
+        self.inner.id
+    }
+
+    pub fn kind(&self) -> CallbackKind {
+        self.inner.kind
+    }
+
+    pub fn operand_types(&self) -> &[ArrayType] {
+        &self.inner.operands
+    }
+
+    pub fn result_types(&self) -> &[ArrayType] {
+        &self.inner.results
+    }
+
+    /// The StableHLO text of a call to this callback: `results` is the SSA name to bind (e.g.
+    /// `%r`; ignored for observers), `operands` the SSA values passed.
+    pub fn call_text(&self, results: &str, operands: &[&str]) -> String {
+        let tensor = |t: &ArrayType| {
+            let mut dims: Vec<String> = t.dims.iter().map(|d| d.to_string()).collect();
+            dims.push(t.dtype.mlir_name().to_string());
+            format!("tensor<{}>", dims.join("x"))
+        };
+        let ins: Vec<String> = self.inner.operands.iter().map(tensor).collect();
+        let outs: Vec<String> = self.inner.results.iter().map(tensor).collect();
+        let side_effect = if self.inner.kind == CallbackKind::Pure {
+            ""
+        } else {
+            ", has_side_effect = true"
+        };
+        let (binding, out_types) = match outs.len() {
+            0 => (String::new(), "()".to_string()),
+            1 => (format!("{results} = "), outs[0].clone()),
+            n => (
+                format!("{results}:{n} = "),
+                format!("({})", outs.join(", ")),
+            ),
+        };
+        format!(
+            "{binding}stablehlo.custom_call @{HOST_CALLBACK_TARGET}({}) {{api_version = 4 : i32, backend_config = {{{CALLBACK_ID_ATTR} = {} : i64}}{side_effect}}} : ({}) -> {out_types}",
+            operands.join(", "),
+            self.inner.id,
+            ins.join(", "),
+        )
+    }
+}
+
+impl std::fmt::Debug for HostCallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "HostCallback({}, {:?}, id {})",
+            self.inner.name, self.inner.kind, self.inner.id
+        )
+    }
+}
+
+/// An owned host array a callback returns: element type, dims and dense bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostArray {
+    pub dtype: crate::dtype::ElementType,
+    pub dims: Vec<i64>,
+    pub bytes: Vec<u8>,
+}
+
+impl HostArray {
+    pub fn from_slice<T: crate::pjrt::NativeType>(values: &[T], dims: &[i64]) -> Self {
+        HostArray {
+            dtype: T::TYPE,
+            dims: dims.to_vec(),
+            bytes: crate::pjrt::as_bytes(values).to_vec(),
+        }
+    }
+}
+
+/// A stable, positive id for a callback name.
+pub fn callback_id(name: &str) -> i64 {
+    let digest = Sha256::digest(name.as_bytes());
+    i64::from_le_bytes(digest[..8].try_into().expect("8 bytes")) & i64::MAX
+}
+
+/// The callbacks an executable was given, by id.
+#[derive(Default)]
+pub struct CallbackSet {
+    by_id: HashMap<i64, HostCallback>,
+}
+
+impl CallbackSet {
+    /// The callbacks for a program that names `needed`: every one must be given.
+    pub fn for_program(needed: &[i64], given: &[HostCallback]) -> Result<Self> {
+        let mut by_id = HashMap::new();
+        for cb in given {
+            if let Some(other) = by_id.insert(cb.id(), cb.clone()) {
+                if other.name() != cb.name() {
+                    return Err(Error::InvalidArgument(format!(
+                        "callbacks `{}` and `{}` have the same id",
+                        other.name(),
+                        cb.name()
+                    )));
+                }
+            }
+        }
+        for id in needed {
+            if !by_id.contains_key(id) {
+                return Err(Error::UnknownCallback { id: *id });
+            }
+        }
+        Ok(CallbackSet { by_id })
+    }
+}
+
+/// One execution's view of its callbacks: runs them and remembers the first failure so the
+/// execute can return a typed error naming the callback.
+pub struct ExecutionCallbacks<'a> {
+    set: &'a CallbackSet,
+    failure: Mutex<Option<(String, String)>>,
+}
+
+impl<'a> ExecutionCallbacks<'a> {
+    pub fn new(set: &'a CallbackSet) -> Self {
+        ExecutionCallbacks {
+            set,
+            failure: Mutex::new(None),
+        }
+    }
+
+    /// The typed error for a failed execution, if a callback caused it.
+    pub fn failure(&self) -> Option<Error> {
+        self.failure
+            .lock()
+            .clone()
+            .map(|(name, reason)| Error::Callback { name, reason })
+    }
+
+    fn fail(&self, name: &str, reason: String) -> String {
+        let mut failure = self.failure.lock();
+        if failure.is_none() {
+            *failure = Some((name.to_string(), reason.clone()));
+        }
+        format!("host callback `{name}`: {reason}")
+    }
+}
+
+fn check_types(
+    what: &str,
+    declared: &[ArrayType],
+    got: impl Iterator<Item = (crate::dtype::ElementType, Vec<i64>)>,
+) -> std::result::Result<(), String> {
+    let got: Vec<_> = got.collect();
+    if got.len() != declared.len() {
+        return Err(format!(
+            "the program passes {} {what}, the callback declares {}",
+            got.len(),
+            declared.len()
+        ));
+    }
+    for (i, ((dtype, dims), want)) in got.iter().zip(declared).enumerate() {
+        if *dtype != want.dtype || *dims != want.dims {
+            return Err(format!(
+                "{what} {i} is {dtype}{dims:?} in the program, {}{:?} in the callback's declaration",
+                want.dtype, want.dims
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl CallbackDispatch for ExecutionCallbacks<'_> {
+    fn call(
+        &self,
+        id: i64,
+        operands: &[HostView<'_>],
+        results: &mut [HostViewMut<'_>],
+    ) -> std::result::Result<(), String> {
+        let Some(cb) = self.set.by_id.get(&id) else {
+            return Err(self.fail(
+                &format!("#{id}"),
+                "no callback with this id was given".into(),
+            ));
+        };
+        let inner = &cb.inner;
+        check_types(
+            "operands",
+            &inner.operands,
+            operands.iter().map(|v| (v.dtype, v.dims.to_vec())),
+        )
+        .and_then(|()| {
+            check_types(
+                "results",
+                &inner.results,
+                results.iter().map(|v| (v.dtype, v.dims.to_vec())),
+            )
+        })
+        .map_err(|reason| self.fail(&inner.name, reason))?;
+        let _ordered = (inner.kind != CallbackKind::Pure).then(|| inner.order.lock());
+        match catch_unwind(AssertUnwindSafe(|| (inner.func)(operands, results))) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(reason)) => Err(self.fail(&inner.name, reason)),
+            Err(payload) => {
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a non-string panic payload".into());
+                Err(self.fail(&inner.name, format!("panicked: {message}")))
+            }
+        }
+    }
+}
+
+/// The callback ids a compiled program calls, read from its optimized HLO module.
+pub fn callback_ids(module: &pjrt_sys::protos::xla::HloModuleProto) -> Vec<i64> {
+    let mut ids = Vec::new();
+    for c in &module.computations {
+        for i in &c.instructions {
+            if i.custom_call_target != HOST_CALLBACK_TARGET {
+                continue;
+            }
+            let config = String::from_utf8_lossy(&i.backend_config);
+            if let Some(id) = parse_callback_id(&config) {
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+        }
+    }
+    ids
+}
+
+/// Finds `callback_id = N` in an FFI attribute dictionary's text.
+fn parse_callback_id(config: &str) -> Option<i64> {
+    let at = config.find(CALLBACK_ID_ATTR)? + CALLBACK_ID_ATTR.len();
+    let rest = config[at..].trim_start().strip_prefix('=')?.trim_start();
+    let digits: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '-')
+        .collect();
+    digits.parse().ok()
+}

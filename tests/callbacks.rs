@@ -1,0 +1,522 @@
+//! Host callbacks against the real CPU plugin, through XLA FFI: the three kinds, programs
+//! calling callbacks they were not given, serialization, type mismatches, re-entrant calls into
+//! the runtime (on a one-device client too), panics, and 8 threads × 4 callbacks × 1,000 runs.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+use pjrt_actors::{
+    ArrayType, CallbackKind, Client, CompileOptions, ElementType, Error, HostArray, HostCallback,
+    LoadedExecutable,
+};
+
+fn f32s(n: i64) -> ArrayType {
+    ArrayType {
+        dtype: ElementType::F32,
+        dims: vec![n],
+    }
+}
+
+/// `y = f(x)` for a pure f32[n] -> f32[n] callback `f`.
+fn pure_map(name: &str, n: i64, f: impl Fn(f32) -> f32 + Send + Sync + 'static) -> HostCallback {
+    HostCallback::new(
+        name,
+        CallbackKind::Pure,
+        vec![f32s(n)],
+        vec![f32s(n)],
+        move |ins, outs| {
+            let x = ins[0].as_slice::<f32>().ok_or("not f32")?;
+            let y = outs[0].as_mut_slice::<f32>().ok_or("not f32")?;
+            for (o, i) in y.iter_mut().zip(x) {
+                *o = f(*i);
+            }
+            Ok(())
+        },
+    )
+    .unwrap()
+}
+
+/// `main(x) = cb(x) + x` over f32[n].
+fn program_around(cb: &HostCallback, n: i64) -> String {
+    let t = format!("tensor<{n}xf32>");
+    format!(
+        "module @around {{\n  func.func public @main(%x: {t}) -> {t} {{\n    {}\n    %o = stablehlo.add %r, %x : {t}\n    return %o : {t}\n  }}\n}}\n",
+        cb.call_text("%r", &["%x"])
+    )
+}
+
+fn run(exe: &LoadedExecutable, x: &[f32]) -> pjrt_actors::Result<Vec<f32>> {
+    let client = exe.client();
+    let device = &exe.addressable_devices()[0];
+    let a = client.buffer_from_slice(x, &[x.len() as i64], device)?;
+    exe.execute(&[&a])?[0].to_vec::<f32>()
+}
+
+#[test]
+fn a_pure_callback_computes_inside_the_program() {
+    let client = Client::open().unwrap();
+    let square = pure_map("square", 4, |v| v * v);
+    let exe = client
+        .compile_and_load_with_callbacks(
+            program_around(&square, 4),
+            &CompileOptions::default(),
+            std::slice::from_ref(&square),
+        )
+        .unwrap();
+    assert_eq!(exe.callback_ids(), &[square.id()]);
+    assert_eq!(
+        run(&exe, &[1., 2., 3., -4.]).unwrap(),
+        vec![2., 6., 12., 12.]
+    );
+}
+
+#[test]
+fn ordered_and_observer_callbacks_see_program_order() {
+    let client = Client::open().unwrap();
+    let log = Arc::new(Mutex::new(Vec::<(String, f32)>::new()));
+    let io_log = log.clone();
+    let io = HostCallback::new(
+        "io_step",
+        CallbackKind::Ordered,
+        vec![f32s(1)],
+        vec![f32s(1)],
+        move |ins, outs| {
+            let x = ins[0].as_slice::<f32>().unwrap()[0];
+            io_log.lock().push(("io".into(), x));
+            outs[0].as_mut_slice::<f32>().unwrap()[0] = x + 1.0;
+            Ok(())
+        },
+    )
+    .unwrap();
+    let obs_log = log.clone();
+    let observer = HostCallback::new(
+        "watch",
+        CallbackKind::Observer,
+        vec![f32s(1)],
+        vec![],
+        move |ins, _| {
+            obs_log
+                .lock()
+                .push(("watch".into(), ins[0].as_slice::<f32>().unwrap()[0]));
+            Ok(())
+        },
+    )
+    .unwrap();
+    let t = "tensor<1xf32>";
+    let program = format!(
+        "module @ordered {{\n  func.func public @main(%x: {t}) -> {t} {{\n    {}\n    {}\n    {}\n    {}\n    return %c : {t}\n  }}\n}}\n",
+        io.call_text("%a", &["%x"]),
+        observer.call_text("", &["%a"]),
+        io.call_text("%b", &["%a"]),
+        io.call_text("%c", &["%b"]),
+    );
+    let exe = client
+        .compile_and_load_with_callbacks(
+            &program,
+            &CompileOptions::default(),
+            &[io.clone(), observer.clone()],
+        )
+        .unwrap();
+    for round in 0..3 {
+        let x = 10.0 * round as f32;
+        assert_eq!(run(&exe, &[x]).unwrap(), vec![x + 3.0]);
+    }
+    let expected: Vec<(String, f32)> = (0..3)
+        .flat_map(|round| {
+            let x = 10.0 * round as f32;
+            [
+                ("io", x),
+                ("watch", x + 1.0),
+                ("io", x + 1.0),
+                ("io", x + 2.0),
+            ]
+        })
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    assert_eq!(*log.lock(), expected);
+    // An observer cannot declare results.
+    assert!(
+        HostCallback::new(
+            "bad",
+            CallbackKind::Observer,
+            vec![],
+            vec![f32s(1)],
+            |_, _| Ok(())
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn a_program_naming_a_callback_it_was_not_given_is_refused() {
+    let client = Client::open().unwrap();
+    let double = pure_map("double", 4, |v| 2.0 * v);
+    let program = program_around(&double, 4);
+    let err = client
+        .compile_and_load(&program, &CompileOptions::default())
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::UnknownCallback { id } if id == double.id()),
+        "{err}"
+    );
+    let other = pure_map("other", 4, |v| v);
+    let err = client
+        .compile_and_load_with_callbacks(&program, &CompileOptions::default(), &[other])
+        .unwrap_err();
+    assert!(matches!(err, Error::UnknownCallback { .. }), "{err}");
+    // An executable found through live_executables has no callbacks: running it is refused,
+    // not a crash (the plugin would segfault looking for the missing context).
+    let exe = client
+        .compile_and_load_with_callbacks(&program, &CompileOptions::default(), &[double])
+        .unwrap();
+    let bare = client
+        .live_executables()
+        .into_iter()
+        .find(|e| *e == exe)
+        .unwrap();
+    let a = client.devices()[0].put(&[1f32; 4], &[4]).unwrap();
+    assert!(matches!(
+        bare.execute(&[&a]),
+        Err(Error::UnknownCallback { .. })
+    ));
+    assert_eq!(
+        exe.execute(&[&a]).unwrap()[0].to_vec::<f32>().unwrap(),
+        vec![3.; 4]
+    );
+}
+
+#[test]
+fn callbacks_survive_serialization_and_are_reattached_by_id() {
+    let client = Client::open().unwrap();
+    let double = pure_map("scale", 4, |v| 2.0 * v);
+    let exe = client
+        .compile_and_load_with_callbacks(
+            program_around(&double, 4),
+            &CompileOptions::default(),
+            std::slice::from_ref(&double),
+        )
+        .unwrap();
+    let bytes = exe.serialize().unwrap();
+    let again = client
+        .deserialize_executable_with_callbacks(&bytes, None, &[double])
+        .unwrap();
+    assert_eq!(
+        run(&again, &[1., 2., 3., 4.]).unwrap(),
+        vec![3., 6., 9., 12.]
+    );
+    // Re-attached by id: a new closure under the same name runs instead.
+    let tenfold = pure_map("scale", 4, |v| 10.0 * v);
+    let swapped = client
+        .deserialize_executable_with_callbacks(&bytes, None, &[tenfold])
+        .unwrap();
+    assert_eq!(
+        run(&swapped, &[1., 2., 3., 4.]).unwrap(),
+        vec![11., 22., 33., 44.]
+    );
+    assert!(matches!(
+        client.deserialize_executable(&bytes, None),
+        Err(Error::UnknownCallback { .. })
+    ));
+}
+
+#[test]
+fn type_mismatches_fail_the_execution_naming_the_callback() {
+    let client = Client::open().unwrap();
+    // Declared f32[3], called with f32[4].
+    let narrow = pure_map("narrow", 3, |v| v);
+    let program = program_around(&pure_map("narrow", 4, |v| v), 4);
+    let exe = client
+        .compile_and_load_with_callbacks(&program, &CompileOptions::default(), &[narrow])
+        .unwrap();
+    match run(&exe, &[1.; 4]) {
+        Err(Error::Callback { name, reason }) => {
+            assert_eq!(name, "narrow");
+            assert!(
+                reason.contains("f32[4]") && reason.contains("f32[3]"),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // A callback returning the wrong shape or dtype.
+    for (label, value) in [
+        ("shape", HostArray::from_slice(&[1f32; 2], &[2])),
+        ("dtype", HostArray::from_slice(&[1i32; 4], &[4])),
+    ] {
+        let cb = HostCallback::returning(
+            "returns_wrong",
+            CallbackKind::Pure,
+            vec![f32s(4)],
+            vec![f32s(4)],
+            move |_| Ok(vec![value.clone()]),
+        )
+        .unwrap();
+        let exe = client
+            .compile_and_load_with_callbacks(
+                program_around(&cb, 4),
+                &CompileOptions::default(),
+                &[cb],
+            )
+            .unwrap();
+        match run(&exe, &[1.; 4]) {
+            Err(Error::Callback { name, reason }) => {
+                assert_eq!(name, "returns_wrong", "{label}");
+                assert!(reason.contains("result 0"), "{label}: {reason}");
+            }
+            other => panic!("{label}: {other:?}"),
+        }
+    }
+    // The right values through the returning form work.
+    let ok = HostCallback::returning(
+        "returns_right",
+        CallbackKind::Pure,
+        vec![f32s(4)],
+        vec![f32s(4)],
+        |ins| {
+            let x = ins[0].as_slice::<f32>().unwrap();
+            Ok(vec![HostArray::from_slice(
+                &x.iter().map(|v| v - 1.0).collect::<Vec<_>>(),
+                &[4],
+            )])
+        },
+    )
+    .unwrap();
+    let exe = client
+        .compile_and_load_with_callbacks(program_around(&ok, 4), &CompileOptions::default(), &[ok])
+        .unwrap();
+    assert_eq!(run(&exe, &[1., 2., 3., 4.]).unwrap(), vec![1., 3., 5., 7.]);
+}
+
+#[test]
+fn a_panicking_callback_fails_one_execution_and_nothing_else() {
+    let client = Client::open().unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let flaky = pure_map("flaky", 4, move |v| {
+        if counter.fetch_add(1, Ordering::SeqCst) == 0 {
+            panic!("first call explodes");
+        }
+        v
+    });
+    let exe = client
+        .compile_and_load_with_callbacks(
+            program_around(&flaky, 4),
+            &CompileOptions::default(),
+            &[flaky],
+        )
+        .unwrap();
+    match run(&exe, &[1.; 4]) {
+        Err(Error::Callback { name, reason }) => {
+            assert_eq!(name, "flaky");
+            assert!(
+                reason.contains("panicked") && reason.contains("first call explodes"),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // The same executable works afterwards, and so does the rest of the runtime.
+    assert_eq!(run(&exe, &[1., 2., 3., 4.]).unwrap(), vec![2., 4., 6., 8.]);
+    let plain = client
+        .compile_and_load(common::add_f32x4(), &CompileOptions::default())
+        .unwrap();
+    let a = client.devices()[0].put(&[1f32; 4], &[4]).unwrap();
+    assert_eq!(
+        plain.execute(&[&a, &a]).unwrap()[0]
+            .to_vec::<f32>()
+            .unwrap(),
+        vec![2.; 4]
+    );
+}
+
+thread_local! {
+    static DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// A callback that calls back into the runtime: creates arrays and executes `inner`, and,
+/// one level deep, the very executable it runs inside.
+fn reentrant(
+    client: &Client,
+    inner: LoadedExecutable,
+    slot: Arc<Mutex<Option<LoadedExecutable>>>,
+) -> HostCallback {
+    let client = client.clone();
+    pure_map("reenter", 4, move |v| v).clone_with(move |ins, outs| {
+        let x = ins[0].as_slice::<f32>().unwrap().to_vec();
+        let device = &client.devices()[0];
+        let a = device.put(&x, &[4]).map_err(|e| e.to_string())?;
+        let added = inner.execute(&[&a, &a]).map_err(|e| e.to_string())?;
+        let mut y = added[0].to_vec::<f32>().map_err(|e| e.to_string())?;
+        if DEPTH.with(|d| d.get()) == 0 {
+            DEPTH.with(|d| d.set(1));
+            let outer = slot.lock().clone().expect("set before running");
+            let nested = outer.execute(&[&a]).map_err(|e| e.to_string());
+            DEPTH.with(|d| d.set(0));
+            // outer(x) = reenter(x) + x = (2x + 0) + x at depth 1 (no further nesting adds).
+            let nested = nested?[0].to_vec::<f32>().map_err(|e| e.to_string())?;
+            for (o, n) in y.iter_mut().zip(nested) {
+                *o += n;
+            }
+        }
+        outs[0].as_mut_slice::<f32>().unwrap().copy_from_slice(&y);
+        Ok(())
+    })
+}
+
+trait CloneWith {
+    fn clone_with(
+        &self,
+        f: impl Fn(
+            &[pjrt_actors::HostView<'_>],
+            &mut [pjrt_actors::HostViewMut<'_>],
+        ) -> Result<(), String>
+        + Send
+        + Sync
+        + 'static,
+    ) -> HostCallback;
+}
+
+impl CloneWith for HostCallback {
+    fn clone_with(
+        &self,
+        f: impl Fn(
+            &[pjrt_actors::HostView<'_>],
+            &mut [pjrt_actors::HostViewMut<'_>],
+        ) -> Result<(), String>
+        + Send
+        + Sync
+        + 'static,
+    ) -> HostCallback {
+        HostCallback::new(
+            self.name(),
+            self.kind(),
+            self.operand_types().to_vec(),
+            self.result_types().to_vec(),
+            f,
+        )
+        .unwrap()
+    }
+}
+
+fn reentrancy_on(client: Client) {
+    let inner = client
+        .compile_and_load(common::add_f32x4(), &CompileOptions::default())
+        .unwrap();
+    let slot = Arc::new(Mutex::new(None));
+    let cb = reentrant(&client, inner, slot.clone());
+    let outer = client
+        .compile_and_load_with_callbacks(program_around(&cb, 4), &CompileOptions::default(), &[cb])
+        .unwrap();
+    *slot.lock() = Some(outer.clone());
+    for _ in 0..1000 {
+        let x = [1f32, 2., 3., 4.];
+        // depth 0: reenter(x) = 2x + outer_nested(x); outer_nested(x) = 2x + x = 3x; so
+        // reenter(x) = 5x and outer(x) = 5x + x = 6x.
+        let out = common::within(std::time::Duration::from_secs(30), {
+            let outer = outer.clone();
+            move || run(&outer, &x)
+        })
+        .unwrap();
+        assert_eq!(out, vec![6., 12., 18., 24.]);
+    }
+    *slot.lock() = None;
+}
+
+#[test]
+fn callbacks_may_call_back_into_the_runtime() {
+    reentrancy_on(Client::open().unwrap());
+}
+
+#[test]
+fn reentrancy_does_not_deadlock_on_a_one_device_client() {
+    reentrancy_on(Client::builder().cpu_device_count(1).open().unwrap());
+}
+
+#[test]
+fn eight_threads_four_callbacks_a_thousand_runs() {
+    let client = Client::open().unwrap();
+    let callbacks = [
+        pure_map("add_one", 4, |v| v + 1.0),
+        pure_map("times_two", 4, |v| v * 2.0),
+        pure_map("minus_three", 4, |v| v - 3.0),
+        pure_map("negate", 4, |v| -v),
+    ];
+    let t = "tensor<4xf32>";
+    let program = format!(
+        "module @chain {{\n  func.func public @main(%x: {t}) -> {t} {{\n    {}\n    {}\n    {}\n    {}\n    return %d : {t}\n  }}\n}}\n",
+        callbacks[0].call_text("%a", &["%x"]),
+        callbacks[1].call_text("%b", &["%a"]),
+        callbacks[2].call_text("%c", &["%b"]),
+        callbacks[3].call_text("%d", &["%c"]),
+    );
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let client = client.clone();
+            let (program, callbacks) = (program.clone(), callbacks.clone());
+            std::thread::spawn(move || {
+                let options = CompileOptions {
+                    devices: Some(vec![t % 4]),
+                    ..Default::default()
+                };
+                let exe = client
+                    .compile_and_load_with_callbacks(&program, &options, &callbacks)
+                    .unwrap();
+                for i in 0..1000 {
+                    let x = [i as f32, t as f32, -1.0, 0.5];
+                    let expected: Vec<f32> = x.iter().map(|v| -(((v + 1.0) * 2.0) - 3.0)).collect();
+                    assert_eq!(run(&exe, &x).unwrap(), expected);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn two_handles_of_one_executable_keep_their_own_callbacks() {
+    let client = Client::open().unwrap();
+    let plus = pure_map("offset", 4, |v| v + 100.0);
+    let minus = pure_map("offset", 4, |v| v - 100.0);
+    let program = program_around(&plus, 4);
+    let a = client
+        .compile_and_load_with_callbacks(&program, &CompileOptions::default(), &[plus])
+        .unwrap();
+    let b = client
+        .compile_and_load_with_callbacks(&program, &CompileOptions::default(), &[minus])
+        .unwrap();
+    assert_eq!(a, b, "one cached executable");
+    std::thread::scope(|s| {
+        for (exe, sign) in [(&a, 1.0f32), (&b, -1.0)] {
+            s.spawn(move || {
+                for i in 0..500 {
+                    let x = i as f32;
+                    assert_eq!(run(exe, &[x; 4]).unwrap(), vec![2.0 * x + sign * 100.0; 4]);
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn async_execute_runs_callbacks_too() {
+    let client = Client::open().unwrap();
+    let cube = pure_map("cube", 4, |v| v * v * v);
+    let exe = client
+        .compile_and_load_with_callbacks(
+            program_around(&cube, 4),
+            &CompileOptions::default(),
+            &[cube],
+        )
+        .unwrap();
+    let a = client.devices()[0].put(&[1f32, 2., 3., 4.], &[4]).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let out = rt.block_on(exe.execute_async(vec![vec![a]], None)).unwrap();
+    assert_eq!(out[0][0].to_vec::<f32>().unwrap(), vec![2., 10., 30., 68.]);
+}
