@@ -191,16 +191,19 @@ impl Array {
         self.core.id
     }
 
+    /// The client the array belongs to.
     pub fn client(&self) -> Client {
         Client {
             shared: self.shared(),
         }
     }
 
+    /// The element type.
     pub fn dtype(&self) -> ElementType {
         self.slot().dtype
     }
 
+    /// The dimensions (empty for a scalar).
     pub fn dims(&self) -> &[i64] {
         &self.slot().dims
     }
@@ -215,10 +218,12 @@ impl Array {
         self.element_count() * self.dtype().byte_size()
     }
 
+    /// The device the array lives on.
     pub fn device(&self) -> Device {
         Device::new(self.shared(), self.slot().device)
     }
 
+    /// The memory space the array lives in.
     pub fn memory_space(&self) -> MemorySpace {
         MemorySpace::new(self.shared(), self.slot().memory)
     }
@@ -228,6 +233,7 @@ impl Array {
         self.slot().on_device_size()
     }
 
+    /// Whether the array was deleted (explicitly, on any of its handles).
     pub fn is_deleted(&self) -> bool {
         self.slot().is_deleted()
     }

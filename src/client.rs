@@ -176,9 +176,13 @@ impl Eq for Client {}
 /// A topology description: the devices a compile can target, and its serialized bytes.
 #[derive(Debug, Clone)]
 pub struct TopologyDescription {
+    /// The platform, as the plugin names it.
     pub platform_name: String,
+    /// The platform version.
     pub platform_version: String,
+    /// One description per device of the topology.
     pub device_descriptions: Vec<DeviceDescription>,
+    /// Plugin-defined attributes of the topology.
     pub attributes: Vec<(String, NamedValue)>,
     /// The plugin's serialization of the topology.
     pub serialized: Vec<u8>,
@@ -239,6 +243,7 @@ impl Client {
         &self.snap().platform_name
     }
 
+    /// The platform version the plugin reports.
     pub fn platform_version(&self) -> &str {
         &self.snap().platform_version
     }
@@ -294,6 +299,7 @@ impl Client {
         out
     }
 
+    /// This process's index among the processes sharing the devices (0 on CPU).
     pub fn process_index(&self) -> i32 {
         self.snap().process_index
     }

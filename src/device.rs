@@ -44,10 +44,12 @@ impl Device {
         }
     }
 
+    /// The device id, unique in the client.
     pub fn id(&self) -> i32 {
         self.snap().id
     }
 
+    /// The index of the process that owns the device.
     pub fn process_index(&self) -> i32 {
         self.snap().process_index
     }
@@ -72,6 +74,7 @@ impl Device {
         self.snap().local_hardware_id
     }
 
+    /// Whether this process can address the device.
     pub fn is_addressable(&self) -> bool {
         self.snap().is_addressable
     }
@@ -196,12 +199,14 @@ impl MemorySpace {
         &self.shared.snapshot().memories[self.index]
     }
 
+    /// The client the memory space belongs to.
     pub fn client(&self) -> Client {
         Client {
             shared: self.shared.clone(),
         }
     }
 
+    /// The memory space id, unique in the client.
     pub fn id(&self) -> i32 {
         self.snap().id
     }
@@ -216,10 +221,12 @@ impl MemorySpace {
         self.snap().kind_id
     }
 
+    /// The plugin's debug string for the memory space.
     pub fn debug_string(&self) -> &str {
         &self.snap().debug_string
     }
 
+    /// The plugin's display string for the memory space.
     pub fn display_string(&self) -> &str {
         &self.snap().display_string
     }

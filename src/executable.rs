@@ -238,8 +238,8 @@ impl Client {
         self.compile(program, options)
     }
 
-    /// Serializes a loaded executable into bytes that [`deserialize_executable`]
-    /// (Self::deserialize_executable) loads again on a client of the same plugin and platform.
+    /// Serializes a loaded executable into bytes that
+    /// [`deserialize_executable`](Self::deserialize_executable) loads again on a client of the same plugin and platform.
     pub fn serialize_executable(&self, executable: &LoadedExecutable) -> Result<Vec<u8>> {
         executable.serialize()
     }
@@ -375,7 +375,9 @@ async fn until_cancelled<F: Future>(fut: F, cancel: Option<&CancelToken>) -> Res
 /// The compile service's counters (see [`Client::compile_cache_stats`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CompileCacheStats {
+    /// Requests answered from the memory cache.
     pub memory_hits: u64,
+    /// Requests answered by loading from the disk cache.
     pub disk_hits: u64,
     /// Requests that had to compile or load (neither a memory hit nor a join).
     pub misses: u64,
@@ -385,7 +387,9 @@ pub struct CompileCacheStats {
     pub joined: u64,
     /// Requests withdrawn before, or abandoned during, their compile.
     pub cancelled: u64,
+    /// Executables the memory cache let go to stay within its bound.
     pub memory_evictions: u64,
+    /// Files the disk cache removed to stay within its bound.
     pub disk_evictions: u64,
     /// Disk entries found damaged or foreign, removed and recompiled.
     pub corrupt_entries: u64,
@@ -411,26 +415,32 @@ impl Executable {
         })
     }
 
+    /// The program's name (its module name).
     pub fn name(&self) -> &str {
         &self.meta.name
     }
 
+    /// The plugin's fingerprint of the compiled program.
     pub fn fingerprint(&self) -> &str {
         &self.meta.fingerprint
     }
 
+    /// How many outputs the program returns.
     pub fn num_outputs(&self) -> usize {
         self.meta.num_outputs
     }
 
+    /// Output element types and dimensions.
     pub fn output_types(&self) -> &[ArrayType] {
         &self.meta.output_types
     }
 
+    /// Parameter element types and dimensions.
     pub fn parameter_types(&self) -> &[ArrayType] {
         &self.meta.parameter_types
     }
 
+    /// XLA's cost analysis, taken when it was compiled.
     pub fn cost_analysis(&self) -> &[(String, NamedValue)] {
         &self.cost_analysis
     }
@@ -488,16 +498,19 @@ impl LoadedExecutable {
         &self.core.meta.callback_ids
     }
 
+    /// The executable's registry id.
     pub fn id(&self) -> Id {
         self.core.id
     }
 
+    /// The client it is loaded on.
     pub fn client(&self) -> Client {
         Client {
             shared: self.shared.clone(),
         }
     }
 
+    /// The program's name (its module name).
     pub fn name(&self) -> &str {
         &self.core.meta.name
     }
@@ -507,6 +520,7 @@ impl LoadedExecutable {
         &self.core.meta.fingerprint
     }
 
+    /// How many outputs the program returns.
     pub fn num_outputs(&self) -> usize {
         self.core.meta.num_outputs
     }
@@ -521,6 +535,7 @@ impl LoadedExecutable {
         &self.core.meta.parameter_types
     }
 
+    /// How many parameters the program takes.
     pub fn num_parameters(&self) -> usize {
         self.core.meta.parameter_types.len()
     }

@@ -13,10 +13,13 @@
 //! # Ok::<(), pjrt_actors::Error>(())
 //! ```
 
+#![warn(missing_docs)]
+
 mod array;
 mod client;
 mod device;
 mod executable;
+pub mod host_data;
 
 pub use array::{Array, ArrayId, HostBuffer};
 pub use client::{Client, ClientBuilder, TopologyDescription};

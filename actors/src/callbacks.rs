@@ -126,6 +126,7 @@ impl HostCallback {
         })
     }
 
+    /// The callback's name.
     pub fn name(&self) -> &str {
         &self.inner.name
     }
@@ -135,14 +136,17 @@ impl HostCallback {
         self.inner.id
     }
 
+    /// What the callback may do.
     pub fn kind(&self) -> CallbackKind {
         self.inner.kind
     }
 
+    /// The declared operand types.
     pub fn operand_types(&self) -> &[ArrayType] {
         &self.inner.operands
     }
 
+    /// The declared result types.
     pub fn result_types(&self) -> &[ArrayType] {
         &self.inner.results
     }
@@ -192,12 +196,16 @@ impl std::fmt::Debug for HostCallback {
 /// An owned host array a callback returns: element type, dims and dense bytes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostArray {
+    /// The element type.
     pub dtype: crate::dtype::ElementType,
+    /// The dimensions.
     pub dims: Vec<i64>,
+    /// The dense bytes, little-endian, major-to-minor.
     pub bytes: Vec<u8>,
 }
 
 impl HostArray {
+    /// An array of `values` with `dims`.
     pub fn from_slice<T: crate::pjrt::NativeType>(values: &[T], dims: &[i64]) -> Self {
         HostArray {
             dtype: T::TYPE,

@@ -129,15 +129,18 @@ pub struct CancelToken {
 }
 
 impl CancelToken {
+    /// A token not yet cancelled.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Cancels every request that carries this token.
     pub fn cancel(&self) {
         self.inner.0.store(true, Ordering::SeqCst);
         self.inner.1.notify_waiters();
     }
 
+    /// Whether `cancel` was called.
     pub fn is_cancelled(&self) -> bool {
         self.inner.0.load(Ordering::SeqCst)
     }

@@ -6,24 +6,40 @@ use crate::error::{Error, Result};
 /// An array element type the runtime supports (every dense type the CPU plugin takes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ElementType {
+    /// Boolean (`pred`, MLIR `i1`).
     Pred,
+    /// Signed 8-bit integer.
     S8,
+    /// Signed 16-bit integer.
     S16,
+    /// Signed 32-bit integer.
     S32,
+    /// Signed 64-bit integer.
     S64,
+    /// Unsigned 8-bit integer.
     U8,
+    /// Unsigned 16-bit integer.
     U16,
+    /// Unsigned 32-bit integer.
     U32,
+    /// Unsigned 64-bit integer.
     U64,
+    /// IEEE half-precision float.
     F16,
+    /// bfloat16 (8-bit exponent, 7-bit mantissa).
     BF16,
+    /// IEEE single-precision float.
     F32,
+    /// IEEE double-precision float.
     F64,
+    /// Complex of two `f32` (real, imaginary).
     C64,
+    /// Complex of two `f64` (real, imaginary).
     C128,
 }
 
 impl ElementType {
+    /// Every element type, in XLA order.
     pub const ALL: [ElementType; 15] = [
         ElementType::Pred,
         ElementType::S8,

@@ -8,21 +8,37 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum PjrtCode {
+    /// `PJRT_Error_Code_CANCELLED`.
     Cancelled,
+    /// `PJRT_Error_Code_UNKNOWN`.
     Unknown,
+    /// `PJRT_Error_Code_INVALID_ARGUMENT`.
     InvalidArgument,
+    /// `PJRT_Error_Code_DEADLINE_EXCEEDED`.
     DeadlineExceeded,
+    /// `PJRT_Error_Code_NOT_FOUND`.
     NotFound,
+    /// `PJRT_Error_Code_ALREADY_EXISTS`.
     AlreadyExists,
+    /// `PJRT_Error_Code_PERMISSION_DENIED`.
     PermissionDenied,
+    /// `PJRT_Error_Code_RESOURCE_EXHAUSTED`.
     ResourceExhausted,
+    /// `PJRT_Error_Code_FAILED_PRECONDITION`.
     FailedPrecondition,
+    /// `PJRT_Error_Code_ABORTED`.
     Aborted,
+    /// `PJRT_Error_Code_OUT_OF_RANGE`.
     OutOfRange,
+    /// `PJRT_Error_Code_UNIMPLEMENTED`.
     Unimplemented,
+    /// `PJRT_Error_Code_INTERNAL`.
     Internal,
+    /// `PJRT_Error_Code_UNAVAILABLE`.
     Unavailable,
+    /// `PJRT_Error_Code_DATA_LOSS`.
     DataLoss,
+    /// `PJRT_Error_Code_UNAUTHENTICATED`.
     Unauthenticated,
     /// A code this build does not know, kept verbatim.
     Other(u32),

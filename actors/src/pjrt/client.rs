@@ -53,11 +53,17 @@ pub struct PjrtClient {
 /// What a device says about itself. Plain data, taken once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeviceDescription {
+    /// The id, unique in the client.
     pub id: i32,
+    /// The owning process.
     pub process_index: i32,
+    /// The kind (`cpu`, a GPU model, a memory kind).
     pub kind: String,
+    /// The plugin's debug string.
     pub debug_string: String,
+    /// The plugin's display string.
     pub display_string: String,
+    /// Plugin-defined attributes.
     pub attributes: Vec<(String, NamedValue)>,
 }
 
@@ -65,23 +71,36 @@ pub struct DeviceDescription {
 /// did not set are `None`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DeviceMemoryStats {
+    /// Bytes allocated now.
     pub bytes_in_use: i64,
+    /// The most bytes ever allocated at once.
     pub peak_bytes_in_use: Option<i64>,
+    /// Allocations made.
     pub num_allocs: Option<i64>,
+    /// The largest single allocation.
     pub largest_alloc_size: Option<i64>,
+    /// The allocator's limit.
     pub bytes_limit: Option<i64>,
+    /// Bytes reserved.
     pub bytes_reserved: Option<i64>,
+    /// The most bytes ever reserved.
     pub peak_bytes_reserved: Option<i64>,
+    /// The largest free block.
     pub largest_free_block_bytes: Option<i64>,
 }
 
 /// What a memory space says about itself. Plain data, taken once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemoryDescription {
+    /// The id, unique in the client.
     pub id: i32,
+    /// The kind (`cpu`, a GPU model, a memory kind).
     pub kind: String,
+    /// The plugin's numeric id for the kind.
     pub kind_id: i32,
+    /// The plugin's debug string.
     pub debug_string: String,
+    /// The plugin's display string.
     pub display_string: String,
 }
 

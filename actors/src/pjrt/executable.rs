@@ -19,23 +19,36 @@ use crate::error::{Error, Result};
 /// An array type: element type and dimensions.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ArrayType {
+    /// The element type.
     pub dtype: ElementType,
+    /// The dimensions (empty for a scalar).
     pub dims: Vec<i64>,
 }
 
 /// What `PJRT_Executable_GetCompiledMemoryStats` reports, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CompiledMemoryStats {
+    /// Generated code.
     pub generated_code_size: i64,
+    /// Arguments on the device.
     pub argument_size: i64,
+    /// Outputs on the device.
     pub output_size: i64,
+    /// Outputs aliasing arguments.
     pub alias_size: i64,
+    /// Temporaries on the device.
     pub temp_size: i64,
+    /// Generated code, host side.
     pub host_generated_code_size: i64,
+    /// Arguments in host memory.
     pub host_argument_size: i64,
+    /// Outputs in host memory.
     pub host_output_size: i64,
+    /// Host outputs aliasing arguments.
     pub host_alias_size: i64,
+    /// Temporaries in host memory.
     pub host_temp_size: i64,
+    /// Peak device memory of a run.
     pub peak_memory: i64,
 }
 

@@ -240,15 +240,21 @@ const USER_DATA_TYPE: &str = "pjrt_actors::CallbackDispatch";
 
 /// A read-only view of an FFI buffer.
 pub struct HostView<'a> {
+    /// The element type.
     pub dtype: ElementType,
+    /// The dimensions.
     pub dims: &'a [i64],
+    /// The dense bytes, major-to-minor.
     pub data: &'a [u8],
 }
 
 /// A writable view of an FFI result buffer.
 pub struct HostViewMut<'a> {
+    /// The element type.
     pub dtype: ElementType,
+    /// The dimensions.
     pub dims: &'a [i64],
+    /// The dense bytes to write, major-to-minor.
     pub data: &'a mut [u8],
 }
 

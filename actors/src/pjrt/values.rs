@@ -9,14 +9,20 @@ use super::plugin::plugin_str;
 /// A named value as PJRT passes them (create options, plugin, device and topology attributes).
 #[derive(Debug, Clone, PartialEq)]
 pub enum NamedValue {
+    /// A UTF-8 string.
     String(String),
+    /// A 64-bit integer.
     Int64(i64),
+    /// A list of 64-bit integers.
     Int64List(Vec<i64>),
+    /// A 32-bit float.
     Float(f32),
+    /// A boolean.
     Bool(bool),
 }
 
 impl NamedValue {
+    /// The name of the value's type, for error messages.
     pub fn type_name(&self) -> &'static str {
         match self {
             NamedValue::String(_) => "string",

@@ -1,0 +1,240 @@
+//! Serving a small MLP (examples/mlp.mlir) from 16 worker threads on the CPU plugin: a
+//! generator sends requests over a channel, workers run them on the device they own, and the
+//! run reports throughput and latency percentiles and checks answers against a Rust reference.
+//!
+//! `cargo run --release --example serve [-- --requests N] [--fast]`
+
+use std::time::Instant;
+
+use pjrt_actors::{Array, Client, CompileOptions, Device, LoadedExecutable};
+
+const MLP: &str = include_str!("mlp.mlir");
+const BATCH: usize = 4;
+const IN: usize = 16;
+const HIDDEN: usize = 32;
+const OUT: usize = 8;
+pub const WORKERS: usize = 16;
+
+/// Deterministic pseudo-random values in [-0.5, 0.5) (an LCG, so every run serves the same model).
+fn values(seed: u64, n: usize) -> Vec<f32> {
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        })
+        .collect()
+}
+
+/// The model's weights: w1 (16x32), b1 (32), w2 (32x8), b2 (8).
+struct Weights {
+    w1: Vec<f32>,
+    b1: Vec<f32>,
+    w2: Vec<f32>,
+    b2: Vec<f32>,
+}
+
+impl Weights {
+    fn new() -> Self {
+        Weights {
+            w1: values(1, IN * HIDDEN),
+            b1: values(2, HIDDEN),
+            w2: values(3, HIDDEN * OUT),
+            b2: values(4, OUT),
+        }
+    }
+
+    /// The same MLP in plain Rust.
+    fn reference(&self, x: &[f32]) -> Vec<f32> {
+        let mut y = vec![0f32; BATCH * OUT];
+        for r in 0..BATCH {
+            let hidden: Vec<f32> = (0..HIDDEN)
+                .map(|j| {
+                    let s: f32 = (0..IN)
+                        .map(|k| x[r * IN + k] * self.w1[k * HIDDEN + j])
+                        .sum();
+                    (s + self.b1[j]).max(0.0)
+                })
+                .collect();
+            for o in 0..OUT {
+                let s: f32 = (0..HIDDEN).map(|j| hidden[j] * self.w2[j * OUT + o]).sum();
+                y[r * OUT + o] = s + self.b2[o];
+            }
+        }
+        y
+    }
+}
+
+/// One device's executable and its resident weights.
+struct Replica {
+    device: Device,
+    exe: LoadedExecutable,
+    weights: [Array; 4],
+}
+
+struct Request {
+    id: u64,
+    x: Vec<f32>,
+    sent: Instant,
+}
+
+/// What a serving run measured.
+pub struct Report {
+    pub requests: u64,
+    pub seconds: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+    pub checked: u64,
+    pub mismatches: u64,
+}
+
+/// Serves `requests` requests with `workers` threads; every `check_every`-th answer is
+/// compared with the Rust reference.
+pub fn run(requests: u64, workers: usize, check_every: u64) -> pjrt_actors::Result<Report> {
+    let client = Client::open()?;
+    let weights = Weights::new();
+    let replicas = client
+        .devices()
+        .into_iter()
+        .map(|device| {
+            let options = CompileOptions {
+                devices: Some(vec![device.id()]),
+                ..Default::default()
+            };
+            let exe = client.compile_and_load(MLP, &options)?;
+            let weights = [
+                device.put(&weights.w1, &[IN as i64, HIDDEN as i64])?,
+                device.put(&weights.b1, &[HIDDEN as i64])?,
+                device.put(&weights.w2, &[HIDDEN as i64, OUT as i64])?,
+                device.put(&weights.b2, &[OUT as i64])?,
+            ];
+            Ok(Replica {
+                device,
+                exe,
+                weights,
+            })
+        })
+        .collect::<pjrt_actors::Result<Vec<_>>>()?;
+    let (tx, rx) = crossbeam_channel::bounded::<Request>(workers * 4);
+    let start = Instant::now();
+    let results = std::thread::scope(|s| {
+        let generator = s.spawn(move || {
+            for id in 0..requests {
+                let x = values(1000 + id, BATCH * IN);
+                if tx
+                    .send(Request {
+                        id,
+                        x,
+                        sent: Instant::now(),
+                    })
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                let (rx, replica, weights) = (rx.clone(), &replicas[w % replicas.len()], &weights);
+                s.spawn(
+                    move || -> pjrt_actors::Result<(hdrhistogram::Histogram<u64>, u64, u64)> {
+                        let mut latency =
+                            hdrhistogram::Histogram::<u64>::new(3).expect("valid precision");
+                        let (mut checked, mut mismatches) = (0, 0);
+                        for req in rx.iter() {
+                            let x = replica.device.put(&req.x, &[BATCH as i64, IN as i64])?;
+                            let [w1, b1, w2, b2] = &replica.weights;
+                            let y =
+                                replica.exe.execute(&[&x, w1, b1, w2, b2])?[0].to_vec::<f32>()?;
+                            let _ = latency.record(req.sent.elapsed().as_nanos() as u64);
+                            if req.id % check_every == 0 {
+                                checked += 1;
+                                let want = weights.reference(&req.x);
+                                let close = y
+                                    .iter()
+                                    .zip(&want)
+                                    .all(|(a, b)| (a - b).abs() <= 1e-4 * (1.0 + b.abs()));
+                                if !close {
+                                    mismatches += 1;
+                                    eprintln!("request {}: got {y:?}, want {want:?}", req.id);
+                                }
+                            }
+                        }
+                        Ok((latency, checked, mismatches))
+                    },
+                )
+            })
+            .collect();
+        drop(rx);
+        let _ = generator.join();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("worker panicked"))
+            .collect::<Vec<_>>()
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    let mut all = hdrhistogram::Histogram::<u64>::new(3).expect("valid precision");
+    let (mut checked, mut mismatches) = (0, 0);
+    for r in results {
+        let (h, c, m) = r?;
+        all.add(&h).expect("same precision");
+        checked += c;
+        mismatches += m;
+    }
+    let us = |q: f64| all.value_at_quantile(q) as f64 / 1000.0;
+    Ok(Report {
+        requests: all.len(),
+        seconds,
+        p50_us: us(0.5),
+        p90_us: us(0.9),
+        p99_us: us(0.99),
+        max_us: all.max() as f64 / 1000.0,
+        checked,
+        mismatches,
+    })
+}
+
+#[allow(dead_code)] // the tests include this file for `run`
+fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let fast = args.iter().any(|a| a == "--fast");
+    let requests = args
+        .windows(2)
+        .find(|w| w[0] == "--requests")
+        .and_then(|w| w[1].parse().ok())
+        .unwrap_or(if fast { 2_000 } else { 100_000 });
+    println!("serving an MLP (4x16 -> 32 -> 8) with {WORKERS} workers, {requests} requests ...");
+    match run(requests, WORKERS, 97) {
+        Ok(r) => {
+            println!(
+                "{} requests in {:.2} s: {:.0} requests/s",
+                r.requests,
+                r.seconds,
+                r.requests as f64 / r.seconds
+            );
+            println!(
+                "latency (queue + execute) us: p50 {:.1}  p90 {:.1}  p99 {:.1}  max {:.1}",
+                r.p50_us, r.p90_us, r.p99_us, r.max_us
+            );
+            println!(
+                "checked {} answers against the Rust reference: {} mismatches",
+                r.checked, r.mismatches
+            );
+            if r.mismatches == 0 && r.requests == requests {
+                std::process::ExitCode::SUCCESS
+            } else {
+                std::process::ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("serve: error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

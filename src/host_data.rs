@@ -1,0 +1,434 @@
+//! Host data for the command line: `iree-run-module`-style input literals (`2x2xf32=1,2,3,4`,
+//! `f32=5`) and NumPy `.npy` files, both to and from `(dtype, dims, bytes)`.
+
+use std::fmt::Write as _;
+
+use pjrt_actors_core::dtype::{ElementType, byte_size};
+use pjrt_actors_core::{Error, Result};
+
+/// A dense host array: element type, dims and bytes (little-endian, major-to-minor).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostData {
+    /// The element type.
+    pub dtype: ElementType,
+    /// The dimensions (empty for a scalar).
+    pub dims: Vec<i64>,
+    /// The values' bytes, little-endian, major-to-minor.
+    pub bytes: Vec<u8>,
+}
+
+fn bad(what: &str, why: String) -> Error {
+    Error::InvalidArgument(format!("{what}: {why}"))
+}
+
+/// Rounds an `f32` to the nearest `f16` (IEEE half), as bits.
+pub fn f32_to_f16(x: f32) -> u16 {
+    let bits = x.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let exp = ((bits >> 23) & 0xff) as i32;
+    let mant = bits & 0x7f_ffff;
+    if exp == 0xff {
+        return sign | 0x7c00 | if mant != 0 { 0x200 } else { 0 };
+    }
+    let e = exp - 127 + 15;
+    if e >= 0x1f {
+        return sign | 0x7c00;
+    }
+    if e <= 0 {
+        if e < -10 {
+            return sign;
+        }
+        let m = (mant | 0x80_0000) >> (1 - e);
+        let round = (m >> 12) & 1;
+        return sign | ((m >> 13) + round) as u16;
+    }
+    let half = sign as u32 | ((e as u32) << 10) | (mant >> 13);
+    let round = (mant >> 12) & 1;
+    (half + round) as u16
+}
+
+/// Widens `f16` bits to `f32`.
+pub fn f16_to_f32(h: u16) -> f32 {
+    let sign = ((h & 0x8000) as u32) << 16;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let mant = (h & 0x3ff) as u32;
+    let bits = match (exp, mant) {
+        (0, 0) => sign,
+        (0, m) => {
+            // Subnormal: normalise.
+            let shift = m.leading_zeros() - 21;
+            sign | ((113 - shift) << 23) | ((m << (shift + 1)) & 0x3ff) << 13
+        }
+        (0x1f, m) => sign | 0x7f80_0000 | (m << 13),
+        (e, m) => sign | ((e + 112) << 23) | (m << 13),
+    };
+    f32::from_bits(bits)
+}
+
+/// Rounds an `f32` to `bf16` bits (round to nearest even).
+pub fn f32_to_bf16(x: f32) -> u16 {
+    let bits = x.to_bits();
+    if x.is_nan() {
+        return ((bits >> 16) | 0x40) as u16;
+    }
+    let round = 0x7fff + ((bits >> 16) & 1);
+    ((bits + round) >> 16) as u16
+}
+
+/// Widens `bf16` bits to `f32` (exact).
+pub fn bf16_to_f32(b: u16) -> f32 {
+    f32::from_bits((b as u32) << 16)
+}
+
+fn parse_value(
+    dtype: ElementType,
+    text: &str,
+    out: &mut Vec<u8>,
+) -> std::result::Result<(), String> {
+    use ElementType::*;
+    let t = text.trim();
+    let int = || {
+        t.parse::<i128>()
+            .map_err(|_| format!("`{t}` is not an integer"))
+    };
+    let float = || {
+        t.parse::<f64>()
+            .map_err(|_| format!("`{t}` is not a number"))
+    };
+    macro_rules! push_int {
+        ($ty:ty) => {{
+            let v = int()?;
+            let v = <$ty>::try_from(v).map_err(|_| format!("`{t}` does not fit in {dtype}"))?;
+            out.extend_from_slice(&v.to_le_bytes());
+        }};
+    }
+    match dtype {
+        Pred => out.push(match t {
+            "true" | "1" => 1,
+            "false" | "0" => 0,
+            _ => return Err(format!("`{t}` is not a boolean (true, false, 1, 0)")),
+        }),
+        S8 => push_int!(i8),
+        S16 => push_int!(i16),
+        S32 => push_int!(i32),
+        S64 => push_int!(i64),
+        U8 => push_int!(u8),
+        U16 => push_int!(u16),
+        U32 => push_int!(u32),
+        U64 => push_int!(u64),
+        F16 => out.extend_from_slice(&f32_to_f16(float()? as f32).to_le_bytes()),
+        BF16 => out.extend_from_slice(&f32_to_bf16(float()? as f32).to_le_bytes()),
+        F32 => out.extend_from_slice(&(float()? as f32).to_le_bytes()),
+        F64 => out.extend_from_slice(&float()?.to_le_bytes()),
+        C64 | C128 => {
+            return Err(format!(
+                "{dtype} values cannot be written as text; use a .npy file"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Parses an input literal: `DIMSxDTYPE=V1,V2,...` (`2x2xf32=1,2,3,4`), or `DTYPE=V` for a
+/// scalar; a single value is repeated to fill the shape (`4xf32=0`).
+pub fn parse_literal(text: &str) -> Result<HostData> {
+    let what = format!("input `{text}`");
+    let (ty, values) = text.split_once('=').ok_or_else(|| {
+        bad(
+            &what,
+            "expected DIMSxDTYPE=VALUES, e.g. 2x2xf32=1,2,3,4 or f32=5".into(),
+        )
+    })?;
+    let mut parts: Vec<&str> = ty.split('x').collect();
+    let dtype_name = parts
+        .pop()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| bad(&what, "no element type".into()))?;
+    let dtype = ElementType::from_name(dtype_name).ok_or_else(|| {
+        bad(
+            &what,
+            format!("unknown element type `{dtype_name}` (expected one of pred, i8..i64, ui8..ui64, f16, bf16, f32, f64)"),
+        )
+    })?;
+    let dims = parts
+        .iter()
+        .map(|d| {
+            d.parse::<i64>()
+                .ok()
+                .filter(|d| *d >= 0)
+                .ok_or_else(|| bad(&what, format!("`{d}` is not a dimension")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let count =
+        pjrt_actors_core::dtype::element_count(&dims).map_err(|e| bad(&what, e.to_string()))?;
+    let items: Vec<&str> = if values.trim().is_empty() {
+        Vec::new()
+    } else {
+        values.split(',').collect()
+    };
+    let mut bytes = Vec::new();
+    match items.len() {
+        n if n == count => {
+            for v in &items {
+                parse_value(dtype, v, &mut bytes).map_err(|e| bad(&what, e))?;
+            }
+        }
+        1 => {
+            parse_value(dtype, items[0], &mut bytes).map_err(|e| bad(&what, e))?;
+            bytes = bytes.repeat(count);
+        }
+        n => {
+            return Err(bad(
+                &what,
+                format!("the shape {dims:?} holds {count} values, {n} were given"),
+            ));
+        }
+    }
+    Ok(HostData { dtype, dims, bytes })
+}
+
+fn npy_descr(dtype: ElementType) -> Option<&'static str> {
+    use ElementType::*;
+    Some(match dtype {
+        Pred => "|b1",
+        S8 => "|i1",
+        S16 => "<i2",
+        S32 => "<i4",
+        S64 => "<i8",
+        U8 => "|u1",
+        U16 => "<u2",
+        U32 => "<u4",
+        U64 => "<u8",
+        F16 => "<f2",
+        F32 => "<f4",
+        F64 => "<f8",
+        C64 => "<c8",
+        C128 => "<c16",
+        BF16 => return None,
+    })
+}
+
+fn dtype_of_descr(descr: &str) -> Option<ElementType> {
+    let little = descr.replace('=', "<");
+    ElementType::ALL.into_iter().find(|&t| {
+        npy_descr(t).is_some_and(|d| {
+            d == little || d.replace('|', "<") == little || d.replace('<', "|") == little
+        })
+    })
+}
+
+/// Reads a NumPy `.npy` file's bytes (format 1.0–3.0, little-endian, C order).
+pub fn read_npy(bytes: &[u8]) -> Result<HostData> {
+    let what = "npy file";
+    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
+        return Err(bad(what, "not a .npy file (bad magic)".into()));
+    }
+    let (header_len, start) = match bytes[6] {
+        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10usize),
+        2 | 3 => {
+            if bytes.len() < 12 {
+                return Err(bad(what, "truncated header".into()));
+            }
+            (
+                u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize,
+                12,
+            )
+        }
+        v => return Err(bad(what, format!("unsupported format version {v}"))),
+    };
+    let end = start
+        .checked_add(header_len)
+        .filter(|&e| e <= bytes.len())
+        .ok_or_else(|| bad(what, "truncated header".into()))?;
+    let header = std::str::from_utf8(&bytes[start..end])
+        .map_err(|_| bad(what, "header is not text".into()))?;
+    let field = |key: &str| -> Option<&str> {
+        let at = header.find(&format!("'{key}'"))? + key.len() + 2;
+        Some(header[at..].trim_start().strip_prefix(':')?.trim_start())
+    };
+    let descr = field("descr")
+        .and_then(|v| v.strip_prefix('\''))
+        .and_then(|v| v.split('\'').next())
+        .ok_or_else(|| bad(what, "no 'descr' in header".into()))?;
+    let dtype =
+        dtype_of_descr(descr).ok_or_else(|| bad(what, format!("unsupported dtype `{descr}`")))?;
+    if field("fortran_order").is_some_and(|v| v.starts_with("True")) {
+        return Err(bad(what, "Fortran-ordered arrays are not supported".into()));
+    }
+    let shape = field("shape")
+        .and_then(|v| v.strip_prefix('('))
+        .and_then(|v| v.split(')').next())
+        .ok_or_else(|| bad(what, "no 'shape' in header".into()))?;
+    let dims = shape
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<i64>()
+                .map_err(|_| bad(what, format!("bad dimension `{s}`")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let size = byte_size(dtype, &dims).map_err(|e| bad(what, e.to_string()))?;
+    let data = &bytes[end..];
+    if data.len() != size {
+        return Err(bad(
+            what,
+            format!(
+                "{dtype}{dims:?} needs {size} bytes of data, the file has {}",
+                data.len()
+            ),
+        ));
+    }
+    Ok(HostData {
+        dtype,
+        dims,
+        bytes: data.to_vec(),
+    })
+}
+
+/// Writes a `.npy` (format 1.0) file's bytes.
+pub fn write_npy(data: &HostData) -> Result<Vec<u8>> {
+    let descr = npy_descr(data.dtype)
+        .ok_or_else(|| bad("npy output", format!("NumPy has no {} type", data.dtype)))?;
+    let shape = match data.dims.len() {
+        0 => "()".to_string(),
+        1 => format!("({},)", data.dims[0]),
+        _ => format!(
+            "({})",
+            data.dims
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    // Pad so data starts on a 64-byte boundary, header ending in a newline.
+    let total = 10 + header.len() + 1;
+    header.push_str(&" ".repeat((64 - total % 64) % 64));
+    header.push('\n');
+    let mut out = Vec::with_capacity(10 + header.len() + data.bytes.len());
+    out.extend_from_slice(b"\x93NUMPY\x01\x00");
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(&data.bytes);
+    Ok(out)
+}
+
+/// The values as JSON numbers (booleans for pred; `[re, im]` pairs for complex).
+pub fn json_values(data: &HostData) -> String {
+    use ElementType::*;
+    let w = data.dtype.byte_size();
+    let mut out = String::from("[");
+    for (i, c) in data.bytes.chunks_exact(w).enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let le = |n: usize| -> [u8; 8] {
+            let mut b = [0u8; 8];
+            b[..n].copy_from_slice(&c[..n]);
+            b
+        };
+        let _ = match data.dtype {
+            Pred => write!(out, "{}", c[0] != 0),
+            S8 => write!(out, "{}", c[0] as i8),
+            S16 => write!(out, "{}", i16::from_le_bytes([c[0], c[1]])),
+            S32 => write!(out, "{}", i32::from_le_bytes(c.try_into().expect("4"))),
+            S64 => write!(out, "{}", i64::from_le_bytes(le(8))),
+            U8 => write!(out, "{}", c[0]),
+            U16 => write!(out, "{}", u16::from_le_bytes([c[0], c[1]])),
+            U32 => write!(out, "{}", u32::from_le_bytes(c.try_into().expect("4"))),
+            U64 => write!(out, "{}", u64::from_le_bytes(le(8))),
+            F16 => write_float(
+                &mut out,
+                f16_to_f32(u16::from_le_bytes([c[0], c[1]])) as f64,
+            ),
+            BF16 => write_float(
+                &mut out,
+                bf16_to_f32(u16::from_le_bytes([c[0], c[1]])) as f64,
+            ),
+            F32 => write_float(
+                &mut out,
+                f32::from_le_bytes(c.try_into().expect("4")) as f64,
+            ),
+            F64 => write_float(&mut out, f64::from_le_bytes(le(8))),
+            C64 => {
+                out.push('[');
+                let _ = write_float(
+                    &mut out,
+                    f32::from_le_bytes(c[..4].try_into().expect("4")) as f64,
+                );
+                out.push(',');
+                let _ = write_float(
+                    &mut out,
+                    f32::from_le_bytes(c[4..].try_into().expect("4")) as f64,
+                );
+                out.push(']');
+                Ok(())
+            }
+            C128 => {
+                out.push('[');
+                let _ = write_float(&mut out, f64::from_le_bytes(c[..8].try_into().expect("8")));
+                out.push(',');
+                let _ = write_float(&mut out, f64::from_le_bytes(c[8..].try_into().expect("8")));
+                out.push(']');
+                Ok(())
+            }
+        };
+    }
+    out.push(']');
+    out
+}
+
+/// JSON has no NaN or infinity: those become strings. (Writing to a `String` cannot fail.)
+fn write_float(out: &mut String, v: f64) -> std::fmt::Result {
+    if v.is_finite() {
+        write!(out, "{v}")
+    } else {
+        write!(out, "\"{v}\"")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_precision_round_trips() {
+        for v in [0.0f32, 1.0, -2.5, 65504.0, 0.000061035156, 1e-7, 3.140625] {
+            let h = f16_to_f32(f32_to_f16(v));
+            assert!((h - v).abs() <= v.abs() * 1e-3 + 1e-7, "{v} -> {h}");
+        }
+        assert!(f16_to_f32(f32_to_f16(1e9)).is_infinite());
+        for v in [0.0f32, 1.0, -2.5, 3.0e38, 1.5e-38] {
+            let b = bf16_to_f32(f32_to_bf16(v));
+            assert!((b - v).abs() <= v.abs() * 1e-2, "{v} -> {b}");
+        }
+    }
+
+    #[test]
+    fn npy_round_trips_every_numpy_dtype() {
+        for dtype in ElementType::ALL
+            .into_iter()
+            .filter(|&t| t != ElementType::BF16)
+        {
+            let n = 6;
+            let data = HostData {
+                dtype,
+                dims: vec![2, 3],
+                bytes: (0..n * dtype.byte_size()).map(|i| (i % 2) as u8).collect(),
+            };
+            assert_eq!(
+                read_npy(&write_npy(&data).unwrap()).unwrap(),
+                data,
+                "{dtype}"
+            );
+        }
+        let scalar = HostData {
+            dtype: ElementType::F64,
+            dims: vec![],
+            bytes: 2.5f64.to_le_bytes().to_vec(),
+        };
+        assert_eq!(read_npy(&write_npy(&scalar).unwrap()).unwrap(), scalar);
+    }
+}

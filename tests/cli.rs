@@ -1,0 +1,223 @@
+//! The `pjrt-actors` command line end to end: `run` with text and `.npy` inputs and `--json`,
+//! every input error as one line and a non-zero exit, and `devices --json`.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use pjrt_actors::ElementType;
+use pjrt_actors::host_data::{HostData, read_npy, write_npy};
+
+fn cli(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The error line, without the plugin's own log lines.
+fn error_line(o: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("pjrt-actors: error:"))
+        .collect();
+    assert_eq!(lines.len(), 1, "exactly one error line: {stderr}");
+    lines[0].to_string()
+}
+
+fn module(name: &str, text: &str) -> String {
+    let dir = common::scratch_dir("cli");
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn add_module() -> String {
+    module(
+        "add.mlir",
+        "module @add {\n  func.func public @main(%a: tensor<2x2xf32>, %b: tensor<2x2xf32>) -> tensor<2x2xf32> {\n    %0 = stablehlo.add %a, %b : tensor<2x2xf32>\n    return %0 : tensor<2x2xf32>\n  }\n}\n",
+    )
+}
+
+#[test]
+fn run_with_text_inputs() {
+    let m = add_module();
+    let o = cli(&[
+        "run",
+        &m,
+        "--input",
+        "2x2xf32=1,2,3,4",
+        "--input",
+        "2x2xf32=10",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(stdout(&o).trim(), "result[0]: 2x2xf32=[11,12,13,14]");
+}
+
+#[test]
+fn run_with_json_output_and_several_dtypes() {
+    let m = module(
+        "mixed.mlir",
+        "module @mixed {\n  func.func public @main(%a: tensor<3xi32>, %s: tensor<f64>) -> (tensor<3xi32>, tensor<f64>, tensor<3xi1>) {\n    %0 = stablehlo.multiply %a, %a : tensor<3xi32>\n    %1 = stablehlo.add %s, %s : tensor<f64>\n    %z = stablehlo.constant dense<0> : tensor<3xi32>\n    %2 = stablehlo.compare GT, %a, %z : (tensor<3xi32>, tensor<3xi32>) -> tensor<3xi1>\n    return %0, %1, %2 : tensor<3xi32>, tensor<f64>, tensor<3xi1>\n  }\n}\n",
+    );
+    let o = cli(&[
+        "run",
+        &m,
+        "--input",
+        "3xi32=-2,0,7",
+        "--input",
+        "f64=1.25",
+        "--json",
+        "--device",
+        "2",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let outputs = v["outputs"].as_array().unwrap();
+    assert_eq!(
+        outputs[0],
+        serde_json::json!({"dtype": "s32", "shape": [3], "data": [4, 0, 49]})
+    );
+    assert_eq!(
+        outputs[1],
+        serde_json::json!({"dtype": "f64", "shape": [], "data": [2.5]})
+    );
+    assert_eq!(
+        outputs[2],
+        serde_json::json!({"dtype": "pred", "shape": [3], "data": [false, false, true]})
+    );
+}
+
+#[test]
+fn run_with_npy_inputs_and_outputs() {
+    let dir = common::scratch_dir("cli-npy");
+    let a = dir.join("a.npy");
+    let b = dir.join("b.npy");
+    let out = dir.join("out.npy");
+    let f32s = |v: &[f32]| HostData {
+        dtype: ElementType::F32,
+        dims: vec![2, 2],
+        bytes: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    };
+    std::fs::write(&a, write_npy(&f32s(&[1.5, -2., 3., 4.])).unwrap()).unwrap();
+    std::fs::write(&b, write_npy(&f32s(&[0.5, 2., 0., 1.])).unwrap()).unwrap();
+    let m = add_module();
+    let o = cli(&[
+        "run",
+        &m,
+        "--input",
+        &format!("@{}", a.display()),
+        "--input",
+        &format!("@{}", b.display()),
+        "--output",
+        &format!("@{}", out.display()),
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(
+        read_npy(&std::fs::read(&out).unwrap()).unwrap(),
+        f32s(&[2., 0., 3., 5.])
+    );
+}
+
+#[test]
+fn every_input_error_is_one_line_and_a_failure() {
+    let m = add_module();
+    let missing_npy = "@/nonexistent/x.npy".to_string();
+    let bad_npy = {
+        let p = common::scratch_dir("cli-bad").join("bad.npy");
+        std::fs::write(&p, b"not numpy").unwrap();
+        format!("@{}", p.display())
+    };
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["2x2xf32"], "expected DIMSxDTYPE=VALUES"),
+        (vec!["2x2xq7=1"], "unknown element type `q7`"),
+        (vec!["2xzxf32=1"], "`z` is not a dimension"),
+        (vec!["2x2xf32=1,2,3"], "holds 4 values, 3 were given"),
+        (vec!["2x2xf32=1,x,3,4"], "`x` is not a number"),
+        (vec!["2x2xi8=1,2,3,300"], "`300` does not fit in s8"),
+        (vec!["2x2xi1=1,2,0,1"], "is not a boolean"),
+        (vec![&missing_npy], "cannot read"),
+        (vec![&bad_npy], "not a .npy file"),
+        (
+            vec!["2x2xf32=1"],
+            "the module takes 2 inputs, 1 --input given",
+        ),
+        (vec!["2x2xf32=1", "3xf32=1"], "the module expects f32[2, 2]"),
+    ];
+    for (inputs, needle) in cases {
+        let mut args = vec!["run", m.as_str()];
+        for i in &inputs {
+            args.extend(["--input", i]);
+        }
+        let o = cli(&args);
+        assert!(!o.status.success(), "{inputs:?} should fail");
+        let line = error_line(&o);
+        assert!(
+            line.contains(needle),
+            "{inputs:?}: {line:?} lacks {needle:?}"
+        );
+    }
+    let o = cli(&[
+        "run",
+        &m,
+        "--input",
+        "2x2xf32=1",
+        "--input",
+        "2x2xf32=2",
+        "--output",
+        "out.npy",
+    ]);
+    assert!(error_line(&o).contains("expected @path.npy"));
+    let o = cli(&[
+        "run",
+        &m,
+        "--input",
+        "2x2xf32=1",
+        "--input",
+        "2x2xf32=2",
+        "--device",
+        "9",
+    ]);
+    assert!(error_line(&o).contains("--device 9"));
+    let o = cli(&["run", "/nonexistent.mlir"]);
+    assert!(error_line(&o).contains("/nonexistent.mlir"));
+    let broken = module("broken.mlir", "module { func.func @main( }");
+    let o = cli(&["run", &broken]);
+    assert!(error_line(&o).contains("PJRT_Client_Compile"));
+}
+
+#[test]
+fn devices_as_json() {
+    let o = cli(&["devices", "--json", "--cpu-devices", "3"]);
+    assert!(o.status.success(), "{o:?}");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["platform"], "cpu");
+    let devices = v["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 3);
+    for (i, d) in devices.iter().enumerate() {
+        assert_eq!(d["id"], i);
+        let spaces = d["memory_spaces"].as_array().unwrap();
+        assert_eq!(spaces.len(), 3);
+        assert_eq!(spaces.iter().filter(|m| m["default"] == true).count(), 1);
+    }
+}
+
+#[test]
+fn bench_and_compile_stress_report() {
+    let m = add_module();
+    let o = cli(&["bench", &m, "--threads", "3", "--requests", "300"]);
+    assert!(o.status.success(), "{o:?}");
+    let out = stdout(&o);
+    assert!(
+        out.contains("300 executes from 3 threads") && out.contains("p99"),
+        "{out}"
+    );
+    let o = cli(&["compile-stress", "--modules", "6", "--concurrency", "3"]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(stdout(&o).contains("6 compiles"), "{}", stdout(&o));
+}
