@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use pjrt_actors_core::actors::memory_space::UploadRequest;
 use pjrt_actors_core::dtype::{ElementType, byte_size};
-use pjrt_actors_core::pjrt::{HostData, NativeType, as_bytes, read_typed, zeroed_vec};
+use pjrt_actors_core::pjrt::{HostData, NativeType, as_bytes, zeroed_vec};
 use pjrt_actors_core::registry::{ArrayCore, BufferSlot, Id};
+use pjrt_actors_core::site::Site;
 use pjrt_actors_core::{Error, Result};
 
 use crate::client::{Client, Shared, ask_async};
@@ -104,6 +105,7 @@ impl Client {
     /// Creates an array from host bytes of `dtype` × `dims` (dense, major-to-minor) on `device`,
     /// in `memory` or the device's default memory space. The length is checked before the
     /// plugin sees anything. py_client's `buffer_from_pyval`.
+    #[track_caller]
     pub fn buffer_from_host(
         &self,
         data: HostBuffer<'_>,
@@ -123,10 +125,11 @@ impl Client {
             memory.map(|_| &res.memories[memory_index]),
         )?;
         let slot = BufferSlot::new(buffer, dtype, dims.into(), device_index, memory_index);
-        Ok(self.wrap_array(ArrayCore::register(self.shared.clone(), slot)))
+        Ok(self.wrap_array(ArrayCore::register(self.shared.clone(), slot, self.site())))
     }
 
     /// Creates an array from a typed slice (copied during the call).
+    #[track_caller]
     pub fn buffer_from_slice<T: NativeType>(
         &self,
         data: &[T],
@@ -155,6 +158,7 @@ impl Client {
         check_len(dtype, dims, data.len())?;
         let (device_index, memory_index) = placement(&self.shared, device, memory)?;
         let request = UploadRequest {
+            site: self.site(),
             owner: self.shared.clone(),
             data,
             dtype,
@@ -164,6 +168,12 @@ impl Client {
         };
         let core = ask_async(&self.shared.parts.memories[memory_index], request).await?;
         Ok(self.wrap_array(core))
+    }
+
+    /// The allocation site of something this call makes, as the client records them.
+    #[track_caller]
+    pub(crate) fn site(&self) -> Site {
+        Site::capture(self.shared.parts.resources.site_capture)
     }
 
     pub(crate) fn wrap_array(&self, core: Arc<ArrayCore>) -> Array {
@@ -238,6 +248,12 @@ impl Array {
         self.slot().is_deleted()
     }
 
+    /// Whether a failed defragment left this array's bytes in host memory (readable; the next
+    /// defragment puts it back on its device).
+    pub fn is_on_host(&self) -> bool {
+        self.slot().is_on_host()
+    }
+
     /// Frees the device buffer now. Every clone of this handle then sees `Error::Deleted`;
     /// operations already running on it finish first.
     pub fn delete(&self) {
@@ -260,9 +276,7 @@ impl Array {
                 dst.len()
             )));
         }
-        let rank = self.dims().len();
-        self.slot()
-            .with_buffer(|b| read_typed(b, self.dtype(), rank, dst))
+        self.slot().read_typed(dst)
     }
 
     /// Reads the array into a new `Vec` of its element type.
@@ -290,8 +304,7 @@ impl Array {
                 dst.len()
             )));
         }
-        let rank = self.dims().len();
-        self.slot().with_buffer(|b| b.read_into(dst, rank))
+        self.slot().read_bytes(dst)
     }
 
     /// Reads the array's dense bytes (any dtype, e.g. f16, bf16, complex).
@@ -313,6 +326,7 @@ impl Array {
     }
 
     /// Copies the array to another device (its default memory space).
+    #[track_caller]
     pub fn copy_to_device(&self, device: &Device) -> Result<Array> {
         let shared = self.shared();
         let (device_index, memory_index) = placement(&shared, device, None)?;
@@ -327,12 +341,15 @@ impl Array {
             device_index,
             memory_index,
         );
-        Ok(self
-            .client()
-            .wrap_array(ArrayCore::register(shared.clone(), slot)))
+        Ok(self.client().wrap_array(ArrayCore::register(
+            shared.clone(),
+            slot,
+            Site::capture(shared.parts.resources.site_capture),
+        )))
     }
 
     /// Copies the array to another memory space (of its own or another device).
+    #[track_caller]
     pub fn copy_to_memory(&self, memory: &MemorySpace) -> Result<Array> {
         let device = memory
             .devices()
@@ -352,9 +369,11 @@ impl Array {
             device_index,
             memory_index,
         );
-        Ok(self
-            .client()
-            .wrap_array(ArrayCore::register(shared.clone(), slot)))
+        Ok(self.client().wrap_array(ArrayCore::register(
+            shared.clone(),
+            slot,
+            Site::capture(shared.parts.resources.site_capture),
+        )))
     }
 }
 

@@ -9,7 +9,7 @@ use actix::dev::ToEnvelope;
 use actix::{Actor, Addr, Handler, Message};
 use pjrt_actors_core::actors::client::{GetTopology, TopologySnapshot};
 use pjrt_actors_core::actors::mailbox_error;
-use pjrt_actors_core::actors::registry::ListBuffers;
+use pjrt_actors_core::actors::registry::{Defragment, DefragmentReport, HeapProfile, ListBuffers};
 use pjrt_actors_core::pjrt::{DeviceDescription, NamedValue};
 use pjrt_actors_core::registry::ArrayOwner;
 use pjrt_actors_core::runtime::block_on;
@@ -120,6 +120,13 @@ impl ClientBuilder {
     /// `compile_and_load` waits and `try_compile_and_load` answers `Error::Busy`.
     pub fn compile_queue_bound(mut self, n: usize) -> Self {
         self.config.compile_queue_bound = Some(n);
+        self
+    }
+
+    /// How allocation sites are recorded for heap profiles (default: the caller's file and
+    /// line, which costs nothing).
+    pub fn site_capture(mut self, mode: pjrt_actors_core::site::SiteCapture) -> Self {
+        self.config.site_capture = mode;
         self
     }
 
@@ -392,6 +399,52 @@ impl Client {
             .into_iter()
             .map(|core| self.wrap_array(core))
             .collect()
+    }
+
+    /// A heap profile of every live array and executable, as the bytes of a pprof `Profile`
+    /// (py_client's `heap_profile`): sample types `allocations/count` and `space/bytes`, one
+    /// sample per (allocation site, size, device) for buffers and per (site, code size) for
+    /// executables, labelled `kind` (`buffer`/`executable`) and `device`. Open it with
+    /// `go tool pprof -http=: heap.pb`. Sites are recorded as
+    /// [`ClientBuilder::site_capture`] says.
+    pub fn heap_profile(&self) -> Result<Vec<u8>> {
+        let span = tracing::Span::current();
+        ask(&self.shared.parts.buffer_registry, HeapProfile { span })
+    }
+
+    /// The async form of [`heap_profile`](Self::heap_profile).
+    pub async fn heap_profile_async(&self) -> Result<Vec<u8>> {
+        let span = tracing::Span::current();
+        ask_async(&self.shared.parts.buffer_registry, HeapProfile { span }).await
+    }
+
+    /// Moves every live buffer, on any backend: copies each to host, frees its device copy,
+    /// uploads it again and swaps it in behind the same array, so every handle stays valid and
+    /// sees the same data (JAX offers this on GPU only). Runs while other threads work: a
+    /// request touching a buffer being moved waits for it. If an upload fails, nothing is
+    /// lost: that array's bytes stay in host memory (still readable), the error lists them,
+    /// and the next defragment puts them back.
+    pub fn defragment(&self) -> Result<DefragmentReport> {
+        self.defragment_failing_after(None)
+    }
+
+    /// The async form of [`defragment`](Self::defragment).
+    pub async fn defragment_async(&self) -> Result<DefragmentReport> {
+        let request = Defragment {
+            fail_after: None,
+            span: tracing::Span::current(),
+        };
+        ask_async(&self.shared.parts.buffer_registry, request).await
+    }
+
+    /// Test support: a defragment whose uploads fail after `n` succeeded.
+    #[doc(hidden)]
+    pub fn defragment_failing_after(&self, n: Option<usize>) -> Result<DefragmentReport> {
+        let request = Defragment {
+            fail_after: n,
+            span: tracing::Span::current(),
+        };
+        ask(&self.shared.parts.buffer_registry, request)
     }
 
     /// The number of live arrays, without making handles for them.

@@ -142,6 +142,7 @@ impl Device {
 
 impl Device {
     /// Creates an array on this device from a typed slice (copied during the call).
+    #[track_caller]
     pub fn put<T: pjrt_actors_core::pjrt::NativeType>(
         &self,
         data: &[T],

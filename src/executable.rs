@@ -23,6 +23,7 @@ use pjrt_actors_core::execute::{Outputs as CoreOutputs, caller_context, execute}
 use pjrt_actors_core::pjrt::{ArrayType, CompiledMemoryStats, NamedValue};
 use pjrt_actors_core::registry::{ArrayCore, ArrayOwner, Id};
 use pjrt_actors_core::runtime::block_on;
+use pjrt_actors_core::site::Site;
 use pjrt_actors_core::{Error, Result};
 use prost::Message as _;
 use tokio::sync::oneshot;
@@ -59,6 +60,7 @@ impl Client {
     /// (`wait_for_slot`; else `Error::Busy`), then for the result; a cancelled token ends both.
     async fn submit(
         &self,
+        site: Site,
         program: &[u8],
         options: &CompileOptions,
         cancel: Option<&CancelToken>,
@@ -85,6 +87,7 @@ impl Client {
         };
         let (reply, answer) = oneshot::channel();
         parts.compile_service.do_send(Submit {
+            site,
             key,
             code: Arc::new(program.to_vec()),
             options: proto,
@@ -122,6 +125,7 @@ impl Client {
     /// service: answered from the compile cache when it can be, joined to an identical compile
     /// already running (single flight), else queued for the compiler pool. Options the plugin
     /// would abort on are filled in or refused first. Waits while the compile queue is full.
+    #[track_caller]
     pub fn compile_and_load(
         &self,
         program: impl AsRef<[u8]>,
@@ -134,13 +138,14 @@ impl Client {
     /// `host_callbacks`). A program calling a callback not in `callbacks` is refused with
     /// `Error::UnknownCallback`. Each handle carries its own callbacks: two handles of one
     /// cached executable may run different closures, and concurrent runs do not mix them.
+    #[track_caller]
     pub fn compile_and_load_with_callbacks(
         &self,
         program: impl AsRef<[u8]>,
         options: &CompileOptions,
         callbacks: &[HostCallback],
     ) -> Result<LoadedExecutable> {
-        let core = block_on(self.submit(program.as_ref(), options, None, true))??;
+        let core = block_on(self.submit(self.site(), program.as_ref(), options, None, true))??;
         self.loaded_with(core, callbacks)
     }
 
@@ -151,7 +156,9 @@ impl Client {
         options: &CompileOptions,
         callbacks: &[HostCallback],
     ) -> Result<LoadedExecutable> {
-        let core = self.submit(program.as_ref(), options, None, true).await?;
+        let core = self
+            .submit(self.site(), program.as_ref(), options, None, true)
+            .await?;
         self.loaded_with(core, callbacks)
     }
 
@@ -163,32 +170,36 @@ impl Client {
         options: &CompileOptions,
     ) -> Result<LoadedExecutable> {
         self.loaded_with(
-            self.submit(program.as_ref(), options, None, true).await?,
+            self.submit(self.site(), program.as_ref(), options, None, true)
+                .await?,
             &[],
         )
     }
 
     /// Like [`compile_and_load`](Self::compile_and_load), but `Error::Busy` instead of waiting
     /// when the compile queue is full.
+    #[track_caller]
     pub fn try_compile_and_load(
         &self,
         program: impl AsRef<[u8]>,
         options: &CompileOptions,
     ) -> Result<LoadedExecutable> {
-        let core = block_on(self.submit(program.as_ref(), options, None, false))??;
+        let core = block_on(self.submit(self.site(), program.as_ref(), options, None, false))??;
         self.loaded_with(core, &[])
     }
 
     /// Like [`compile_and_load`](Self::compile_and_load), ended early with
     /// `Error::RequestCancelled` when `token` is cancelled (from any thread). A queued request
     /// is then never compiled; a running one finishes and its result is dropped.
+    #[track_caller]
     pub fn compile_and_load_cancellable(
         &self,
         program: impl AsRef<[u8]>,
         options: &CompileOptions,
         token: &CancelToken,
     ) -> Result<LoadedExecutable> {
-        let core = block_on(self.submit(program.as_ref(), options, Some(token), true))??;
+        let core =
+            block_on(self.submit(self.site(), program.as_ref(), options, Some(token), true))??;
         self.loaded_with(core, &[])
     }
 
@@ -200,7 +211,7 @@ impl Client {
         token: &CancelToken,
     ) -> Result<LoadedExecutable> {
         self.loaded_with(
-            self.submit(program.as_ref(), options, Some(token), true)
+            self.submit(self.site(), program.as_ref(), options, Some(token), true)
                 .await?,
             &[],
         )
@@ -209,6 +220,7 @@ impl Client {
     /// Compiles without keeping the executable loaded: the result can be inspected, serialized,
     /// and loaded later on any client whose topology matches this one's. (The CPU plugin has no
     /// `PJRT_Compile`; this compiles on this client, serializes, and releases the load.)
+    #[track_caller]
     pub fn compile(
         &self,
         program: impl AsRef<[u8]>,
@@ -221,6 +233,7 @@ impl Client {
     /// Compiles for a topology: the client's own (see [`topology`](Self::topology)) or one
     /// rebuilt from its bytes. A topology no client here can compile for is
     /// `Error::TopologyMismatch`.
+    #[track_caller]
     pub fn compile_for_topology(
         &self,
         program: impl AsRef<[u8]>,
@@ -264,6 +277,7 @@ impl Client {
     ///
     /// **Security:** loading serialized bytes from an untrusted source can run arbitrary code,
     /// exactly as jaxlib warns: the checks here catch accidents, not attacks.
+    #[track_caller]
     pub fn deserialize_executable(
         &self,
         bytes: &[u8],
@@ -273,6 +287,7 @@ impl Client {
     }
 
     /// Loads a serialized executable that calls host callbacks, re-attaching `callbacks` by id.
+    #[track_caller]
     pub fn deserialize_executable_with_callbacks(
         &self,
         bytes: &[u8],
@@ -285,7 +300,8 @@ impl Client {
             .pjrt
             .deserialize_and_load(&envelope.payload, Some(&options))?;
         let meta = ExecutableMeta::read(&exe, &res.devices, envelope.portable, &options)?;
-        let core = ExecutableCore::register(&res.executables, exe, meta, res.devices.len());
+        let site = Site::capture(res.site_capture);
+        let core = ExecutableCore::register(&res.executables, exe, meta, res.devices.len(), site);
         self.loaded_with(core, callbacks)
     }
 
@@ -305,7 +321,8 @@ impl Client {
         };
         let (exe, meta) = ask_async(&self.shared.parts.compiler, job).await?;
         let res = &self.shared.parts.resources;
-        let core = ExecutableCore::register(&res.executables, exe, meta, res.devices.len());
+        let site = Site::capture(res.site_capture);
+        let core = ExecutableCore::register(&res.executables, exe, meta, res.devices.len(), site);
         self.loaded_with(core, &[])
     }
 
@@ -620,6 +637,7 @@ impl LoadedExecutable {
         lists
     }
 
+    #[track_caller]
     fn run(&self, lists: &[&[&Array]], device: Option<&Device>) -> Result<CoreOutputs> {
         let portable_device = match device {
             Some(d) if !d.belongs_to(&self.shared) => {
@@ -638,7 +656,8 @@ impl LoadedExecutable {
         for list in &cores {
             core_lists.push(list.as_slice());
         }
-        let ctx = self.shared.parts.resources.execute_context(&self.owner);
+        let res = &self.shared.parts.resources;
+        let ctx = res.execute_context(&self.owner, Site::capture(res.site_capture));
         execute(
             &ctx,
             &self.core,
@@ -649,6 +668,7 @@ impl LoadedExecutable {
     }
 
     /// Runs a single-device executable on the calling thread; returns its outputs.
+    #[track_caller]
     pub fn execute(&self, args: &[&Array]) -> Result<Vec<Array>> {
         let outputs = self.run(&[args], None)?;
         let mut arrays = Vec::with_capacity(outputs.len());
@@ -659,6 +679,7 @@ impl LoadedExecutable {
     }
 
     /// Runs a portable executable on `device`.
+    #[track_caller]
     pub fn execute_on(&self, device: &Device, args: &[&Array]) -> Result<Vec<Array>> {
         Ok(self
             .run(&[args], Some(device))?
@@ -669,6 +690,7 @@ impl LoadedExecutable {
 
     /// Runs a replicated executable: one argument list per device, in `addressable_devices`
     /// order; returns one output list per device.
+    #[track_caller]
     pub fn execute_replicated(&self, args: &[Vec<&Array>]) -> Result<Outputs> {
         let lists: SmallVec<[&[&Array]; 4]> = args.iter().map(|l| l.as_slice()).collect();
         Ok(self.per_device(self.run(&lists, None)?))
@@ -700,6 +722,7 @@ impl LoadedExecutable {
                 })?,
         };
         let request = ExecuteRequest {
+            site: self.client().site(),
             owner: self.owner.clone(),
             executable: self.core.clone(),
             args: args

@@ -25,6 +25,7 @@ pub use array::{Array, ArrayId, HostBuffer};
 pub use client::{Client, ClientBuilder, TopologyDescription};
 pub use device::{Device, MemorySpace};
 pub use executable::{CancelToken, CompileCacheStats, Executable, LoadedExecutable};
+pub use pjrt_actors_core::actors::registry::DefragmentReport;
 pub use pjrt_actors_core::callbacks::{CallbackKind, HostArray, HostCallback};
 pub use pjrt_actors_core::compile::CompileOptions;
 pub use pjrt_actors_core::dtype::ElementType;
@@ -32,6 +33,7 @@ pub use pjrt_actors_core::pjrt::{
     ArrayType, CompiledMemoryStats, DeviceMemoryStats, HostView, HostViewMut, NamedValue,
     NativeType, PLUGIN_PATH_ENV,
 };
+pub use pjrt_actors_core::site::SiteCapture;
 pub use pjrt_actors_core::{Error, PjrtCode, PluginError, Result};
 /// XLA's compile options message (from `pjrt-sys`), for callers who need a field we do not wrap.
 pub use pjrt_sys::protos::xla::CompileOptionsProto;

@@ -244,6 +244,8 @@ pub struct ExecutableCore {
     /// Per device index: the memory-space index of each output. Fixed when the program is
     /// compiled, so it is learned from the first run on each device instead of asked each time.
     pub output_memories: Vec<std::sync::OnceLock<Vec<usize>>>,
+    /// Where it was compiled or loaded (for heap profiles).
+    pub site: crate::site::Site,
     registry: Arc<ExecutableRegistry>,
 }
 
@@ -262,6 +264,7 @@ impl ExecutableCore {
         exe: PjrtLoadedExecutable,
         meta: ExecutableMeta,
         device_count: usize,
+        site: crate::site::Site,
     ) -> Arc<ExecutableCore> {
         Arc::new_cyclic(|weak| ExecutableCore {
             id: registry.insert(0, weak.clone()),
@@ -270,6 +273,7 @@ impl ExecutableCore {
             output_memories: (0..device_count)
                 .map(|_| std::sync::OnceLock::new())
                 .collect(),
+            site,
             registry: registry.clone(),
         })
     }

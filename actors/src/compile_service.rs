@@ -353,6 +353,7 @@ impl Waiter {
 }
 
 struct Queued {
+    site: crate::site::Site,
     key: CompileKey,
     code: Arc<Vec<u8>>,
     options: CompileOptionsProto,
@@ -362,6 +363,8 @@ struct Queued {
 
 /// Submit a compile. The answer comes on `reply`.
 pub struct Submit {
+    /// Where the first request for this key came from (for heap profiles).
+    pub site: crate::site::Site,
     pub key: CompileKey,
     pub code: Arc<Vec<u8>>,
     pub options: CompileOptionsProto,
@@ -429,6 +432,7 @@ impl CompileService {
             self.running += 1;
             let key = job.key;
             let use_cache = job.use_cache;
+            let site = job.site.clone();
             let request = self.pool.send(CompileJob {
                 key,
                 code: job.code,
@@ -440,7 +444,7 @@ impl CompileService {
             ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
                 act.running -= 1;
                 let result = result.unwrap_or(Err(Error::ShutDown));
-                act.finish(key, use_cache, result);
+                act.finish(key, use_cache, site, result);
                 act.dispatch(ctx);
             }));
         }
@@ -450,12 +454,13 @@ impl CompileService {
         &mut self,
         key: CompileKey,
         use_cache: bool,
+        site: crate::site::Site,
         result: Result<(PjrtLoadedExecutable, ExecutableMeta)>,
     ) {
         let waiters = self.in_flight.remove(&key).unwrap_or_default();
         let result = result.map(|(exe, meta)| {
             let res = &self.resources;
-            ExecutableCore::register(&res.executables, exe, meta, res.devices.len())
+            ExecutableCore::register(&res.executables, exe, meta, res.devices.len(), site)
         });
         let mut delivered = false;
         for w in waiters {
@@ -508,6 +513,7 @@ impl Handler<Submit> for CompileService {
         tracing::debug!(key = %msg.key.hex(), hit = false, "compile");
         self.in_flight.insert(msg.key, vec![waiter]);
         self.queue.push_back(Queued {
+            site: msg.site.clone(),
             key: msg.key,
             code: msg.code,
             options: msg.options,

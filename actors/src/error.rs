@@ -131,6 +131,19 @@ pub enum Error {
     /// The array was deleted (explicitly, or its buffer was donated).
     #[error("the {what} has been deleted")]
     Deleted { what: String },
+    /// The array's bytes are in host memory after a failed defragment; reading it works,
+    /// running it needs the next `defragment` to put it back on the device.
+    #[error("the {what} is held in host memory after a failed defragment; run defragment again")]
+    OnHost { what: String },
+    /// A defragment could not put every buffer back on its device. No data was lost: the
+    /// arrays listed are held in host memory (readable; the next defragment retries them).
+    #[error("defragment moved {moved} buffers; {} are held in host memory: {reason}", on_host.len())]
+    Defragment {
+        moved: usize,
+        /// Ids of the arrays left in host memory.
+        on_host: Vec<String>,
+        reason: String,
+    },
     /// An execute argument failed validation.
     #[error("argument {index} of `{executable}`: {reason}{}", context.as_ref().map(|c| format!(" (in {c})")).unwrap_or_default())]
     BadArgument {

@@ -18,6 +18,8 @@ pub struct ExecuteContext<'a> {
     pub memories: &'a [PjrtMemory],
     /// Who owns the outputs (the client's shared state).
     pub owner: &'a Arc<dyn ArrayOwner>,
+    /// Where the execute was called from: the outputs' allocation site.
+    pub site: crate::site::Site,
 }
 
 /// Outputs of one execute, flat and device-major; inline for the common few.
@@ -129,7 +131,7 @@ pub fn execute(
     for g in &guards {
         match &**g {
             SlotState::Live(b) => buffers.push(b),
-            SlotState::Deleted => unreachable!("read() checks liveness"),
+            SlotState::OnHost(_) | SlotState::Deleted => unreachable!("read() checks liveness"),
         }
     }
     let per_device = meta.parameter_types.len();
@@ -185,7 +187,11 @@ pub fn execute(
             device,
             memory,
         );
-        arrays.push(ArrayCore::register(ctx.owner.clone(), slot));
+        arrays.push(ArrayCore::register(
+            ctx.owner.clone(),
+            slot,
+            ctx.site.clone(),
+        ));
     }
     Ok(arrays)
 }

@@ -11,11 +11,13 @@ pub mod dtype;
 pub mod envelope;
 pub mod error;
 pub mod execute;
+pub mod heap_profile;
 pub mod hlo_text;
 pub mod open;
 pub mod pjrt;
 pub mod registry;
 pub mod runtime;
+pub mod site;
 
 pub use error::{Error, PjrtCode, PluginError, Result};
 pub use open::{

@@ -36,6 +36,8 @@ pub struct ClientConfig {
     pub memory_cache_entries: Option<usize>,
     /// Compile requests queued or running at once; past it `compile` waits. Default 256.
     pub compile_queue_bound: Option<usize>,
+    /// How allocation sites are recorded for heap profiles.
+    pub site_capture: crate::site::SiteCapture,
 }
 
 /// The environment variable naming a persistent compile cache directory.
@@ -149,6 +151,8 @@ pub struct ClientSnapshot {
 /// `i` of the snapshot is `devices[i]` here, and likewise for memories.
 pub struct ClientResources {
     pub pjrt: PjrtClient,
+    /// How allocation sites are recorded.
+    pub site_capture: crate::site::SiteCapture,
     /// Who serialized executables must come from (see `envelope::identity`).
     pub identity: String,
     /// The client's serialized topology.
@@ -163,11 +167,13 @@ impl ClientResources {
     pub fn execute_context<'a>(
         &'a self,
         owner: &'a Arc<dyn crate::registry::ArrayOwner>,
+        site: crate::site::Site,
     ) -> ExecuteContext<'a> {
         ExecuteContext {
             devices: &self.devices,
             memories: &self.memories,
             owner,
+            site,
         }
     }
 }
@@ -313,6 +319,7 @@ pub fn open_client(config: ClientConfig) -> Result<ClientParts> {
     );
     let topology = Arc::new(pjrt.topology()?.serialize()?);
     let resources = Arc::new(ClientResources {
+        site_capture: config.site_capture,
         identity,
         topology,
         pjrt,
@@ -378,7 +385,11 @@ pub fn open_client(config: ClientConfig) -> Result<ClientParts> {
                     let token = tokens.lock().pop().unwrap_or_else(|| wk.token());
                     CompilerActor::new(pjrt.clone(), pjrt_devices.clone(), token)
                 });
-            let buffer_registry = BufferRegistryActor::new(res.buffers.clone()).start();
+            let buffer_registry = BufferRegistryActor::new(
+                res.clone(),
+                sn.devices.iter().map(|d| d.debug_string.clone()).collect(),
+            )
+            .start();
             let compile_service = CompileService::new(
                 compiler.clone(),
                 compile_threads,

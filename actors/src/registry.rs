@@ -4,7 +4,7 @@
 //! (defragment) or taken (delete) while every handle keeps pointing at the same slot.
 
 use std::fmt;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use slab::Slab;
@@ -123,6 +123,18 @@ impl<T: Clone> Registry<T> {
         self.len() == 0
     }
 
+    /// Every entry, shard by shard in index order, mapped under the shard's lock. `f` must not
+    /// drop the last reference to anything that unregisters itself (that takes the lock).
+    pub fn collect<U>(&self, mut f: impl FnMut(&T) -> Option<U>) -> Vec<U> {
+        let mut out = Vec::new();
+        for s in self.shards.iter() {
+            let entries = s.0.lock();
+            out.reserve(entries.slab.len());
+            out.extend(entries.slab.iter().filter_map(|(_, e)| f(&e.value)));
+        }
+        out
+    }
+
     /// Every entry, shard by shard in index order.
     pub fn entries(&self) -> Vec<(Id, T)> {
         let mut out = Vec::new();
@@ -142,9 +154,14 @@ impl<T: Clone> Registry<T> {
     }
 }
 
-/// What a slot holds: a live buffer, or nothing once the array is deleted.
+/// What a slot holds.
 pub enum SlotState {
+    /// A device buffer.
     Live(PjrtBuffer),
+    /// The array's bytes in host memory: a defragment freed the device buffer and could not
+    /// upload it again. Nothing is lost; the next defragment puts it back on the device.
+    OnHost(Vec<u8>),
+    /// Deleted; nothing is held.
     Deleted,
 }
 
@@ -152,13 +169,16 @@ pub enum SlotState {
 /// (defragment) under the write lock; readers (execute, read back) hold the read lock.
 pub struct BufferSlot {
     state: RwLock<SlotState>,
+    /// Set once `delete` ran: a check that needs no lock (heap profiles scan every slot).
+    deleted: std::sync::atomic::AtomicBool,
     pub dtype: ElementType,
     pub dims: Arc<[i64]>,
     /// Index of the device in the client's device list.
     pub device: usize,
     /// Index of the memory space in the client's memory list.
     pub memory: usize,
-    on_device_size: OnceLock<usize>,
+    /// The plugin's size of the buffer, asked once; `usize::MAX` until then.
+    on_device_size: std::sync::atomic::AtomicUsize,
 }
 
 impl BufferSlot {
@@ -171,11 +191,12 @@ impl BufferSlot {
     ) -> Self {
         BufferSlot {
             state: RwLock::new(SlotState::Live(buffer)),
+            deleted: std::sync::atomic::AtomicBool::new(false),
             dtype,
             dims,
             device,
             memory,
-            on_device_size: OnceLock::new(),
+            on_device_size: std::sync::atomic::AtomicUsize::new(usize::MAX),
         }
     }
 
@@ -185,6 +206,9 @@ impl BufferSlot {
         let guard = self.state.read_recursive();
         match &*guard {
             SlotState::Live(_) => Ok(guard),
+            SlotState::OnHost(_) => Err(Error::OnHost {
+                what: format!("{}{:?} array", self.dtype, self.dims),
+            }),
             SlotState::Deleted => Err(Error::Deleted {
                 what: format!("{}{:?} array", self.dtype, self.dims),
             }),
@@ -196,39 +220,93 @@ impl BufferSlot {
         let guard = self.read()?;
         match &*guard {
             SlotState::Live(b) => f(b),
-            SlotState::Deleted => unreachable!("read() checks liveness"),
+            SlotState::OnHost(_) | SlotState::Deleted => unreachable!("read() checks liveness"),
         }
+    }
+
+    /// Reads the array's dense bytes: from the device, or from the host copy a failed
+    /// defragment left.
+    pub fn read_bytes(&self, dst: &mut [u8]) -> Result<()> {
+        let guard = self.state.read_recursive();
+        match &*guard {
+            SlotState::Live(b) => b.read_into(dst, self.dims.len()),
+            SlotState::OnHost(bytes) if bytes.len() == dst.len() => {
+                dst.copy_from_slice(bytes);
+                Ok(())
+            }
+            SlotState::OnHost(_) => Err(Error::InvalidArgument("wrong destination size".into())),
+            SlotState::Deleted => Err(Error::Deleted {
+                what: format!("{}{:?} array", self.dtype, self.dims),
+            }),
+        }
+    }
+
+    /// Reads into a typed slice of exactly the array's size and element type.
+    pub fn read_typed<T: crate::pjrt::NativeType>(&self, dst: &mut [T]) -> Result<()> {
+        if T::TYPE != self.dtype {
+            return Err(Error::InvalidArgument(format!(
+                "cannot read a {} array into a slice of {}",
+                self.dtype,
+                T::TYPE
+            )));
+        }
+        self.read_bytes(crate::pjrt::as_bytes_mut(dst))
+    }
+
+    /// Defragment's move of one buffer: under the write lock, frees the device buffer (or the
+    /// host copy) and uploads `bytes` in its place with `upload`. If the upload fails the bytes
+    /// stay in the slot (`OnHost`). Returns `Ok(false)` for a deleted array (nothing to move).
+    pub fn relocate(
+        &self,
+        bytes: Vec<u8>,
+        upload: impl FnOnce(&[u8]) -> Result<PjrtBuffer>,
+    ) -> Result<bool> {
+        let mut state = self.state.write();
+        if matches!(*state, SlotState::Deleted) {
+            return Ok(false);
+        }
+        // Free first, so the new allocation can use the space the old one held.
+        *state = SlotState::OnHost(Vec::new());
+        match upload(&bytes) {
+            Ok(buffer) => {
+                *state = SlotState::Live(buffer);
+                Ok(true)
+            }
+            Err(e) => {
+                *state = SlotState::OnHost(bytes);
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether a failed defragment left the array's bytes in host memory.
+    pub fn is_on_host(&self) -> bool {
+        matches!(*self.state.read_recursive(), SlotState::OnHost(_))
     }
 
     /// Frees the device buffer now; later uses of the array fail with `Error::Deleted`.
     pub fn delete(&self) {
         let old = std::mem::replace(&mut *self.state.write(), SlotState::Deleted);
+        self.deleted
+            .store(true, std::sync::atomic::Ordering::Release);
         drop(old);
     }
 
     pub fn is_deleted(&self) -> bool {
-        matches!(*self.state.read_recursive(), SlotState::Deleted)
-    }
-
-    /// Replaces the buffer (defragment); the old one is returned to the caller to drop.
-    pub fn swap(&self, buffer: PjrtBuffer) -> Option<PjrtBuffer> {
-        let mut state = self.state.write();
-        match std::mem::replace(&mut *state, SlotState::Live(buffer)) {
-            SlotState::Live(old) => Some(old),
-            SlotState::Deleted => {
-                *state = SlotState::Deleted;
-                None
-            }
-        }
+        self.deleted.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The buffer's size on its device, asked of the plugin once.
     pub fn on_device_size(&self) -> Result<usize> {
-        if let Some(n) = self.on_device_size.get() {
-            return Ok(*n);
+        use std::sync::atomic::Ordering::Relaxed;
+        match self.on_device_size.load(Relaxed) {
+            usize::MAX => {
+                let n = self.with_buffer(|b| b.on_device_size())?;
+                self.on_device_size.store(n, Relaxed);
+                Ok(n)
+            }
+            n => Ok(n),
         }
-        let n = self.with_buffer(|b| b.on_device_size())?;
-        Ok(*self.on_device_size.get_or_init(|| n))
     }
 }
 
@@ -250,15 +328,22 @@ pub trait ArrayOwner: Send + Sync + 'static {
 pub struct ArrayCore {
     pub id: Id,
     pub slot: BufferSlot,
+    /// Where it was made (for heap profiles).
+    pub site: crate::site::Site,
     owner: Arc<dyn ArrayOwner>,
 }
 
 impl ArrayCore {
     /// Registers a new buffer with its owner and returns the handle core that owns it.
-    pub fn register(owner: Arc<dyn ArrayOwner>, slot: BufferSlot) -> Arc<ArrayCore> {
+    pub fn register(
+        owner: Arc<dyn ArrayOwner>,
+        slot: BufferSlot,
+        site: crate::site::Site,
+    ) -> Arc<ArrayCore> {
         Arc::new_cyclic(|weak| ArrayCore {
             id: owner.buffers().insert(slot.device, weak.clone()),
             slot,
+            site,
             owner,
         })
     }

@@ -60,6 +60,7 @@ pub struct ExecuteRequest {
     pub args: Vec<Vec<Arc<ArrayCore>>>,
     pub portable_device: Option<usize>,
     pub callbacks: Option<Arc<crate::callbacks::CallbackSet>>,
+    pub site: crate::site::Site,
     pub span: Span,
 }
 
@@ -82,7 +83,7 @@ impl Handler<ExecuteRequest> for DeviceActor {
                 .collect();
             let lists: Vec<&[&ArrayCore]> = refs.iter().map(|l| l.as_slice()).collect();
             execute(
-                &self.resources.execute_context(&msg.owner),
+                &self.resources.execute_context(&msg.owner, msg.site.clone()),
                 &msg.executable,
                 &lists,
                 msg.portable_device,

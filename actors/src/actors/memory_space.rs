@@ -60,6 +60,7 @@ impl Handler<DescribeMemory> for MemorySpaceActor {
 /// `device`. The data is owned, so the plugin may read it until the transfer completes.
 pub struct UploadRequest {
     pub owner: Arc<dyn ArrayOwner>,
+    pub site: crate::site::Site,
     pub data: Arc<[u8]>,
     pub dtype: ElementType,
     pub dims: Vec<i64>,
@@ -92,7 +93,7 @@ impl Handler<UploadRequest> for MemorySpaceActor {
                 Some(&res.memories[self.index]),
             )?;
             let slot = BufferSlot::new(buffer, msg.dtype, msg.dims.into(), msg.device, self.index);
-            Ok(ArrayCore::register(msg.owner, slot))
+            Ok(ArrayCore::register(msg.owner, slot, msg.site))
         })
     }
 }

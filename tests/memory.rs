@@ -1,0 +1,310 @@
+//! Heap profiles and defragment against the real CPU plugin.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use pjrt_actors::{Array, Client, CompileOptions, Error, SiteCapture};
+use pjrt_actors_core::heap_profile::pprof::Profile;
+use prost::Message;
+
+/// A decoded sample: labels, values, and the innermost frame's (function, file, line).
+#[derive(Debug)]
+struct Sample {
+    labels: HashMap<String, String>,
+    count: i64,
+    bytes: i64,
+    function: String,
+    file: String,
+    line: i64,
+}
+
+fn samples(bytes: &[u8]) -> Vec<Sample> {
+    let p = Profile::decode(bytes).unwrap();
+    let s = |i: i64| p.string_table[i as usize].clone();
+    assert_eq!(s(0), "");
+    let types: Vec<(String, String)> = p
+        .sample_type
+        .iter()
+        .map(|t| (s(t.r#type), s(t.unit)))
+        .collect();
+    assert_eq!(
+        types,
+        vec![
+            ("allocations".into(), "count".into()),
+            ("space".into(), "bytes".into())
+        ]
+    );
+    p.sample
+        .iter()
+        .map(|sample| {
+            let loc = p
+                .location
+                .iter()
+                .find(|l| l.id == sample.location_id[0])
+                .unwrap();
+            let f = p
+                .function
+                .iter()
+                .find(|f| f.id == loc.line[0].function_id)
+                .unwrap();
+            Sample {
+                labels: sample.label.iter().map(|l| (s(l.key), s(l.str))).collect(),
+                count: sample.value[0],
+                bytes: sample.value[1],
+                function: s(f.name),
+                file: s(f.filename),
+                line: loc.line[0].line,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn the_heap_profile_counts_what_was_allocated_where() {
+    let client = Client::open().unwrap();
+    let (d0, d1) = (client.devices()[0].clone(), client.devices()[1].clone());
+    // `at_line!` runs a call and returns its line, both taken at the invocation site (where
+    // the allocation site is recorded, by `#[track_caller]`).
+    macro_rules! at_line {
+        ($e:expr) => {
+            ($e, line!())
+        };
+    }
+    let mut small = Vec::new();
+    let mut small_line = 0;
+    for _ in 0..3 {
+        let (a, line) = at_line!(d0.put(&[1f32; 4], &[4]).unwrap());
+        small.push(a);
+        small_line = line;
+    }
+    let mut big = Vec::new();
+    let mut big_line = 0;
+    for _ in 0..2 {
+        let (a, line) = at_line!(d1.put(&[0f64; 256], &[256]).unwrap());
+        big.push(a);
+        big_line = line;
+    }
+    // Clones share their buffer (counted once); a deleted array holds nothing.
+    let shared = big[0].clone();
+    let gone = d0.put(&[1f32; 4], &[4]).unwrap();
+    gone.delete();
+    let (program, options) = (common::add_f32x4(), CompileOptions::default());
+    let (exe, exe_line) = at_line!(client.compile_and_load(&program, &options).unwrap());
+
+    let samples = samples(&client.heap_profile().unwrap());
+    let buffers: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.labels["kind"] == "buffer")
+        .collect();
+    let at = |line: u32| buffers.iter().find(|s| s.line == line as i64).copied();
+    let small_sample = at(small_line).expect("a sample at the small arrays' line");
+    assert_eq!(small_sample.count, 3);
+    assert_eq!(
+        small_sample.bytes,
+        3 * small[0].on_device_size().unwrap() as i64
+    );
+    assert_eq!(small_sample.labels["device"], d0.debug_string());
+    assert!(
+        small_sample.file.ends_with("tests/memory.rs"),
+        "{}",
+        small_sample.file
+    );
+    let big_sample = at(big_line).expect("a sample at the big arrays' line");
+    assert_eq!((big_sample.count, big_sample.bytes), (2, 2 * 256 * 8));
+    assert_eq!(big_sample.labels["device"], d1.debug_string());
+    assert_eq!(
+        buffers.iter().map(|s| s.count).sum::<i64>(),
+        5,
+        "{buffers:?}"
+    );
+    let programs: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.labels["kind"] == "executable")
+        .collect();
+    assert_eq!(programs.len(), 1);
+    assert_eq!((programs[0].count, programs[0].line), (1, exe_line as i64));
+    drop((shared, exe));
+}
+
+#[test]
+fn sites_from_spans_and_backtraces() {
+    let by_span = Client::builder()
+        .site_capture(SiteCapture::Span)
+        .open()
+        .unwrap();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(std::io::sink)
+        .finish();
+    let _weights = tracing::subscriber::with_default(subscriber, || {
+        let span = tracing::info_span!("load_weights");
+        let _entered = span.enter();
+        by_span.devices()[0].put(&[1i32; 8], &[8]).unwrap()
+    });
+    let s = samples(&by_span.heap_profile().unwrap());
+    assert!(
+        s.iter()
+            .any(|s| s.function == "load_weights" && s.count == 1),
+        "{s:?}"
+    );
+
+    let by_backtrace = Client::builder()
+        .site_capture(SiteCapture::Backtrace)
+        .open()
+        .unwrap();
+    let _a = by_backtrace.devices()[0].put(&[1u8; 3], &[3]).unwrap();
+    let s = samples(&by_backtrace.heap_profile().unwrap());
+    let p = Profile::decode(by_backtrace.heap_profile().unwrap().as_slice()).unwrap();
+    let names: Vec<&String> = p
+        .function
+        .iter()
+        .map(|f| &p.string_table[f.name as usize])
+        .collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.contains("sites_from_spans_and_backtraces")),
+        "{names:?}"
+    );
+    assert_eq!(s.iter().map(|s| s.count).sum::<i64>(), 1);
+
+    let off = Client::builder()
+        .site_capture(SiteCapture::Off)
+        .open()
+        .unwrap();
+    let _b = off.devices()[0].put(&[1u8; 3], &[3]).unwrap();
+    assert_eq!(
+        samples(&off.heap_profile().unwrap())[0].function,
+        "<unknown>"
+    );
+}
+
+#[test]
+fn defragment_keeps_every_handle_and_every_byte() {
+    let client = Client::open().unwrap();
+    let arrays: Vec<(Array, Vec<f32>)> = (0..40)
+        .map(|i| {
+            let values: Vec<f32> = (0..(i + 1) * 3).map(|k| (i * 1000 + k) as f32).collect();
+            let device = &client.devices()[i % 4];
+            (device.put(&values, &[values.len() as i64]).unwrap(), values)
+        })
+        .collect();
+    let clones: Vec<Array> = arrays.iter().map(|(a, _)| a.clone()).collect();
+    let report = client.defragment().unwrap();
+    assert_eq!(report.moved, 40, "each buffer moved once, clones included");
+    assert_eq!(
+        report.bytes,
+        arrays.iter().map(|(_, v)| v.len() * 4).sum::<usize>()
+    );
+    for ((a, values), clone) in arrays.iter().zip(&clones) {
+        assert_eq!(&a.to_vec::<f32>().unwrap(), values);
+        assert_eq!(&clone.to_vec::<f32>().unwrap(), values);
+    }
+    let exe = client
+        .compile_and_load(common::add_f32x4(), &CompileOptions::default())
+        .unwrap();
+    let x = client.devices()[0].put(&[1f32, 2., 3., 4.], &[4]).unwrap();
+    client.defragment().unwrap();
+    assert_eq!(
+        exe.execute(&[&x, &x]).unwrap()[0].to_vec::<f32>().unwrap(),
+        vec![2., 4., 6., 8.]
+    );
+}
+
+#[test]
+fn defragment_under_load_loses_nothing() {
+    let client = Client::open().unwrap();
+    let exes: Arc<Vec<_>> = Arc::new(
+        (0..4)
+            .map(|d| {
+                client
+                    .compile_and_load(
+                        common::add_f32x4(),
+                        &CompileOptions {
+                            devices: Some(vec![d]),
+                            ..Default::default()
+                        },
+                    )
+                    .unwrap()
+            })
+            .collect(),
+    );
+    let resident: Vec<(Array, f32)> = (0..64)
+        .map(|i| {
+            (
+                client.devices()[i % 4].put(&[i as f32; 4], &[4]).unwrap(),
+                i as f32,
+            )
+        })
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..4)
+        .map(|t| {
+            let (client, exes, stop) = (client.clone(), exes.clone(), stop.clone());
+            let mine: Vec<(Array, f32)> = resident
+                .iter()
+                .filter(|(a, _)| a.device() == client.devices()[t])
+                .cloned()
+                .collect();
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    for (a, v) in &mine {
+                        let fresh = client.devices()[t].put(&[1f32; 4], &[4]).unwrap();
+                        let out = exes[t].execute(&[a, &fresh]).unwrap();
+                        assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![v + 1.0; 4]);
+                        n += 1;
+                    }
+                }
+                n
+            })
+        })
+        .collect();
+    let mut moved = 0;
+    for _ in 0..20 {
+        moved += client.defragment().unwrap().moved;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let runs: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    assert!(runs > 0 && moved >= 20 * 64, "{runs} runs, {moved} moves");
+    for (a, v) in &resident {
+        assert_eq!(a.to_vec::<f32>().unwrap(), vec![*v; 4]);
+    }
+}
+
+#[test]
+fn a_failed_defragment_keeps_the_data_and_recovers() {
+    let client = Client::open().unwrap();
+    let arrays: Vec<Array> = (0..5)
+        .map(|i| client.devices()[0].put(&[i as f32; 4], &[4]).unwrap())
+        .collect();
+    match client.defragment_failing_after(Some(2)) {
+        Err(Error::Defragment { moved, on_host, .. }) => {
+            assert_eq!(moved, 2);
+            assert_eq!(on_host.len(), 3);
+        }
+        other => panic!("{other:?}"),
+    }
+    // No data is lost: every array reads back; the ones on host cannot run until restored.
+    for (i, a) in arrays.iter().enumerate() {
+        assert_eq!(a.to_vec::<f32>().unwrap(), vec![i as f32; 4]);
+    }
+    let exe = client
+        .compile_and_load(common::add_f32x4(), &CompileOptions::default())
+        .unwrap();
+    let on_host = arrays.iter().find(|a| a.is_on_host()).unwrap();
+    assert!(matches!(
+        exe.execute(&[on_host, on_host]),
+        Err(Error::OnHost { .. })
+    ));
+    assert_eq!(client.defragment().unwrap().moved, 5);
+    assert!(arrays.iter().all(|a| !a.is_on_host()));
+    assert_eq!(
+        exe.execute(&[&arrays[4], &arrays[4]]).unwrap()[0]
+            .to_vec::<f32>()
+            .unwrap(),
+        vec![8.0; 4]
+    );
+}
