@@ -248,6 +248,11 @@ impl Array {
         self.slot().is_deleted()
     }
 
+    /// The array's layout on its device.
+    pub fn layout(&self) -> Result<pjrt_actors_core::pjrt::Layout> {
+        self.slot().with_buffer(|b| b.layout())
+    }
+
     /// Whether a failed defragment left this array's bytes in host memory (readable; the next
     /// defragment puts it back on its device).
     pub fn is_on_host(&self) -> bool {

@@ -10,7 +10,7 @@ use actix::{Actor, Addr, Handler, Message};
 use pjrt_actors_core::actors::client::{GetTopology, TopologySnapshot};
 use pjrt_actors_core::actors::mailbox_error;
 use pjrt_actors_core::actors::registry::{Defragment, DefragmentReport, HeapProfile, ListBuffers};
-use pjrt_actors_core::pjrt::{DeviceDescription, NamedValue};
+use pjrt_actors_core::pjrt::{DeviceDescription, DmaMapping, Layout, NamedValue};
 use pjrt_actors_core::registry::ArrayOwner;
 use pjrt_actors_core::runtime::block_on;
 use pjrt_actors_core::{ClientConfig, ClientParts, ClientSnapshot, Error, Result, open_client};
@@ -445,6 +445,31 @@ impl Client {
             span: tracing::Span::current(),
         };
         ask(&self.shared.parts.buffer_registry, request)
+    }
+
+    /// The plugin's default layout for `dtype` × `dims` on `device` (its Layouts extension;
+    /// py_client's `get_default_layout`).
+    pub fn default_layout(
+        &self,
+        dtype: crate::ElementType,
+        dims: &[i64],
+        device: &crate::Device,
+    ) -> Result<Layout> {
+        if device.client() != *self {
+            return Err(Error::InvalidArgument(format!(
+                "{device} belongs to another client"
+            )));
+        }
+        pjrt_actors_core::dtype::byte_size(dtype, dims)?;
+        self.shared.parts.resources.pjrt.default_layout(dtype, dims)
+    }
+
+    /// Maps host memory for DMA (py_client's `dma_map`). The mapping owns the memory, so it
+    /// stays valid for as long as it is mapped, whatever the caller does; `DmaMapping::unmap`
+    /// (or dropping it) unmaps. Plugins without DMA support (the CPU plugin) answer
+    /// `Error::Unsupported`, and the memory is dropped with the error.
+    pub fn dma_map(&self, memory: Box<[u8]>) -> Result<DmaMapping> {
+        self.shared.parts.resources.pjrt.dma_map(memory)
     }
 
     /// The number of live arrays, without making handles for them.

@@ -30,8 +30,8 @@ pub use pjrt_actors_core::callbacks::{CallbackKind, HostArray, HostCallback};
 pub use pjrt_actors_core::compile::CompileOptions;
 pub use pjrt_actors_core::dtype::ElementType;
 pub use pjrt_actors_core::pjrt::{
-    ArrayType, CompiledMemoryStats, DeviceMemoryStats, HostView, HostViewMut, NamedValue,
-    NativeType, PLUGIN_PATH_ENV,
+    ArrayType, CompiledMemoryStats, DeviceMemoryStats, DmaMapping, HostView, HostViewMut, Layout,
+    NamedValue, NativeType, PLUGIN_PATH_ENV,
 };
 pub use pjrt_actors_core::site::SiteCapture;
 pub use pjrt_actors_core::{Error, PjrtCode, PluginError, Result};

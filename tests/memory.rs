@@ -308,3 +308,40 @@ fn a_failed_defragment_keeps_the_data_and_recovers() {
         vec![8.0; 4]
     );
 }
+
+#[test]
+fn layouts_dma_and_memory_statistics() {
+    let client = Client::open().unwrap();
+    let device = &client.devices()[1];
+    let layout = client
+        .default_layout(pjrt_actors::ElementType::F32, &[2, 3], device)
+        .unwrap();
+    assert_eq!(layout.minor_to_major, vec![1, 0]);
+    let scalar = client
+        .default_layout(pjrt_actors::ElementType::S8, &[], device)
+        .unwrap();
+    assert!(scalar.minor_to_major.is_empty());
+    let a = device.put(&[1f32; 6], &[2, 3]).unwrap();
+    assert_eq!(a.layout().unwrap(), layout);
+    let other = Client::builder().cpu_device_count(1).open().unwrap();
+    assert!(matches!(
+        client.default_layout(pjrt_actors::ElementType::F32, &[2], &other.devices()[0]),
+        Err(Error::InvalidArgument(_))
+    ));
+    // The CPU plugin has no DMA mapping: a typed error, not a crash.
+    let err = client
+        .dma_map(vec![0u8; 4096].into_boxed_slice())
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Unsupported {
+                what: "DMA mapping",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // Nor allocator statistics.
+    assert_eq!(device.memory_stats().unwrap(), None);
+}

@@ -7,6 +7,7 @@ mod buffer;
 mod client;
 mod executable;
 mod ffi;
+mod layouts;
 mod native;
 mod plugin;
 mod values;
@@ -20,6 +21,7 @@ pub use executable::{ArrayType, CompiledMemoryStats, PjrtLoadedExecutable, param
 pub use ffi::{
     CALLBACK_ID_ATTR, CallbackDispatch, FfiSupport, HOST_CALLBACK_TARGET, HostView, HostViewMut,
 };
+pub use layouts::{DmaMapping, Layout};
 pub(crate) use native::as_bytes_mut;
 pub use native::{NativeType, as_bytes, read_typed, zeroed_vec};
 pub use plugin::{PLUGIN_PATH_ENV, Plugin, discovery_candidates};
