@@ -73,6 +73,12 @@ enum Command {
         #[arg(long)]
         duration: Option<f64>,
     },
+    /// Run a small workload and write a heap profile (pprof) of what it left alive.
+    Profile {
+        /// Where to write the profile (open it with `go tool pprof -http=: FILE`).
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Compile many distinct generated modules through the compiler pool.
     CompileStress {
         #[arg(long, default_value_t = 64)]
@@ -370,6 +376,7 @@ fn run(cli: &Cli) -> pjrt_actors::Result<()> {
             modules,
             concurrency,
         } => compile_stress(cli, *modules, *concurrency)?,
+        Command::Profile { out } => profile(cli, out)?,
     }
     Ok(())
 }
@@ -533,6 +540,29 @@ fn compile_stress(cli: &Cli, modules: usize, concurrency: usize) -> pjrt_actors:
     println!(
         "cache: {} compiles, {} memory hits, {} disk hits, {} joined in flight, {} misses",
         stats.compiles, stats.memory_hits, stats.disk_hits, stats.joined, stats.misses
+    );
+    Ok(())
+}
+
+/// A small workload: weights on every device, a few compiled programs, some results kept.
+fn profile(cli: &Cli, out: &PathBuf) -> pjrt_actors::Result<()> {
+    let client = open(cli)?;
+    let mut keep = Vec::new();
+    for device in client.devices() {
+        keep.push(device.put(&vec![0.5f32; 256 * 256], &[256, 256])?);
+        keep.push(device.put(&vec![1i32; 1024], &[1024])?);
+    }
+    let program = "module @square {\n  func.func public @main(%x: tensor<256x256xf32>) -> tensor<256x256xf32> {\n    %0 = stablehlo.multiply %x, %x : tensor<256x256xf32>\n    return %0 : tensor<256x256xf32>\n  }\n}\n";
+    let exe = client.compile_and_load(program, &CompileOptions::default())?;
+    keep.extend(exe.execute(&[&keep[0]])?);
+    let bytes = client.heap_profile()?;
+    std::fs::write(out, &bytes).map_err(|e| usage(format!("writing {}: {e}", out.display())))?;
+    println!(
+        "wrote {} ({} bytes): {} arrays, 1 executable; open with `go tool pprof -http=: {}`",
+        out.display(),
+        bytes.len(),
+        keep.len(),
+        out.display()
     );
     Ok(())
 }

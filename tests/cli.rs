@@ -221,3 +221,23 @@ fn bench_and_compile_stress_report() {
     assert!(o.status.success(), "{o:?}");
     assert!(stdout(&o).contains("6 compiles"), "{}", stdout(&o));
 }
+
+#[test]
+fn profile_writes_a_pprof_file() {
+    let out = common::scratch_dir("cli-profile").join("heap.pb");
+    let o = cli(&[
+        "profile",
+        "--out",
+        &out.display().to_string(),
+        "--cpu-devices",
+        "2",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let profile = <pjrt_actors_core::heap_profile::pprof::Profile as prost::Message>::decode(
+        std::fs::read(&out).unwrap().as_slice(),
+    )
+    .unwrap();
+    // Two devices x two arrays, one output, one executable.
+    let counts: i64 = profile.sample.iter().map(|s| s.value[0]).sum();
+    assert_eq!(counts, 2 * 2 + 1 + 1);
+}
