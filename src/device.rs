@@ -126,6 +126,29 @@ impl Device {
             })
     }
 
+    /// The memory kinds the device supports and which is its default: the plugin's memory
+    /// descriptions extension where it lists them, else the kinds of the device's memory
+    /// spaces (the CPU plugin's extension lists none).
+    pub fn memory_kinds(&self) -> Result<(Vec<pjrt_actors_core::pjrt::MemoryKind>, Option<usize>)> {
+        let (kinds, default) = self.shared.parts.resources.devices[self.index].memory_kinds()?;
+        if !kinds.is_empty() {
+            return Ok((kinds, default));
+        }
+        let spaces = self.memory_spaces();
+        let default = self.default_memory_space().ok();
+        let kinds = spaces
+            .iter()
+            .map(|m| pjrt_actors_core::pjrt::MemoryKind {
+                kind: m.kind().to_string(),
+                kind_id: m.kind_id(),
+            })
+            .collect();
+        Ok((
+            kinds,
+            spaces.iter().position(|m| Some(m) == default.as_ref()),
+        ))
+    }
+
     /// The device allocator's statistics, asked of the device actor; `None` where the plugin
     /// keeps none (the CPU plugin).
     pub fn memory_stats(&self) -> Result<Option<DeviceMemoryStats>> {

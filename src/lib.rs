@@ -31,7 +31,7 @@ pub use pjrt_actors_core::compile::CompileOptions;
 pub use pjrt_actors_core::dtype::ElementType;
 pub use pjrt_actors_core::pjrt::{
     ArrayType, CompiledMemoryStats, DeviceMemoryStats, DmaMapping, HostView, HostViewMut, Layout,
-    NamedValue, NativeType, PLUGIN_PATH_ENV,
+    MemoryKind, NamedValue, NativeType, PLUGIN_PATH_ENV,
 };
 pub use pjrt_actors_core::site::SiteCapture;
 pub use pjrt_actors_core::{Error, PjrtCode, PluginError, Result};

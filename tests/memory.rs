@@ -344,4 +344,17 @@ fn layouts_dma_and_memory_statistics() {
     );
     // Nor allocator statistics.
     assert_eq!(device.memory_stats().unwrap(), None);
+    // The memory kinds a device has, from the memory descriptions extension, agree with its
+    // memory spaces.
+    let (kinds, default) = device.memory_kinds().unwrap();
+    let mut names: Vec<&str> = kinds.iter().map(|k| k.kind.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["device", "pinned_host", "unpinned_host"]);
+    assert_eq!(kinds[default.unwrap()].kind, "device");
+    for k in &kinds {
+        assert_eq!(
+            device.memory_space_by_kind(&k.kind).unwrap().kind_id(),
+            k.kind_id
+        );
+    }
 }

@@ -49,3 +49,18 @@ fn fence_describes_the_cpu_plugin() {
         "{err}"
     );
 }
+
+#[test]
+fn the_cpu_plugins_memory_descriptions_extension_answers_empty() {
+    // The extension is there and answers, but lists no kinds for CPU devices or topologies;
+    // `Device::memory_kinds` falls back to the device's memory spaces because of this.
+    let plugin = Plugin::discover().unwrap();
+    let client = PjrtClient::create(plugin, &[]).unwrap();
+    assert_eq!(
+        client.devices().unwrap()[0].memory_kinds().unwrap(),
+        (vec![], None)
+    );
+    let per_device = client.topology().unwrap().memory_kinds().unwrap();
+    assert_eq!(per_device.len(), 4);
+    assert!(per_device.iter().all(|(kinds, _)| kinds.is_empty()));
+}

@@ -520,6 +520,22 @@ impl PjrtTopology {
         Ok(unsafe { plugin_str(a.platform_version, a.platform_version_size) })
     }
 
+    pub(crate) fn plugin(&self) -> &Plugin {
+        &self.plugin
+    }
+
+    pub(crate) fn raw_descriptions(&self) -> Result<Vec<*mut sys::PJRT_DeviceDescription>> {
+        let mut a =
+            args!(PJRT_TopologyDescription_GetDeviceDescriptions_Args { topology: self.raw });
+        call!(
+            self.plugin,
+            PJRT_TopologyDescription_GetDeviceDescriptions,
+            &mut a
+        )?;
+        // SAFETY: `num_descriptions` topology-owned description pointers.
+        Ok(unsafe { ptr_list(a.descriptions, a.num_descriptions) })
+    }
+
     pub fn device_descriptions(&self) -> Result<Vec<DeviceDescription>> {
         let mut a =
             args!(PJRT_TopologyDescription_GetDeviceDescriptions_Args { topology: self.raw });

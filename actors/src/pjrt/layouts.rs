@@ -341,3 +341,128 @@ impl PjrtBuffer {
         }
     }
 }
+
+// --- the memory descriptions extension ------------------------------------------------------
+
+const PJRT_EXTENSION_MEMORY_DESCRIPTIONS: u32 = 6;
+
+#[repr(C)]
+struct MemoryDescriptionsExtension {
+    struct_size: usize,
+    ty: u32,
+    next: *const c_void,
+    descriptions: Fn<DescriptionsArgs>,
+    kind: Fn<KindArgs>,
+}
+
+#[repr(C)]
+struct DescriptionsArgs {
+    struct_size: usize,
+    extension_start: *mut sys::PJRT_Extension_Base,
+    device_description: *mut sys::PJRT_DeviceDescription,
+    memory_descriptions: *const *const c_void,
+    num_memory_descriptions: usize,
+    default_memory_index: isize,
+}
+
+#[repr(C)]
+struct KindArgs {
+    struct_size: usize,
+    extension_start: *mut sys::PJRT_Extension_Base,
+    memory_description: *const c_void,
+    kind: *const c_char,
+    kind_size: usize,
+    kind_id: i32,
+}
+
+/// A kind of memory a device has, from the memory descriptions extension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryKind {
+    /// The kind's name (`device`, `pinned_host`, ...).
+    pub kind: String,
+    /// The plugin's numeric id for the kind.
+    pub kind_id: i32,
+}
+
+impl super::client::PjrtDevice {
+    /// The memory kinds the device supports and the index of its default, from the memory
+    /// descriptions extension.
+    pub fn memory_kinds(&self) -> Result<(Vec<MemoryKind>, Option<usize>)> {
+        let plugin = self.client().plugin();
+        let mut d = args!(PJRT_Device_GetDescription_Args { device: self.raw() });
+        call!(plugin, PJRT_Device_GetDescription, &mut d)?;
+        memory_kinds_of(plugin, d.device_description)
+    }
+}
+
+impl super::client::PjrtTopology {
+    /// The memory kinds of each device description of the topology (for ahead-of-time work).
+    pub fn memory_kinds(&self) -> Result<Vec<(Vec<MemoryKind>, Option<usize>)>> {
+        self.raw_descriptions()?
+            .into_iter()
+            .map(|d| memory_kinds_of(self.plugin(), d))
+            .collect()
+    }
+}
+
+fn memory_kinds_of(
+    plugin: &super::plugin::Plugin,
+    device_description: *mut sys::PJRT_DeviceDescription,
+) -> Result<(Vec<MemoryKind>, Option<usize>)> {
+    {
+        let mut ext = plugin.api().base.extension_start as *const sys::PJRT_Extension_Base;
+        // SAFETY: a plugin-owned static list; the entry's size is checked before use.
+        let table = unsafe {
+            loop {
+                if ext.is_null() {
+                    return Err(unsupported(
+                        "memory descriptions (the MemoryDescriptions extension)",
+                    ));
+                }
+                if (*ext).type_ == PJRT_EXTENSION_MEMORY_DESCRIPTIONS
+                    && (*ext).struct_size >= size_of::<MemoryDescriptionsExtension>()
+                {
+                    break &*(ext as *const MemoryDescriptionsExtension);
+                }
+                ext = (*ext).next;
+            }
+        };
+        let mut a = DescriptionsArgs {
+            struct_size: size_of::<DescriptionsArgs>(),
+            extension_start: null_mut(),
+            device_description,
+            memory_descriptions: std::ptr::null(),
+            num_memory_descriptions: 0,
+            default_memory_index: -1,
+        };
+        plugin.call(
+            "PJRT_DeviceDescription_MemoryDescriptions",
+            table.descriptions,
+            &mut a,
+        )?;
+        let mut kinds = Vec::with_capacity(a.num_memory_descriptions);
+        for i in 0..a.num_memory_descriptions {
+            // SAFETY: `num_memory_descriptions` description pointers owned by the device
+            // description; each kind string is valid for its size.
+            unsafe {
+                let mut k = KindArgs {
+                    struct_size: size_of::<KindArgs>(),
+                    extension_start: null_mut(),
+                    memory_description: *a.memory_descriptions.add(i),
+                    kind: std::ptr::null(),
+                    kind_size: 0,
+                    kind_id: 0,
+                };
+                plugin.call("PJRT_MemoryDescription_Kind", table.kind, &mut k)?;
+                kinds.push(MemoryKind {
+                    kind: super::plugin::plugin_str(k.kind, k.kind_size),
+                    kind_id: k.kind_id,
+                });
+            }
+        }
+        let default = usize::try_from(a.default_memory_index)
+            .ok()
+            .filter(|&i| i < kinds.len());
+        Ok((kinds, default))
+    }
+}

@@ -21,7 +21,7 @@ pub use executable::{ArrayType, CompiledMemoryStats, PjrtLoadedExecutable, param
 pub use ffi::{
     CALLBACK_ID_ATTR, CallbackDispatch, FfiSupport, HOST_CALLBACK_TARGET, HostView, HostViewMut,
 };
-pub use layouts::{DmaMapping, Layout};
+pub use layouts::{DmaMapping, Layout, MemoryKind};
 pub(crate) use native::as_bytes_mut;
 pub use native::{NativeType, as_bytes, read_typed, zeroed_vec};
 pub use plugin::{PLUGIN_PATH_ENV, Plugin, discovery_candidates};
