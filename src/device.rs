@@ -149,6 +149,13 @@ impl Device {
         ))
     }
 
+    /// Test support: makes the device actor's handler panic (the request fails, the actor is
+    /// restarted by its supervisor).
+    #[doc(hidden)]
+    pub fn poison_actor(&self) -> Result<()> {
+        ask(self.actor()?, pjrt_actors_core::actors::Poison)
+    }
+
     /// The device allocator's statistics, asked of the device actor; `None` where the plugin
     /// keeps none (the CPU plugin).
     pub fn memory_stats(&self) -> Result<Option<DeviceMemoryStats>> {

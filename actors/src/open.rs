@@ -366,9 +366,10 @@ pub fn open_client(config: ClientConfig) -> Result<ClientParts> {
                     s.is_addressable.then(|| {
                         let arbiter = new_arbiter();
                         let res = res.clone();
-                        let addr = DeviceActor::start_in_arbiter(&arbiter.handle(), move |_| {
-                            DeviceActor::new(res, index)
-                        });
+                        let addr =
+                            actix::Supervisor::start_in_arbiter(&arbiter.handle(), move |_| {
+                                DeviceActor::new(res, index)
+                            });
                         arbiters.push(arbiter);
                         addr
                     })

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use actix::{Actor, Context, Handler, Message};
 use tracing::Span;
 
-use super::guarded;
 use crate::compile::ExecutableCore;
 use crate::error::Result;
 use crate::execute::execute;
@@ -30,6 +29,20 @@ impl Actor for DeviceActor {
     type Context = Context<Self>;
 }
 
+impl actix::Supervised for DeviceActor {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        super::count_restart("device");
+    }
+}
+
+impl Handler<super::Poison> for DeviceActor {
+    type Result = Result<()>;
+
+    fn handle(&mut self, _: super::Poison, ctx: &mut Context<Self>) -> Self::Result {
+        super::serve::<Self, ()>(ctx, "poison", || panic!("poisoned on purpose"))
+    }
+}
+
 /// Asks for the device allocator's statistics (`None` where the plugin keeps none).
 pub struct GetMemoryStats {
     pub span: Span,
@@ -42,10 +55,10 @@ impl Message for GetMemoryStats {
 impl Handler<GetMemoryStats> for DeviceActor {
     type Result = Result<Option<DeviceMemoryStats>>;
 
-    fn handle(&mut self, msg: GetMemoryStats, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: GetMemoryStats, ctx: &mut Context<Self>) -> Self::Result {
         let _entered = msg.span.enter();
         let _span = tracing::debug_span!("device.memory_stats", device = self.index).entered();
-        guarded("memory_stats", || {
+        super::serve::<Self, _>(ctx, "memory_stats", || {
             self.resources.devices[self.index].memory_stats()
         })
     }
@@ -71,11 +84,11 @@ impl Message for ExecuteRequest {
 impl Handler<ExecuteRequest> for DeviceActor {
     type Result = Result<crate::execute::Outputs>;
 
-    fn handle(&mut self, msg: ExecuteRequest, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: ExecuteRequest, ctx: &mut Context<Self>) -> Self::Result {
         let _entered = msg.span.enter();
         let _span = tracing::debug_span!("device.execute", device = self.index, executable = %msg.executable.meta.name)
             .entered();
-        guarded("execute", || {
+        super::serve::<Self, _>(ctx, "execute", || {
             let refs: Vec<Vec<&ArrayCore>> = msg
                 .args
                 .iter()
@@ -106,10 +119,10 @@ impl Message for ReadRequest {
 impl Handler<ReadRequest> for DeviceActor {
     type Result = Result<Vec<u8>>;
 
-    fn handle(&mut self, msg: ReadRequest, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: ReadRequest, ctx: &mut Context<Self>) -> Self::Result {
         let _entered = msg.span.enter();
         let _span = tracing::debug_span!("device.read", device = self.index).entered();
-        guarded("read", || {
+        super::serve::<Self, _>(ctx, "read", || {
             let slot = &msg.array.slot;
             let mut out = vec![0u8; crate::dtype::byte_size(slot.dtype, &slot.dims)?];
             slot.with_buffer(|b| b.read_into(&mut out, slot.dims.len()))?;
