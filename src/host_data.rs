@@ -129,6 +129,9 @@ fn parse_value(
     Ok(())
 }
 
+/// The most data a text literal may describe (1 GiB).
+pub const LITERAL_LIMIT: usize = 1 << 30;
+
 /// Parses an input literal: `DIMSxDTYPE=V1,V2,...` (`2x2xf32=1,2,3,4`), or `DTYPE=V` for a
 /// scalar; a single value is repeated to fill the shape (`4xf32=0`).
 pub fn parse_literal(text: &str) -> Result<HostData> {
@@ -159,8 +162,18 @@ pub fn parse_literal(text: &str) -> Result<HostData> {
                 .ok_or_else(|| bad(&what, format!("`{d}` is not a dimension")))
         })
         .collect::<Result<Vec<_>>>()?;
-    let count =
-        pjrt_actors_core::dtype::element_count(&dims).map_err(|e| bad(&what, e.to_string()))?;
+    let size = byte_size(dtype, &dims).map_err(|e| bad(&what, e.to_string()))?;
+    // A single value fills the shape: without a bound, a few characters could ask for
+    // terabytes (found by fuzzing).
+    if size > LITERAL_LIMIT {
+        return Err(bad(
+            &what,
+            format!(
+                "{dtype}{dims:?} is {size} bytes; text literals are limited to {LITERAL_LIMIT} bytes (use a .npy file)"
+            ),
+        ));
+    }
+    let count = size / dtype.byte_size();
     let items: Vec<&str> = if values.trim().is_empty() {
         Vec::new()
     } else {

@@ -462,6 +462,19 @@ fn cases() -> Vec<Case> {
             },
             Expect::Fails(|e| matches!(e, Error::Callback { name, .. } if name == "refuses")),
         ),
+        // Found by the compile_bytes fuzz target: the plugin's MLIR lexer read past the end of
+        // an unterminated program (heap overflow under ASan); the fence now adds a NUL.
+        (
+            "short unterminated program (fuzz regression)",
+            |f| compile(f, b"telenmss"),
+            Expect::Fails(|e| matches!(e, Error::Pjrt { .. })),
+        ),
+        // Found by the parse_literal fuzz target: a few characters asking for terabytes.
+        (
+            "literal filling a huge shape (fuzz regression)",
+            |_| pjrt_actors::host_data::parse_literal("2x2x4444444444444xui8=4").map(|_| ()),
+            Expect::Fails(|e| matches!(e, Error::InvalidArgument(_))),
+        ),
         (
             "program calling a callback it was not given",
             |f| {

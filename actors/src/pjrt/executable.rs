@@ -100,11 +100,16 @@ impl PjrtClient {
         format: &str,
         options: &[u8],
     ) -> Result<PjrtLoadedExecutable> {
+        // The plugin's MLIR lexer reads until a NUL past the end of the text, whatever
+        // `code_size` says (a heap overflow found by fuzzing), so it always gets one.
+        let mut terminated = Vec::with_capacity(code.len() + 1);
+        terminated.extend_from_slice(code);
+        terminated.push(0);
         let program = sys::PJRT_Program {
             struct_size: size_of::<sys::PJRT_Program>(),
             extension_start: null_mut(),
             // The plugin takes `char*` but does not write through it.
-            code: code.as_ptr() as *mut _,
+            code: terminated.as_mut_ptr().cast(),
             code_size: code.len(),
             format: format.as_ptr().cast(),
             format_size: format.len(),
