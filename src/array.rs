@@ -114,6 +114,7 @@ impl Client {
         device: &Device,
         memory: Option<&MemorySpace>,
     ) -> Result<Array> {
+        self.shared.parts.resources.check_open()?;
         check_len(dtype, dims, data.len())?;
         let (device_index, memory_index) = placement(&self.shared, device, memory)?;
         let res = &self.shared.parts.resources;
@@ -186,6 +187,12 @@ impl Array {
         &self.core.slot
     }
 
+    /// The slot, once the client is known not to be shut down.
+    fn open_slot(&self) -> Result<&BufferSlot> {
+        self.core.owner().check_open()?;
+        Ok(&self.core.slot)
+    }
+
     /// The client state this array belongs to.
     pub(crate) fn shared(&self) -> Arc<Shared> {
         self.core
@@ -250,7 +257,7 @@ impl Array {
 
     /// The array's layout on its device.
     pub fn layout(&self) -> Result<pjrt_actors_core::pjrt::Layout> {
-        self.slot().with_buffer(|b| b.layout())
+        self.open_slot()?.with_buffer(|b| b.layout())
     }
 
     /// Whether a failed defragment left this array's bytes in host memory (readable; the next
@@ -267,7 +274,7 @@ impl Array {
 
     /// Blocks until the array's contents are computed; a failed computation's error comes back.
     pub fn block_until_ready(&self) -> Result<()> {
-        self.slot().with_buffer(|b| b.wait_ready())
+        self.open_slot()?.with_buffer(|b| b.wait_ready())
     }
 
     /// Reads the array into a caller's slice of exactly `element_count()` values of its type.
@@ -281,7 +288,7 @@ impl Array {
                 dst.len()
             )));
         }
-        self.slot().read_typed(dst)
+        self.open_slot()?.read_typed(dst)
     }
 
     /// Reads the array into a new `Vec` of its element type.
@@ -309,7 +316,7 @@ impl Array {
                 dst.len()
             )));
         }
-        self.slot().read_bytes(dst)
+        self.open_slot()?.read_bytes(dst)
     }
 
     /// Reads the array's dense bytes (any dtype, e.g. f16, bf16, complex).
@@ -337,7 +344,7 @@ impl Array {
         let (device_index, memory_index) = placement(&shared, device, None)?;
         let res = &shared.parts.resources;
         let buffer = self
-            .slot()
+            .open_slot()?
             .with_buffer(|b| b.copy_to_device(&res.devices[device_index]))?;
         let slot = BufferSlot::new(
             buffer,
@@ -365,7 +372,7 @@ impl Array {
         let (device_index, memory_index) = placement(&shared, &device, Some(memory))?;
         let res = &shared.parts.resources;
         let buffer = self
-            .slot()
+            .open_slot()?
             .with_buffer(|b| b.copy_to_memory(&res.memories[memory_index]))?;
         let slot = BufferSlot::new(
             buffer,

@@ -36,6 +36,10 @@ impl ArrayOwner for Shared {
     fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
         self
     }
+
+    fn check_open(&self) -> Result<()> {
+        self.parts.resources.check_open()
+    }
 }
 
 /// Sends `msg` to an actor and waits for the answer on the calling thread.
@@ -455,6 +459,7 @@ impl Client {
         dims: &[i64],
         device: &crate::Device,
     ) -> Result<Layout> {
+        self.shared.parts.resources.check_open()?;
         if device.client() != *self {
             return Err(Error::InvalidArgument(format!(
                 "{device} belongs to another client"
@@ -469,7 +474,21 @@ impl Client {
     /// (or dropping it) unmaps. Plugins without DMA support (the CPU plugin) answer
     /// `Error::Unsupported`, and the memory is dropped with the error.
     pub fn dma_map(&self, memory: Box<[u8]>) -> Result<DmaMapping> {
+        self.shared.parts.resources.check_open()?;
         self.shared.parts.resources.pjrt.dma_map(memory)
+    }
+
+    /// Shuts the client down now, whatever handles remain: its actors stop and their threads
+    /// are joined, queued compiles are refused, and every later call on any handle of this
+    /// client (arrays and executables included) fails with `Error::ShutDown`. Dropping the
+    /// last handle does the same implicitly. Idempotent.
+    pub fn shutdown(&self) {
+        self.shared.parts.shutdown();
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) was called.
+    pub fn is_shut_down(&self) -> bool {
+        self.shared.parts.resources.check_open().is_err()
     }
 
     /// The number of live arrays, without making handles for them.

@@ -130,6 +130,7 @@ impl Device {
     /// descriptions extension where it lists them, else the kinds of the device's memory
     /// spaces (the CPU plugin's extension lists none).
     pub fn memory_kinds(&self) -> Result<(Vec<pjrt_actors_core::pjrt::MemoryKind>, Option<usize>)> {
+        self.shared.parts.resources.check_open()?;
         let (kinds, default) = self.shared.parts.resources.devices[self.index].memory_kinds()?;
         if !kinds.is_empty() {
             return Ok((kinds, default));

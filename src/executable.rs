@@ -66,6 +66,7 @@ impl Client {
         cancel: Option<&CancelToken>,
         wait_for_slot: bool,
     ) -> Result<Arc<ExecutableCore>> {
+        self.shared.parts.resources.check_open()?;
         check_program(program)?;
         let proto = options.to_proto(&self.device_facts())?;
         let parts = &self.shared.parts;
@@ -262,6 +263,7 @@ impl Client {
         bytes: &[u8],
         options: Option<&CompileOptions>,
     ) -> Result<(Envelope, Vec<u8>)> {
+        self.shared.parts.resources.check_open()?;
         let envelope = envelope::decode(bytes, &self.shared.parts.resources.identity)?;
         let options = match options {
             Some(o) => o.to_proto(&self.device_facts())?.encode_to_vec(),

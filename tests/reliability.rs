@@ -469,6 +469,82 @@ fn cases() -> Vec<Case> {
             |f| compile(f, b"telenmss"),
             Expect::Fails(|e| matches!(e, Error::Pjrt { .. })),
         ),
+        (
+            "callback blocking past its timeout",
+            |f| {
+                let slow = HostCallback::new(
+                    "sleepy",
+                    CallbackKind::Pure,
+                    vec![f32x4()],
+                    vec![f32x4()],
+                    |_, _| {
+                        std::thread::sleep(Duration::from_secs(3));
+                        Ok(())
+                    },
+                )
+                .unwrap()
+                .with_timeout(Duration::from_millis(100));
+                with_callback(f, slow, true)
+            },
+            Expect::Fails(
+                |e| matches!(e, Error::Callback { name, reason } if name == "sleepy" && reason.contains("within")),
+            ),
+        ),
+        (
+            "callback with a timeout returning in time (valid)",
+            |f| {
+                let quick = HostCallback::new(
+                    "quick",
+                    CallbackKind::Pure,
+                    vec![f32x4()],
+                    vec![f32x4()],
+                    |ins, outs| {
+                        outs[0].data.copy_from_slice(ins[0].data);
+                        Ok(())
+                    },
+                )
+                .unwrap()
+                .with_timeout(Duration::from_secs(10));
+                with_callback(f, quick, true)
+            },
+            Expect::Valid,
+        ),
+        (
+            "every call after the client is shut down",
+            |_| {
+                let client = Client::builder().cpu_device_count(2).open()?;
+                let exe =
+                    client.compile_and_load(common::add_f32x4(), &CompileOptions::default())?;
+                let a = client.devices()[0].put(&[1f32; 4], &[4])?;
+                client.shutdown();
+                assert!(client.is_shut_down());
+                let calls: Vec<Result<(), Error>> = vec![
+                    exe.execute(&[&a, &a]).map(|_| ()),
+                    a.to_vec::<f32>().map(|_| ()),
+                    a.block_until_ready(),
+                    a.copy_to_device(&client.devices()[1]).map(|_| ()),
+                    client.devices()[0].put(&[1f32; 4], &[4]).map(|_| ()),
+                    client
+                        .compile_and_load(common::add_f32x4(), &CompileOptions::default())
+                        .map(|_| ()),
+                    client.deserialize_executable(b"whatever", None).map(|_| ()),
+                    client.topology().map(|_| ()),
+                    client.live_arrays().map(|_| ()),
+                    client.heap_profile().map(|_| ()),
+                    client.defragment().map(|_| ()),
+                    client.devices()[1].memory_stats().map(|_| ()),
+                    client.devices()[0]
+                        .default_memory_space()?
+                        .describe()
+                        .map(|_| ()),
+                ];
+                for (i, c) in calls.into_iter().enumerate() {
+                    assert!(matches!(c, Err(Error::ShutDown)), "call {i}: {c:?}");
+                }
+                Err(Error::ShutDown)
+            },
+            Expect::Fails(|e| matches!(e, Error::ShutDown)),
+        ),
         // Found by the parse_literal fuzz target: a few characters asking for terabytes.
         (
             "literal filling a huge shape (fuzz regression)",

@@ -43,9 +43,11 @@ struct CallbackInner {
     kind: CallbackKind,
     operands: Vec<ArrayType>,
     results: Vec<ArrayType>,
-    func: Box<CallbackFn>,
+    func: Arc<CallbackFn>,
     /// Serializes ordered callbacks.
     order: Mutex<()>,
+    /// If set, the callback runs on its own thread and an execution waits at most this long.
+    timeout: Option<std::time::Duration>,
 }
 
 impl HostCallback {
@@ -78,8 +80,9 @@ impl HostCallback {
                 kind,
                 operands,
                 results,
-                func: Box::new(func),
+                func: Arc::new(func),
                 order: Mutex::new(()),
+                timeout: None,
             }),
         })
     }
@@ -124,6 +127,27 @@ impl HostCallback {
             }
             Ok(())
         })
+    }
+
+    /// The callback's name.
+    /// The same callback, but an execution waits at most `timeout` for it: it then runs on a
+    /// thread of its own over copies of its operands and results, and a call that takes longer
+    /// fails the execution with `Error::Callback` (the late call finishes on its thread and its
+    /// results are dropped). Costs a thread and two copies per call.
+    pub fn with_timeout(self, timeout: std::time::Duration) -> Self {
+        let i = &self.inner;
+        HostCallback {
+            inner: Arc::new(CallbackInner {
+                name: i.name.clone(),
+                id: i.id,
+                kind: i.kind,
+                operands: i.operands.clone(),
+                results: i.results.clone(),
+                func: i.func.clone(),
+                order: Mutex::new(()),
+                timeout: Some(timeout),
+            }),
+        }
     }
 
     /// The callback's name.
@@ -335,7 +359,19 @@ impl CallbackDispatch for ExecutionCallbacks<'_> {
         })
         .map_err(|reason| self.fail(&inner.name, reason))?;
         let _ordered = (inner.kind != CallbackKind::Pure).then(|| inner.order.lock());
-        match catch_unwind(AssertUnwindSafe(|| (inner.func)(operands, results))) {
+        let outcome = match inner.timeout {
+            None => catch_unwind(AssertUnwindSafe(|| (inner.func)(operands, results))),
+            Some(timeout) => match run_with_timeout(inner, operands, results, timeout) {
+                Some(outcome) => outcome,
+                None => {
+                    return Err(self.fail(
+                        &inner.name,
+                        format!("did not return within {timeout:?}; it is left to finish on its thread, its results dropped"),
+                    ));
+                }
+            },
+        };
+        match outcome {
             Ok(Ok(())) => Ok(()),
             Ok(Err(reason)) => Err(self.fail(&inner.name, reason)),
             Err(payload) => {
@@ -348,6 +384,66 @@ impl CallbackDispatch for ExecutionCallbacks<'_> {
             }
         }
     }
+}
+
+type Outcome = std::thread::Result<std::result::Result<(), String>>;
+
+/// Runs a callback on its own thread over copies, waiting at most `timeout`; `None` when it
+/// did not finish in time. Copies the results back only when it did.
+fn run_with_timeout(
+    inner: &CallbackInner,
+    operands: &[HostView<'_>],
+    results: &mut [HostViewMut<'_>],
+    timeout: std::time::Duration,
+) -> Option<Outcome> {
+    use crate::pjrt::AlignedBytes;
+    let ins: Vec<(crate::dtype::ElementType, Vec<i64>, AlignedBytes)> = operands
+        .iter()
+        .map(|v| (v.dtype, v.dims.to_vec(), AlignedBytes::copy_of(v.data)))
+        .collect();
+    let outs: Vec<(crate::dtype::ElementType, Vec<i64>, usize)> = results
+        .iter()
+        .map(|v| (v.dtype, v.dims.to_vec(), v.data.len()))
+        .collect();
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let func = inner.func.clone();
+    let spawned = std::thread::Builder::new()
+        .name("pjrt-actors-callback".into())
+        .spawn(move || {
+            let mut buffers: Vec<AlignedBytes> =
+                outs.iter().map(|o| AlignedBytes::zeroed(o.2)).collect();
+            let outcome = {
+                let views: Vec<HostView<'_>> = ins
+                    .iter()
+                    .map(|(dtype, dims, data)| HostView {
+                        dtype: *dtype,
+                        dims,
+                        data: data.as_slice(),
+                    })
+                    .collect();
+                let mut out_views: Vec<HostViewMut<'_>> = buffers
+                    .iter_mut()
+                    .zip(&outs)
+                    .map(|(b, (dtype, dims, _))| HostViewMut {
+                        dtype: *dtype,
+                        dims,
+                        data: b.as_mut_slice(),
+                    })
+                    .collect();
+                catch_unwind(AssertUnwindSafe(|| func(&views, &mut out_views)))
+            };
+            let _ = tx.send((outcome, buffers));
+        });
+    if let Err(e) = spawned {
+        return Some(Ok(Err(format!("cannot start its thread: {e}"))));
+    }
+    let (outcome, buffers) = rx.recv_timeout(timeout).ok()?;
+    if matches!(outcome, Ok(Ok(()))) {
+        for (out, b) in results.iter_mut().zip(&buffers) {
+            out.data.copy_from_slice(b.as_slice());
+        }
+    }
+    Some(outcome)
 }
 
 /// The callback ids a compiled program calls, read from its optimized HLO module.

@@ -18,6 +18,8 @@ pub struct ExecuteContext<'a> {
     pub memories: &'a [PjrtMemory],
     /// Who owns the outputs (the client's shared state).
     pub owner: &'a Arc<dyn ArrayOwner>,
+    /// The client's shut-down flag.
+    pub shut_down: &'a std::sync::atomic::AtomicBool,
     /// Where the execute was called from: the outputs' allocation site.
     pub site: crate::site::Site,
 }
@@ -84,6 +86,9 @@ pub fn execute(
     portable_device: Option<usize>,
     callbacks: Option<&CallbackSet>,
 ) -> Result<Outputs> {
+    if ctx.shut_down.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(Error::ShutDown);
+    }
     let meta = &exe.meta;
     // A program with host callbacks runs only with its callbacks: the plugin crashes when its
     // handler looks for an execute context that is not there.

@@ -151,6 +151,8 @@ pub struct ClientSnapshot {
 /// `i` of the snapshot is `devices[i]` here, and likewise for memories.
 pub struct ClientResources {
     pub pjrt: PjrtClient,
+    /// Set by an explicit shutdown: every later call fails with `Error::ShutDown`.
+    pub shut_down: std::sync::atomic::AtomicBool,
     /// How allocation sites are recorded.
     pub site_capture: crate::site::SiteCapture,
     /// Who serialized executables must come from (see `envelope::identity`).
@@ -164,6 +166,14 @@ pub struct ClientResources {
 }
 
 impl ClientResources {
+    /// `Error::ShutDown` once the client was shut down.
+    pub fn check_open(&self) -> Result<()> {
+        if self.shut_down.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(Error::ShutDown);
+        }
+        Ok(())
+    }
+
     pub fn execute_context<'a>(
         &'a self,
         owner: &'a Arc<dyn crate::registry::ArrayOwner>,
@@ -174,7 +184,20 @@ impl ClientResources {
             memories: &self.memories,
             owner,
             site,
+            shut_down: &self.shut_down,
         }
+    }
+}
+
+impl ClientParts {
+    /// Stops the actors and joins their threads now; every later call on any handle fails
+    /// with `Error::ShutDown`. Idempotent.
+    pub fn shutdown(&self) {
+        self.resources
+            .shut_down
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.compile_permits.close();
+        self.runtime.stop();
     }
 }
 
@@ -319,6 +342,7 @@ pub fn open_client(config: ClientConfig) -> Result<ClientParts> {
     );
     let topology = Arc::new(pjrt.topology()?.serialize()?);
     let resources = Arc::new(ClientResources {
+        shut_down: std::sync::atomic::AtomicBool::new(false),
         site_capture: config.site_capture,
         identity,
         topology,

@@ -319,6 +319,8 @@ pub type BufferRegistry = Registry<Weak<ArrayCore>>;
 /// One `Arc` serves both, so making or dropping an array touches one shared refcount, not two.
 pub trait ArrayOwner: Send + Sync + 'static {
     fn buffers(&self) -> &BufferRegistry;
+    /// `Error::ShutDown` once the owning client was shut down.
+    fn check_open(&self) -> Result<()>;
     /// For handles to recover their concrete client type.
     fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
 }

@@ -63,10 +63,15 @@ impl Drop for WorkerToken {
 /// Owns the system thread and the arbiters started on it; `Drop` stops and joins them all.
 pub struct Runtime {
     system: actix_rt::System,
-    system_thread: Option<JoinHandle<()>>,
-    arbiters: Vec<actix_rt::Arbiter>,
+    threads: parking_lot::Mutex<Threads>,
     thread_ids: Vec<ThreadId>,
     workers: WorkerCount,
+}
+
+/// The joinable threads, taken by the first `stop`.
+struct Threads {
+    system_thread: Option<JoinHandle<()>>,
+    arbiters: Vec<actix_rt::Arbiter>,
 }
 
 impl Runtime {
@@ -99,8 +104,10 @@ impl Runtime {
         Ok((
             Runtime {
                 system,
-                system_thread: Some(system_thread),
-                arbiters,
+                threads: parking_lot::Mutex::new(Threads {
+                    system_thread: Some(system_thread),
+                    arbiters,
+                }),
                 thread_ids: vec![thread_id],
                 workers,
             },
@@ -114,10 +121,12 @@ impl Runtime {
     }
 }
 
-impl Drop for Runtime {
-    fn drop(&mut self) {
+impl Runtime {
+    /// Stops every actor and joins the threads; idempotent (the first call does the work).
+    pub fn stop(&self) {
+        let mut threads = self.threads.lock();
         self.system.stop();
-        for arbiter in &self.arbiters {
+        for arbiter in &threads.arbiters {
             arbiter.stop();
         }
         // The last handle can be dropped on one of our own threads (a handle inside a message);
@@ -126,16 +135,23 @@ impl Drop for Runtime {
         if on_runtime_thread() && self.thread_ids.contains(&me) {
             return;
         }
-        for arbiter in self.arbiters.drain(..) {
+        for arbiter in threads.arbiters.drain(..) {
             let _ = arbiter.join();
         }
-        if let Some(t) = self.system_thread.take() {
+        if let Some(t) = threads.system_thread.take() {
             let _ = t.join();
         }
+        drop(threads);
         // Sync workers end once the system is gone and their current job (a compile) is done.
         if !self.workers.wait_zero(std::time::Duration::from_secs(120)) {
             tracing::warn!("worker threads still running two minutes after shutdown");
         }
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

@@ -23,7 +23,7 @@ pub use ffi::{
 };
 pub use layouts::{DmaMapping, Layout, MemoryKind};
 pub(crate) use native::as_bytes_mut;
-pub use native::{NativeType, as_bytes, read_typed, zeroed_vec};
+pub use native::{AlignedBytes, NativeType, as_bytes, read_typed, zeroed_vec};
 pub use plugin::{PLUGIN_PATH_ENV, Plugin, discovery_candidates};
 pub use values::NamedValue;
 

@@ -55,3 +55,37 @@ pub fn zeroed_vec<T: NativeType>(n: usize) -> Vec<T> {
     // SAFETY: every NativeType has a valid all-zero bit pattern.
     (0..n).map(|_| unsafe { std::mem::zeroed() }).collect()
 }
+
+/// Host bytes aligned for any `NativeType` (8 bytes), for callback data copied off the
+/// plugin's buffers.
+pub struct AlignedBytes {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl AlignedBytes {
+    /// `len` zero bytes.
+    pub fn zeroed(len: usize) -> Self {
+        AlignedBytes {
+            words: vec![0; len.div_ceil(8)],
+            len,
+        }
+    }
+
+    /// A copy of `bytes`.
+    pub fn copy_of(bytes: &[u8]) -> Self {
+        let mut b = Self::zeroed(bytes.len());
+        b.as_mut_slice().copy_from_slice(bytes);
+        b
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the words hold at least `len` initialised bytes; u8 has alignment 1.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast(), self.len) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and we hold the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast(), self.len) }
+    }
+}
