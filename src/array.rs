@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use pjrt_actors_core::actors::memory_space::UploadRequest;
 use pjrt_actors_core::dtype::{ElementType, byte_size};
-use pjrt_actors_core::pjrt::{HostData, NativeType, as_bytes, zeroed_vec};
+use pjrt_actors_core::pjrt::{HostData, NativeType, PjrtBuffer, as_bytes, zeroed_vec};
 use pjrt_actors_core::registry::{ArrayCore, BufferSlot, Id};
 use pjrt_actors_core::site::Site;
 use pjrt_actors_core::{Error, Result};
@@ -337,6 +337,28 @@ impl Array {
         ask_async(&actor, request).await
     }
 
+    /// A new array of this one's type and shape around `buffer` (a copy of it).
+    #[track_caller]
+    fn adopt_copy(
+        &self,
+        shared: &Arc<Shared>,
+        buffer: PjrtBuffer,
+        device: usize,
+        memory: usize,
+    ) -> Array {
+        let slot = BufferSlot::new(
+            buffer,
+            self.dtype(),
+            self.slot().dims.clone(),
+            device,
+            memory,
+        );
+        let site = Site::capture(shared.parts.resources.site_capture);
+        Array {
+            core: ArrayCore::register(shared.clone(), slot, site),
+        }
+    }
+
     /// Copies the array to another device (its default memory space).
     #[track_caller]
     pub fn copy_to_device(&self, device: &Device) -> Result<Array> {
@@ -346,18 +368,7 @@ impl Array {
         let buffer = self
             .open_slot()?
             .with_buffer(|b| b.copy_to_device(&res.devices[device_index]))?;
-        let slot = BufferSlot::new(
-            buffer,
-            self.dtype(),
-            self.slot().dims.clone(),
-            device_index,
-            memory_index,
-        );
-        Ok(self.client().wrap_array(ArrayCore::register(
-            shared.clone(),
-            slot,
-            Site::capture(shared.parts.resources.site_capture),
-        )))
+        Ok(self.adopt_copy(&shared, buffer, device_index, memory_index))
     }
 
     /// Copies the array to another memory space (of its own or another device).
@@ -374,18 +385,7 @@ impl Array {
         let buffer = self
             .open_slot()?
             .with_buffer(|b| b.copy_to_memory(&res.memories[memory_index]))?;
-        let slot = BufferSlot::new(
-            buffer,
-            self.dtype(),
-            self.slot().dims.clone(),
-            device_index,
-            memory_index,
-        );
-        Ok(self.client().wrap_array(ArrayCore::register(
-            shared.clone(),
-            slot,
-            Site::capture(shared.parts.resources.site_capture),
-        )))
+        Ok(self.adopt_copy(&shared, buffer, device_index, memory_index))
     }
 }
 

@@ -87,6 +87,32 @@ pub struct ExecuteOptions {
     pub incarnation_ids: *mut i64,
 }
 const _: () = assert!(size_of::<ExecuteOptions>() == 112);
+
+impl ExecuteOptions {
+    /// Options with nothing set but the inputs not to donate and the execute context.
+    pub fn new(non_donatable: &[i64], context: *mut sys::PJRT_ExecuteContext) -> Self {
+        ExecuteOptions {
+            struct_size: size_of::<ExecuteOptions>(),
+            extension_start: std::ptr::null_mut(),
+            send_callbacks: std::ptr::null_mut(),
+            recv_callbacks: std::ptr::null_mut(),
+            num_send_ops: 0,
+            num_recv_ops: 0,
+            launch_id: 0,
+            non_donatable_input_indices: if non_donatable.is_empty() {
+                std::ptr::null()
+            } else {
+                non_donatable.as_ptr()
+            },
+            num_non_donatable_input_indices: non_donatable.len(),
+            context,
+            call_location: std::ptr::null(),
+            num_tasks: 0,
+            task_ids: std::ptr::null_mut(),
+            incarnation_ids: std::ptr::null_mut(),
+        }
+    }
+}
 const _: () = assert!(offset_of!(ExecuteOptions, context) == 72);
 
 #[repr(C)]

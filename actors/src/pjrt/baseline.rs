@@ -110,22 +110,7 @@ impl<'a> RawAdd<'a> {
         let arg_lists = [arg_list.as_ptr()];
         let mut out = [null_mut::<sys::PJRT_Buffer>()];
         let out_lists = [out.as_mut_ptr()];
-        let mut options = abi::ExecuteOptions {
-            struct_size: size_of::<abi::ExecuteOptions>(),
-            extension_start: null_mut(),
-            send_callbacks: null_mut(),
-            recv_callbacks: null_mut(),
-            num_send_ops: 0,
-            num_recv_ops: 0,
-            launch_id: 0,
-            non_donatable_input_indices: null(),
-            num_non_donatable_input_indices: 0,
-            context: null_mut(),
-            call_location: null(),
-            num_tasks: 0,
-            task_ids: null_mut(),
-            incarnation_ids: null_mut(),
-        };
+        let mut options = abi::ExecuteOptions::new(&[], null_mut());
         let mut x = args!(PJRT_LoadedExecutable_Execute_Args {
             executable: self.exe.loaded_raw(),
             options: (&mut options as *mut abi::ExecuteOptions).cast(),

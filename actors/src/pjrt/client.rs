@@ -7,7 +7,7 @@ use std::sync::Arc;
 use pjrt_sys as sys;
 
 use super::abi;
-use super::plugin::{Plugin, plugin_str};
+use super::plugin::{Plugin, plugin_str, take_serialized};
 use super::values::{NamedValue, RawNamedValues, read_named_values};
 use crate::error::{Error, Result};
 
@@ -559,18 +559,14 @@ impl PjrtTopology {
     pub fn serialize(&self) -> Result<Vec<u8>> {
         let mut a = args!(PJRT_TopologyDescription_Serialize_Args { topology: self.raw });
         call!(self.plugin, PJRT_TopologyDescription_Serialize, &mut a)?;
-        // SAFETY: the bytes live until the deleter runs, which we call once, after copying.
-        unsafe {
-            let bytes = if a.serialized_bytes.is_null() {
-                Vec::new()
-            } else {
-                std::slice::from_raw_parts(a.serialized_bytes as *const u8, a.serialized_bytes_size)
-                    .to_vec()
-            };
-            if let Some(deleter) = a.serialized_topology_deleter {
-                deleter(a.serialized_topology);
-            }
-            Ok(bytes)
-        }
+        // SAFETY: the plugin's bytes live until its deleter runs.
+        Ok(unsafe {
+            take_serialized(
+                a.serialized_bytes,
+                a.serialized_bytes_size,
+                a.serialized_topology,
+                a.serialized_topology_deleter,
+            )
+        })
     }
 }

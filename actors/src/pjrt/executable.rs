@@ -11,7 +11,7 @@ use super::abi;
 use super::buffer::{PjrtBuffer, PjrtEvent, from_raw_type};
 use super::client::{PjrtClient, PjrtDevice, args, call};
 use super::ffi::{CallbackContext, CallbackDispatch};
-use super::plugin::plugin_str;
+use super::plugin::{plugin_str, take_serialized};
 use super::values::{NamedValue, read_named_values};
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
@@ -395,26 +395,10 @@ impl PjrtLoadedExecutable {
                 out_ptrs.push(outputs.as_mut_ptr().add(d * num_outputs));
             }
         }
-        let mut options = abi::ExecuteOptions {
-            struct_size: size_of::<abi::ExecuteOptions>(),
-            extension_start: null_mut(),
-            send_callbacks: null_mut(),
-            recv_callbacks: null_mut(),
-            num_send_ops: 0,
-            num_recv_ops: 0,
-            launch_id: 0,
-            non_donatable_input_indices: if non_donatable.is_empty() {
-                null()
-            } else {
-                non_donatable.as_ptr()
-            },
-            num_non_donatable_input_indices: non_donatable.len(),
-            context: context.as_ref().map_or(null_mut(), |c| c.raw()),
-            call_location: null(),
-            num_tasks: 0,
-            task_ids: null_mut(),
-            incarnation_ids: null_mut(),
-        };
+        let mut options = abi::ExecuteOptions::new(
+            non_donatable,
+            context.as_ref().map_or(null_mut(), |c| c.raw()),
+        );
         let mut a = args!(PJRT_LoadedExecutable_Execute_Args {
             executable: self.loaded,
             options: (&mut options as *mut abi::ExecuteOptions).cast(),
@@ -452,19 +436,15 @@ impl PjrtLoadedExecutable {
             executable: self.executable
         });
         call!(self.client.plugin(), PJRT_Executable_Serialize, &mut a)?;
-        // SAFETY: the bytes live until the deleter runs, which we call once, after copying.
-        unsafe {
-            let bytes = if a.serialized_bytes.is_null() {
-                Vec::new()
-            } else {
-                std::slice::from_raw_parts(a.serialized_bytes as *const u8, a.serialized_bytes_size)
-                    .to_vec()
-            };
-            if let Some(deleter) = a.serialized_executable_deleter {
-                deleter(a.serialized_executable);
-            }
-            Ok(bytes)
-        }
+        // SAFETY: the plugin's bytes live until its deleter runs.
+        Ok(unsafe {
+            take_serialized(
+                a.serialized_bytes,
+                a.serialized_bytes_size,
+                a.serialized_executable,
+                a.serialized_executable_deleter,
+            )
+        })
     }
 }
 

@@ -13,6 +13,7 @@ use prost::Message;
 use super::abi;
 use super::buffer::{PjrtBuffer, to_raw_type};
 use super::client::{PjrtClient, args, call};
+use super::plugin::take_serialized;
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
 
@@ -128,15 +129,12 @@ impl PjrtClient {
         // SAFETY: the serialized bytes live until their deleter runs (once, after copying); the
         // layout is destroyed once, after use.
         let bytes = unsafe {
-            let bytes = if serialized.is_ok() && !s.serialized_bytes.is_null() {
-                std::slice::from_raw_parts(s.serialized_bytes as *const u8, s.serialized_bytes_size)
-                    .to_vec()
-            } else {
-                Vec::new()
-            };
-            if let Some(d) = s.deleter {
-                d(s.serialized_layout);
-            }
+            let bytes = take_serialized(
+                s.serialized_bytes,
+                s.serialized_bytes_size,
+                s.serialized_layout,
+                s.deleter,
+            );
             let mut destroy = DestroyArgs {
                 struct_size: size_of::<DestroyArgs>(),
                 extension_start: null_mut(),
