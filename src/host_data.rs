@@ -129,8 +129,8 @@ fn parse_value(
     Ok(())
 }
 
-/// The most data a text literal may describe (1 GiB).
-pub const LITERAL_LIMIT: usize = 1 << 30;
+/// The most data a text literal may describe (64 MiB; larger data belongs in a .npy file).
+pub const LITERAL_LIMIT: usize = 64 << 20;
 
 /// Parses an input literal: `DIMSxDTYPE=V1,V2,...` (`2x2xf32=1,2,3,4`), or `DTYPE=V` for a
 /// scalar; a single value is repeated to fill the shape (`4xf32=0`).
