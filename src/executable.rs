@@ -68,6 +68,12 @@ impl Client {
     ) -> Result<Arc<ExecutableCore>> {
         self.shared.parts.resources.check_open()?;
         check_program(program)?;
+        // XLA:CPU fails host send/recv at compile; say what to use instead.
+        if self.raw_platform_name() == "cpu"
+            && pjrt_actors_core::send_recv::uses_host_transfers(program)
+        {
+            return Err(pjrt_actors_core::send_recv::unsupported_here("cpu"));
+        }
         let proto = options.to_proto(&self.device_facts())?;
         let parts = &self.shared.parts;
         let key = CompileKey::new(&parts.resources.identity, program, &proto.encode_to_vec());

@@ -520,3 +520,41 @@ fn async_execute_runs_callbacks_too() {
     let out = rt.block_on(exe.execute_async(vec![vec![a]], None)).unwrap();
     assert_eq!(out[0][0].to_vec::<f32>().unwrap(), vec![2., 10., 30., 68.]);
 }
+
+/// The GPU transport, host send/recv, is refused on CPU before the plugin sees it, with a
+/// pointer to the FFI path; the same callback through FFI then works.
+#[test]
+fn send_recv_callbacks_on_cpu_say_to_use_ffi_callbacks() {
+    let client = Client::open().unwrap();
+    let double = pure_map("double_sr", 4, |x| 2.0 * x);
+    let t = "tensor<4xf32>";
+    let program = format!(
+        "module @sr {{\n  func.func public @main(%x: {t}) -> {t} {{\n{}\n    return %r : {t}\n  }}\n}}\n",
+        double.send_recv_text("%r", &["%x"], 1)
+    );
+    let err = client
+        .compile_and_load_with_callbacks(
+            &program,
+            &CompileOptions::default(),
+            std::slice::from_ref(&double),
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.contains("send/recv") && message.contains("FFI callbacks"),
+        "{message}"
+    );
+
+    let exe = client
+        .compile_and_load_with_callbacks(
+            program_around(&double, 4),
+            &CompileOptions::default(),
+            &[double],
+        )
+        .unwrap();
+    assert_eq!(
+        run(&exe, &[1.0, 2.0, 3.0, 4.0]).unwrap(),
+        vec![3.0, 6.0, 9.0, 12.0]
+    );
+}

@@ -207,6 +207,70 @@ impl HostCallback {
     }
 }
 
+impl HostCallback {
+    /// How many host send/recv channels one call of this callback uses (operands + results).
+    pub fn send_recv_channels(&self) -> i64 {
+        (self.inner.operands.len() + self.inner.results.len()) as i64
+    }
+
+    /// The StableHLO text of a call to this callback over host send/recv, the transport of GPU
+    /// plugins (XLA:CPU cannot compile it; there use [`HostCallback::call_text`]). Each
+    /// operand is a send, each result a recv, on channels `first_channel ..
+    /// first_channel + send_recv_channels()`, which no other call in the program may use.
+    /// One result binds `results`; several bind `{results}_0`, `{results}_1`, ...; tokens are
+    /// named `{results}_tok{i}`.
+    pub fn send_recv_text(&self, results: &str, operands: &[&str], first_channel: i64) -> String {
+        let tensor = |t: &ArrayType| {
+            let mut dims: Vec<String> = t.dims.iter().map(|d| d.to_string()).collect();
+            dims.push(t.dtype.mlir_name().to_string());
+            format!("tensor<{}>", dims.join("x"))
+        };
+        let attrs = |channel: i64, kind: u8, role: &str, index: usize| {
+            format!(
+                "{{channel_handle = #stablehlo.channel_handle<handle = {channel}, type = {kind}>, \
+                 is_host_transfer = true, mhlo.frontend_attributes = {{\
+                 _xla_host_transfer_handler_name = \"pjrt_actors\", \
+                 _xla_host_transfer_rendezvous = \"pjrt_actors_{channel}\", \
+                 pjrt_actors_callback = \"{}\", pjrt_actors_call = \"{first_channel}\", \
+                 pjrt_actors_{role} = \"{index}\"}}}}",
+                self.inner.id
+            )
+        };
+        let mut lines = vec![format!(
+            "{results}_tok0 = stablehlo.after_all : !stablehlo.token"
+        )];
+        let mut token = 0;
+        let mut channel = first_channel;
+        for (i, (value, t)) in operands.iter().zip(&self.inner.operands).enumerate() {
+            lines.push(format!(
+                "{results}_tok{} = \"stablehlo.send\"({value}, {results}_tok{token}) {} : ({}, !stablehlo.token) -> !stablehlo.token",
+                token + 1,
+                attrs(channel, 2, "operand", i),
+                tensor(t)
+            ));
+            token += 1;
+            channel += 1;
+        }
+        let n = self.inner.results.len();
+        for (i, t) in self.inner.results.iter().enumerate() {
+            let name = if n == 1 {
+                results.to_string()
+            } else {
+                format!("{results}_{i}")
+            };
+            lines.push(format!(
+                "{name}, {results}_tok{} = \"stablehlo.recv\"({results}_tok{token}) {} : (!stablehlo.token) -> ({}, !stablehlo.token)",
+                token + 1,
+                attrs(channel, 3, "result", i),
+                tensor(t)
+            ));
+            token += 1;
+            channel += 1;
+        }
+        lines.join("\n")
+    }
+}
+
 impl std::fmt::Debug for HostCallback {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -296,6 +360,16 @@ impl<'a> ExecutionCallbacks<'a> {
             .lock()
             .clone()
             .map(|(name, reason)| Error::Callback { name, reason })
+    }
+
+    /// The callback given for `id`, if any.
+    pub fn callback(&self, id: i64) -> Option<HostCallback> {
+        self.set.by_id.get(&id).cloned()
+    }
+
+    /// Records a failure of callback `name` (the first one is what the execute returns).
+    pub fn record_failure(&self, name: &str, reason: String) {
+        self.fail(name, reason);
     }
 
     fn fail(&self, name: &str, reason: String) -> String {

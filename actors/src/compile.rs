@@ -188,6 +188,8 @@ pub struct ExecutableMeta {
     pub compile_options: Vec<u8>,
     /// The host callbacks the program calls (it must be given them to run).
     pub callback_ids: Vec<i64>,
+    /// The program's host send/recv channels and the callback calls they carry.
+    pub transfers: crate::send_recv::TransferPlan,
     /// Every parameter index where the program could donate (it declares aliases or donors):
     /// the plugin must never consume a buffer our registry owns. Empty when it cannot donate.
     pub non_donatable: Vec<i64>,
@@ -211,7 +213,13 @@ impl ExecutableMeta {
                 .buffer_donor
                 .as_ref()
                 .is_some_and(|d| !d.entries.is_empty());
-        let callback_ids = crate::callbacks::callback_ids(&module);
+        let mut callback_ids = crate::callbacks::callback_ids(&module);
+        let transfers = crate::send_recv::TransferPlan::read(&module)?;
+        for id in transfers.callback_ids() {
+            if !callback_ids.contains(&id) {
+                callback_ids.push(id);
+            }
+        }
         let non_donatable = if may_donate {
             (0..parameter_types.len() as i64).collect()
         } else {
@@ -232,6 +240,7 @@ impl ExecutableMeta {
             portable,
             compile_options: compile_options.to_vec(),
             callback_ids,
+            transfers,
         })
     }
 }

@@ -9,8 +9,9 @@ use smallvec::SmallVec;
 use crate::callbacks::{CallbackSet, ExecutionCallbacks};
 use crate::compile::ExecutableCore;
 use crate::error::{Error, Result};
-use crate::pjrt::{CallbackDispatch, PjrtBuffer, PjrtDevice, PjrtMemory};
+use crate::pjrt::{CallbackDispatch, HostTransfers, PjrtBuffer, PjrtDevice, PjrtMemory};
 use crate::registry::{ArrayCore, ArrayOwner, BufferSlot, SlotState};
+use crate::send_recv::TransferExecution;
 
 /// What an execute needs of the client besides the executable and arguments.
 pub struct ExecuteContext<'a> {
@@ -145,12 +146,21 @@ pub fn execute(
         lists.push(&buffers[d * per_device..(d + 1) * per_device]);
     }
     let execute_device = portable_device.map(|d| &ctx.devices[d]);
+    let transfers = match &callbacks {
+        Some(c) if !meta.transfers.is_empty() => Some(TransferExecution::new(&meta.transfers, c)),
+        _ => None,
+    };
     let outputs = exe.exe.execute(
         &lists,
         meta.num_outputs,
         &meta.non_donatable,
         execute_device,
         callbacks.as_ref().map(|c| c as &dyn CallbackDispatch),
+        transfers.as_ref().map(|t| HostTransfers {
+            dispatch: t,
+            send_channels: &meta.transfers.send_channels,
+            recv_channels: &meta.transfers.recv_channels,
+        }),
     );
     // A callback's own failure (its name and reason) says more than the plugin's wrapper.
     let outputs = match (outputs, callbacks.as_ref().and_then(|c| c.failure())) {

@@ -17,6 +17,7 @@ pub mod open;
 pub mod pjrt;
 pub mod registry;
 pub mod runtime;
+pub mod send_recv;
 pub mod site;
 
 pub use error::{Error, PjrtCode, PluginError, Result};

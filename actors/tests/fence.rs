@@ -64,3 +64,105 @@ fn the_cpu_plugins_memory_descriptions_extension_answers_empty() {
     assert_eq!(per_device.len(), 4);
     assert!(per_device.iter().all(|(kinds, _)| kinds.is_empty()));
 }
+
+/// The send/recv builder's text parses and lowers: XLA:CPU then refuses the `send` opcode
+/// itself (PJRT-NOTES), which is why the client refuses such programs on CPU up front.
+#[test]
+fn send_recv_callback_text_lowers_to_host_send_and_recv() {
+    use pjrt_actors_core::callbacks::{CallbackKind, HostCallback};
+    use pjrt_actors_core::compile::{CompileOptions, DeviceFacts};
+    use pjrt_actors_core::dtype::ElementType;
+    use pjrt_actors_core::pjrt::ArrayType;
+    use prost::Message;
+
+    let plugin = Plugin::discover().unwrap();
+    let client = PjrtClient::create(plugin, &[]).unwrap();
+    let t = ArrayType {
+        dtype: ElementType::F32,
+        dims: vec![4],
+    };
+    let cb = HostCallback::new(
+        "twice",
+        CallbackKind::Pure,
+        vec![t.clone()],
+        vec![t],
+        |_, _| Ok(()),
+    )
+    .unwrap();
+    let program = format!(
+        "module @m {{\n  func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> {{\n{}\n    return %r : tensor<4xf32>\n  }}\n}}\n",
+        cb.send_recv_text("%r", &["%x"], 1)
+    );
+    let facts = DeviceFacts {
+        devices: (0..4).map(|i| (i, true)).collect(),
+        device_memory_limit: None,
+    };
+    let options = CompileOptions::default().to_proto(&facts).unwrap();
+    let err = match client.compile(program.as_bytes(), "mlir", &options.encode_to_vec()) {
+        Ok(_) => panic!("XLA:CPU compiled a host send"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains("opcode `send` is not supported"),
+        "expected the plugin to refuse the send opcode, not the text: {err}"
+    );
+}
+
+/// Our send/recv callback lists (padded for openxla/xla#37129) are accepted in the plugin's
+/// `ExecuteOptions`: XLA:CPU ignores them and the program runs as without them.
+#[test]
+fn execute_options_carry_send_and_recv_callback_lists() {
+    use pjrt_actors_core::compile::{CompileOptions, DeviceFacts};
+    use pjrt_actors_core::dtype::ElementType;
+    use pjrt_actors_core::pjrt::{HostData, HostTransferDispatch, HostTransfers, RecvStream};
+    use prost::Message;
+
+    struct Unused;
+    impl HostTransferDispatch for Unused {
+        fn sent(&self, _: usize, channel: i64, _: &[u8], _: bool) -> Result<(), String> {
+            panic!("XLA:CPU called a send callback on channel {channel}")
+        }
+        fn receive(&self, _: usize, channel: i64, _: RecvStream) {
+            panic!("XLA:CPU called a recv callback on channel {channel}")
+        }
+    }
+
+    let plugin = Plugin::discover().unwrap();
+    let client = PjrtClient::create(plugin, &[]).unwrap();
+    let facts = DeviceFacts {
+        devices: (0..4).map(|i| (i, true)).collect(),
+        device_memory_limit: None,
+    };
+    let options = CompileOptions::default().to_proto(&facts).unwrap();
+    let program = "func.func public @main(%x: tensor<3xf32>) -> tensor<3xf32> {\n  %y = stablehlo.add %x, %x : tensor<3xf32>\n  return %y : tensor<3xf32>\n}\n";
+    let exe = client
+        .compile(program.as_bytes(), "mlir", &options.encode_to_vec())
+        .unwrap();
+    let device = &client.devices().unwrap()[0];
+    let x: [f32; 3] = [1.0, 2.5, -4.0];
+    let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let input = client
+        .upload(
+            HostData::Borrowed(&bytes),
+            ElementType::F32,
+            &[3],
+            device,
+            None,
+        )
+        .unwrap();
+    let transfers = HostTransfers {
+        dispatch: &Unused,
+        send_channels: &[1, 2],
+        recv_channels: &[],
+    };
+    let out = exe
+        .execute(&[&[&input]], 1, &[], None, None, Some(transfers))
+        .unwrap();
+    let mut got = vec![0u8; 12];
+    out[0].read_into(&mut got, 1).unwrap();
+    let got: Vec<f32> = got
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(got, vec![2.0, 5.0, -8.0]);
+}

@@ -11,6 +11,7 @@ use super::abi;
 use super::buffer::{PjrtBuffer, PjrtEvent, from_raw_type};
 use super::client::{PjrtClient, PjrtDevice, args, call};
 use super::ffi::{CallbackContext, CallbackDispatch};
+use super::host_transfer::{HostTransferDispatch, HostTransferOptions};
 use super::plugin::{plugin_str, take_serialized};
 use super::values::{NamedValue, read_named_values};
 use crate::dtype::ElementType;
@@ -362,6 +363,7 @@ impl PjrtLoadedExecutable {
         non_donatable: &[i64],
         execute_device: Option<&PjrtDevice>,
         callbacks: Option<&dyn CallbackDispatch>,
+        transfers: Option<HostTransfers<'_>>,
     ) -> Result<SmallVec<[PjrtBuffer; 4]>> {
         // Host callbacks read this execution's dispatch from an execute context; it lives until
         // the execution has completed (awaited below), and is destroyed after.
@@ -399,6 +401,19 @@ impl PjrtLoadedExecutable {
             non_donatable,
             context.as_ref().map_or(null_mut(), |c| c.raw()),
         );
+        let mut transfer_options = transfers.map(|t| {
+            HostTransferOptions::new(
+                self.client.plugin(),
+                t.dispatch,
+                num_devices,
+                t.send_channels,
+                t.recv_channels,
+            )
+        });
+        if let Some(t) = transfer_options.as_mut() {
+            t.install(&mut options);
+        }
+        let wait_for_devices = context.is_some() || transfer_options.is_some();
         let mut a = args!(PJRT_LoadedExecutable_Execute_Args {
             executable: self.loaded,
             options: (&mut options as *mut abi::ExecuteOptions).cast(),
@@ -406,7 +421,7 @@ impl PjrtLoadedExecutable {
             num_devices: num_devices,
             num_args: num_args,
             output_lists: out_ptrs.as_ptr(),
-            device_complete_events: if context.is_some() {
+            device_complete_events: if wait_for_devices {
                 events.as_mut_ptr()
             } else {
                 null_mut()
@@ -421,6 +436,7 @@ impl PjrtLoadedExecutable {
             completion = completion.and(waited);
         }
         drop(context);
+        drop(transfer_options);
         executed?;
         completion?;
         let mut result = SmallVec::new();
@@ -446,6 +462,14 @@ impl PjrtLoadedExecutable {
             )
         })
     }
+}
+
+/// An execution's host send/recv callbacks: the dispatch, and the program's channels.
+#[derive(Clone, Copy)]
+pub struct HostTransfers<'a> {
+    pub dispatch: &'a dyn HostTransferDispatch,
+    pub send_channels: &'a [i64],
+    pub recv_channels: &'a [i64],
 }
 
 /// The entry computation's parameter types, read from an optimized HLO module.

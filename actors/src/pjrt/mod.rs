@@ -7,6 +7,7 @@ mod buffer;
 mod client;
 mod executable;
 mod ffi;
+mod host_transfer;
 mod layouts;
 mod native;
 mod plugin;
@@ -17,10 +18,13 @@ pub use client::{
     DeviceDescription, DeviceMemoryStats, MemoryDescription, PjrtClient, PjrtDevice, PjrtMemory,
     PjrtTopology,
 };
-pub use executable::{ArrayType, CompiledMemoryStats, PjrtLoadedExecutable, parameter_types};
+pub use executable::{
+    ArrayType, CompiledMemoryStats, HostTransfers, PjrtLoadedExecutable, parameter_types,
+};
 pub use ffi::{
     CALLBACK_ID_ATTR, CallbackDispatch, FfiSupport, HOST_CALLBACK_TARGET, HostView, HostViewMut,
 };
+pub use host_transfer::{HostTransferDispatch, RecvStream};
 pub use layouts::{DmaMapping, Layout, MemoryKind};
 pub(crate) use native::as_bytes_mut;
 pub use native::{AlignedBytes, NativeType, as_bytes, read_typed, zeroed_vec};

@@ -1,0 +1,63 @@
+//! Host callbacks over host send/recv, the GPU transport: `y = double(x) + x` where `double`
+//! is a Rust closure reached through a send of `x` and a recv of the result. On a plugin that
+//! cannot compile host send/recv (XLA:CPU) it shows the refusal and exits 0; on a GPU plugin
+//! (`scripts/gpu-check`) it runs 100 times and checks every answer. Last line: one JSON object.
+
+use pjrt_actors::{
+    ArrayType, CallbackKind, Client, CompileOptions, ElementType, Error, HostCallback,
+};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let client = Client::open()?;
+    let t = ArrayType {
+        dtype: ElementType::F32,
+        dims: vec![4],
+    };
+    let double = HostCallback::new(
+        "double",
+        CallbackKind::Pure,
+        vec![t.clone()],
+        vec![t],
+        |ins, outs| {
+            let x = ins[0].as_slice::<f32>().ok_or("not f32")?;
+            let y = outs[0].as_mut_slice::<f32>().ok_or("not f32")?;
+            for (o, i) in y.iter_mut().zip(x) {
+                *o = 2.0 * i;
+            }
+            Ok(())
+        },
+    )?;
+    let ty = "tensor<4xf32>";
+    let program = format!(
+        "module @send_recv {{\n  func.func public @main(%x: {ty}) -> {ty} {{\n{}\n    %o = stablehlo.add %r, %x : {ty}\n    return %o : {ty}\n  }}\n}}\n",
+        double.send_recv_text("%r", &["%x"], 1)
+    );
+    let platform = client.raw_platform_name().to_string();
+    let exe = match client.compile_and_load_with_callbacks(
+        &program,
+        &CompileOptions::default(),
+        &[double],
+    ) {
+        Ok(exe) => exe,
+        Err(e @ Error::Unsupported { .. }) => {
+            println!("{e}");
+            println!("{{\"platform\":\"{platform}\",\"send_recv\":\"unsupported\"}}");
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let device = &exe.addressable_devices()[0];
+    let mut checked = 0;
+    for i in 0..100 {
+        let x: Vec<f32> = (0..4).map(|k| (i * 4 + k) as f32).collect();
+        let a = client.buffer_from_slice(&x, &[4], device)?;
+        let y = exe.execute(&[&a])?[0].to_vec::<f32>()?;
+        let want: Vec<f32> = x.iter().map(|v| 3.0 * v).collect();
+        if y != want {
+            return Err(format!("run {i}: got {y:?}, want {want:?}").into());
+        }
+        checked += 1;
+    }
+    println!("{{\"platform\":\"{platform}\",\"send_recv\":\"ok\",\"runs_checked\":{checked}}}");
+    Ok(())
+}
