@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::pjrt::{
     ArrayType, CALLBACK_ID_ATTR, CallbackDispatch, HOST_CALLBACK_TARGET, HostView, HostViewMut,
 };
+use crate::send_recv::{ATTR_CALL, ATTR_CALLBACK, ATTR_OPERAND, ATTR_RESULT};
 
 /// What a callback may do, as JAX's `pure_callback`, `io_callback` and py_client's output
 /// (observer) callbacks.
@@ -178,13 +179,8 @@ impl HostCallback {
     /// The StableHLO text of a call to this callback: `results` is the SSA name to bind (e.g.
     /// `%r`; ignored for observers), `operands` the SSA values passed.
     pub fn call_text(&self, results: &str, operands: &[&str]) -> String {
-        let tensor = |t: &ArrayType| {
-            let mut dims: Vec<String> = t.dims.iter().map(|d| d.to_string()).collect();
-            dims.push(t.dtype.mlir_name().to_string());
-            format!("tensor<{}>", dims.join("x"))
-        };
-        let ins: Vec<String> = self.inner.operands.iter().map(tensor).collect();
-        let outs: Vec<String> = self.inner.results.iter().map(tensor).collect();
+        let ins: Vec<String> = self.inner.operands.iter().map(tensor_type).collect();
+        let outs: Vec<String> = self.inner.results.iter().map(tensor_type).collect();
         let side_effect = if self.inner.kind == CallbackKind::Pure {
             ""
         } else {
@@ -220,19 +216,14 @@ impl HostCallback {
     /// One result binds `results`; several bind `{results}_0`, `{results}_1`, ...; tokens are
     /// named `{results}_tok{i}`.
     pub fn send_recv_text(&self, results: &str, operands: &[&str], first_channel: i64) -> String {
-        let tensor = |t: &ArrayType| {
-            let mut dims: Vec<String> = t.dims.iter().map(|d| d.to_string()).collect();
-            dims.push(t.dtype.mlir_name().to_string());
-            format!("tensor<{}>", dims.join("x"))
-        };
         let attrs = |channel: i64, kind: u8, role: &str, index: usize| {
             format!(
                 "{{channel_handle = #stablehlo.channel_handle<handle = {channel}, type = {kind}>, \
                  is_host_transfer = true, mhlo.frontend_attributes = {{\
                  _xla_host_transfer_handler_name = \"pjrt_actors\", \
                  _xla_host_transfer_rendezvous = \"pjrt_actors_{channel}\", \
-                 pjrt_actors_callback = \"{}\", pjrt_actors_call = \"{first_channel}\", \
-                 pjrt_actors_{role} = \"{index}\"}}}}",
+                 {ATTR_CALLBACK} = \"{}\", {ATTR_CALL} = \"{first_channel}\", \
+                 {role} = \"{index}\"}}}}",
                 self.inner.id
             )
         };
@@ -245,8 +236,8 @@ impl HostCallback {
             lines.push(format!(
                 "{results}_tok{} = \"stablehlo.send\"({value}, {results}_tok{token}) {} : ({}, !stablehlo.token) -> !stablehlo.token",
                 token + 1,
-                attrs(channel, 2, "operand", i),
-                tensor(t)
+                attrs(channel, 2, ATTR_OPERAND, i),
+                tensor_type(t)
             ));
             token += 1;
             channel += 1;
@@ -261,8 +252,8 @@ impl HostCallback {
             lines.push(format!(
                 "{name}, {results}_tok{} = \"stablehlo.recv\"({results}_tok{token}) {} : (!stablehlo.token) -> ({}, !stablehlo.token)",
                 token + 1,
-                attrs(channel, 3, "result", i),
-                tensor(t)
+                attrs(channel, 3, ATTR_RESULT, i),
+                tensor_type(t)
             ));
             token += 1;
             channel += 1;
@@ -279,6 +270,13 @@ impl std::fmt::Debug for HostCallback {
             self.inner.name, self.inner.kind, self.inner.id
         )
     }
+}
+
+/// The MLIR tensor type of `t`, e.g. `tensor<4xf32>`.
+fn tensor_type(t: &ArrayType) -> String {
+    let mut dims: Vec<String> = t.dims.iter().map(|d| d.to_string()).collect();
+    dims.push(t.dtype.mlir_name().to_string());
+    format!("tensor<{}>", dims.join("x"))
 }
 
 /// An owned host array a callback returns: element type, dims and dense bytes.

@@ -13,10 +13,10 @@ use crate::pjrt::{
 };
 
 /// Frontend attributes that tie a send/recv to its callback, call site and position.
-const ATTR_CALLBACK: &str = "pjrt_actors_callback";
-const ATTR_CALL: &str = "pjrt_actors_call";
-const ATTR_OPERAND: &str = "pjrt_actors_operand";
-const ATTR_RESULT: &str = "pjrt_actors_result";
+pub(crate) const ATTR_CALLBACK: &str = "pjrt_actors_callback";
+pub(crate) const ATTR_CALL: &str = "pjrt_actors_call";
+pub(crate) const ATTR_OPERAND: &str = "pjrt_actors_operand";
+pub(crate) const ATTR_RESULT: &str = "pjrt_actors_result";
 
 /// Whether a program's text asks for host send/recv (the check made before compiling on a
 /// plugin that cannot).
@@ -314,9 +314,7 @@ mod tests {
         let mut attrs = FrontendAttributes::default();
         attrs.map.insert(ATTR_CALLBACK.into(), cb.to_string());
         attrs.map.insert(ATTR_CALL.into(), call.to_string());
-        attrs
-            .map
-            .insert(format!("pjrt_actors_{role}"), index.to_string());
+        attrs.map.insert(role.into(), index.to_string());
         HloInstructionProto {
             opcode: opcode.into(),
             channel_id: channel,
@@ -348,9 +346,9 @@ mod tests {
         let module = HloModuleProto {
             computations: vec![HloComputationProto {
                 instructions: vec![
-                    op("send", 7, id, 7, "operand", 0),
-                    op("send", 8, id, 7, "operand", 1),
-                    op("recv", 9, id, 7, "result", 0),
+                    op("send", 7, id, 7, ATTR_OPERAND, 0),
+                    op("send", 8, id, 7, ATTR_OPERAND, 1),
+                    op("recv", 9, id, 7, ATTR_RESULT, 0),
                     HloInstructionProto {
                         opcode: "add".into(),
                         ..Default::default()
