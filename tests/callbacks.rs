@@ -48,6 +48,30 @@ fn program_around(cb: &HostCallback, n: i64) -> String {
     )
 }
 
+/// `program_around(cb, 4)`, compiled and loaded with `cb`.
+fn load_around(client: &Client, cb: HostCallback) -> LoadedExecutable {
+    client
+        .compile_and_load_with_callbacks(program_around(&cb, 4), &CompileOptions::default(), &[cb])
+        .unwrap()
+}
+
+/// Asserts `outcome` failed in callback `name` for a reason that mentions every `needle`.
+fn assert_callback_error<T: std::fmt::Debug>(
+    outcome: pjrt_actors::Result<T>,
+    name: &str,
+    needles: &[&str],
+) {
+    match outcome {
+        Err(Error::Callback { name: got, reason }) => {
+            assert_eq!(got, name);
+            for needle in needles {
+                assert!(reason.contains(needle), "{needle:?} not in {reason:?}");
+            }
+        }
+        other => panic!("expected a failure in callback `{name}`: {other:?}"),
+    }
+}
+
 fn run(exe: &LoadedExecutable, x: &[f32]) -> pjrt_actors::Result<Vec<f32>> {
     let client = exe.client();
     let device = &exe.addressable_devices()[0];
@@ -231,16 +255,7 @@ fn type_mismatches_fail_the_execution_naming_the_callback() {
     let exe = client
         .compile_and_load_with_callbacks(&program, &CompileOptions::default(), &[narrow])
         .unwrap();
-    match run(&exe, &[1.; 4]) {
-        Err(Error::Callback { name, reason }) => {
-            assert_eq!(name, "narrow");
-            assert!(
-                reason.contains("f32[4]") && reason.contains("f32[3]"),
-                "{reason}"
-            );
-        }
-        other => panic!("{other:?}"),
-    }
+    assert_callback_error(run(&exe, &[1.; 4]), "narrow", &["f32[4]", "f32[3]"]);
     // A callback returning the wrong shape or dtype.
     for (label, value) in [
         ("shape", HostArray::from_slice(&[1f32; 2], &[2])),
@@ -254,20 +269,10 @@ fn type_mismatches_fail_the_execution_naming_the_callback() {
             move |_| Ok(vec![value.clone()]),
         )
         .unwrap();
-        let exe = client
-            .compile_and_load_with_callbacks(
-                program_around(&cb, 4),
-                &CompileOptions::default(),
-                &[cb],
-            )
-            .unwrap();
-        match run(&exe, &[1.; 4]) {
-            Err(Error::Callback { name, reason }) => {
-                assert_eq!(name, "returns_wrong", "{label}");
-                assert!(reason.contains("result 0"), "{label}: {reason}");
-            }
-            other => panic!("{label}: {other:?}"),
-        }
+        let exe = load_around(&client, cb);
+        let wrong = run(&exe, &[1.; 4]);
+        assert!(wrong.is_err(), "wrong {label} accepted");
+        assert_callback_error(wrong, "returns_wrong", &["result 0"]);
     }
     // The right values through the returning form work.
     let ok = HostCallback::returning(
@@ -284,9 +289,7 @@ fn type_mismatches_fail_the_execution_naming_the_callback() {
         },
     )
     .unwrap();
-    let exe = client
-        .compile_and_load_with_callbacks(program_around(&ok, 4), &CompileOptions::default(), &[ok])
-        .unwrap();
+    let exe = load_around(&client, ok);
     assert_eq!(run(&exe, &[1., 2., 3., 4.]).unwrap(), vec![1., 3., 5., 7.]);
 }
 
@@ -301,23 +304,12 @@ fn a_panicking_callback_fails_one_execution_and_nothing_else() {
         }
         v
     });
-    let exe = client
-        .compile_and_load_with_callbacks(
-            program_around(&flaky, 4),
-            &CompileOptions::default(),
-            &[flaky],
-        )
-        .unwrap();
-    match run(&exe, &[1.; 4]) {
-        Err(Error::Callback { name, reason }) => {
-            assert_eq!(name, "flaky");
-            assert!(
-                reason.contains("panicked") && reason.contains("first call explodes"),
-                "{reason}"
-            );
-        }
-        other => panic!("{other:?}"),
-    }
+    let exe = load_around(&client, flaky);
+    assert_callback_error(
+        run(&exe, &[1.; 4]),
+        "flaky",
+        &["panicked", "first call explodes"],
+    );
     // The same executable works afterwards, and so does the rest of the runtime.
     assert_eq!(run(&exe, &[1., 2., 3., 4.]).unwrap(), vec![2., 4., 6., 8.]);
     let plain = client
@@ -407,9 +399,7 @@ fn reentrancy_on(client: Client) {
         .unwrap();
     let slot = Arc::new(Mutex::new(None));
     let cb = reentrant(&client, inner, slot.clone());
-    let outer = client
-        .compile_and_load_with_callbacks(program_around(&cb, 4), &CompileOptions::default(), &[cb])
-        .unwrap();
+    let outer = load_around(&client, cb);
     *slot.lock() = Some(outer.clone());
     for _ in 0..1000 {
         let x = [1f32, 2., 3., 4.];
@@ -506,13 +496,7 @@ fn two_handles_of_one_executable_keep_their_own_callbacks() {
 fn async_execute_runs_callbacks_too() {
     let client = Client::open().unwrap();
     let cube = pure_map("cube", 4, |v| v * v * v);
-    let exe = client
-        .compile_and_load_with_callbacks(
-            program_around(&cube, 4),
-            &CompileOptions::default(),
-            &[cube],
-        )
-        .unwrap();
+    let exe = load_around(&client, cube);
     let a = client.devices()[0].put(&[1f32, 2., 3., 4.], &[4]).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
@@ -546,13 +530,7 @@ fn send_recv_callbacks_on_cpu_say_to_use_ffi_callbacks() {
         "{message}"
     );
 
-    let exe = client
-        .compile_and_load_with_callbacks(
-            program_around(&double, 4),
-            &CompileOptions::default(),
-            &[double],
-        )
-        .unwrap();
+    let exe = load_around(&client, double);
     assert_eq!(
         run(&exe, &[1.0, 2.0, 3.0, 4.0]).unwrap(),
         vec![3.0, 6.0, 9.0, 12.0]
