@@ -336,61 +336,34 @@ fn reentrant(
     slot: Arc<Mutex<Option<LoadedExecutable>>>,
 ) -> HostCallback {
     let client = client.clone();
-    pure_map("reenter", 4, move |v| v).clone_with(move |ins, outs| {
-        let x = ins[0].as_slice::<f32>().unwrap().to_vec();
-        let device = &client.devices()[0];
-        let a = device.put(&x, &[4]).map_err(|e| e.to_string())?;
-        let added = inner.execute(&[&a, &a]).map_err(|e| e.to_string())?;
-        let mut y = added[0].to_vec::<f32>().map_err(|e| e.to_string())?;
-        if DEPTH.with(|d| d.get()) == 0 {
-            DEPTH.with(|d| d.set(1));
-            let outer = slot.lock().clone().expect("set before running");
-            let nested = outer.execute(&[&a]).map_err(|e| e.to_string());
-            DEPTH.with(|d| d.set(0));
-            // outer(x) = reenter(x) + x = (2x + 0) + x at depth 1 (no further nesting adds).
-            let nested = nested?[0].to_vec::<f32>().map_err(|e| e.to_string())?;
-            for (o, n) in y.iter_mut().zip(nested) {
-                *o += n;
+    let types = vec![f32s(4)];
+    HostCallback::new(
+        "reenter",
+        CallbackKind::Pure,
+        types.clone(),
+        types,
+        move |ins, outs| {
+            let x = ins[0].as_slice::<f32>().unwrap().to_vec();
+            let device = &client.devices()[0];
+            let a = device.put(&x, &[4]).map_err(|e| e.to_string())?;
+            let added = inner.execute(&[&a, &a]).map_err(|e| e.to_string())?;
+            let mut y = added[0].to_vec::<f32>().map_err(|e| e.to_string())?;
+            if DEPTH.with(|d| d.get()) == 0 {
+                DEPTH.with(|d| d.set(1));
+                let outer = slot.lock().clone().expect("set before running");
+                let nested = outer.execute(&[&a]).map_err(|e| e.to_string());
+                DEPTH.with(|d| d.set(0));
+                // outer(x) = reenter(x) + x = (2x + 0) + x at depth 1 (no further nesting adds).
+                let nested = nested?[0].to_vec::<f32>().map_err(|e| e.to_string())?;
+                for (o, n) in y.iter_mut().zip(nested) {
+                    *o += n;
+                }
             }
-        }
-        outs[0].as_mut_slice::<f32>().unwrap().copy_from_slice(&y);
-        Ok(())
-    })
-}
-
-trait CloneWith {
-    fn clone_with(
-        &self,
-        f: impl Fn(
-            &[pjrt_actors::HostView<'_>],
-            &mut [pjrt_actors::HostViewMut<'_>],
-        ) -> Result<(), String>
-        + Send
-        + Sync
-        + 'static,
-    ) -> HostCallback;
-}
-
-impl CloneWith for HostCallback {
-    fn clone_with(
-        &self,
-        f: impl Fn(
-            &[pjrt_actors::HostView<'_>],
-            &mut [pjrt_actors::HostViewMut<'_>],
-        ) -> Result<(), String>
-        + Send
-        + Sync
-        + 'static,
-    ) -> HostCallback {
-        HostCallback::new(
-            self.name(),
-            self.kind(),
-            self.operand_types().to_vec(),
-            self.result_types().to_vec(),
-            f,
-        )
-        .unwrap()
-    }
+            outs[0].as_mut_slice::<f32>().unwrap().copy_from_slice(&y);
+            Ok(())
+        },
+    )
+    .unwrap()
 }
 
 fn reentrancy_on(client: Client) {

@@ -537,16 +537,10 @@ impl PjrtTopology {
     }
 
     pub fn device_descriptions(&self) -> Result<Vec<DeviceDescription>> {
-        let mut a =
-            args!(PJRT_TopologyDescription_GetDeviceDescriptions_Args { topology: self.raw });
-        call!(
-            self.plugin,
-            PJRT_TopologyDescription_GetDeviceDescriptions,
-            &mut a
-        )?;
-        // SAFETY: `num_descriptions` topology-owned description pointers.
-        let raw = unsafe { ptr_list(a.descriptions, a.num_descriptions) };
-        raw.into_iter().map(|d| describe(&self.plugin, d)).collect()
+        self.raw_descriptions()?
+            .into_iter()
+            .map(|d| describe(&self.plugin, d))
+            .collect()
     }
 
     pub fn attributes(&self) -> Result<Vec<(String, NamedValue)>> {
