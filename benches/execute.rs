@@ -117,18 +117,19 @@ fn main() {
     // Execute with ready device buffers, until the output is ready.
     let a = devices[0].put(&x, &[4]).unwrap();
     let b = devices[0].put(&y, &[4]).unwrap();
-    let upload = |v: &[f32; 4]| {
+    let upload_to = |v: &[f32; 4], device: usize| {
         let bytes: Vec<u8> = v.iter().flat_map(|f| f.to_ne_bytes()).collect();
         raw_client
             .upload(
                 HostData::Borrowed(&bytes),
                 pjrt_actors::ElementType::F32,
                 &[4],
-                &raw_devices[0],
+                &raw_devices[device],
                 None,
             )
             .unwrap()
     };
+    let upload = |v: &[f32; 4]| upload_to(v, 0);
     let (ra, rb) = (upload(&x), upload(&y));
     ra.wait_ready().unwrap();
     rb.wait_ready().unwrap();
@@ -172,21 +173,7 @@ fn main() {
     };
     let (one, eight, speedup) = scaling(&ours_step);
     let raw_ready: Vec<_> = (0..4)
-        .map(|i| {
-            let up = |v: &[f32; 4]| {
-                let bytes: Vec<u8> = v.iter().flat_map(|f| f.to_ne_bytes()).collect();
-                raw_client
-                    .upload(
-                        HostData::Borrowed(&bytes),
-                        pjrt_actors::ElementType::F32,
-                        &[4],
-                        &raw_devices[i],
-                        None,
-                    )
-                    .unwrap()
-            };
-            (up(&x), up(&y))
-        })
+        .map(|i| (upload_to(&x, i), upload_to(&y, i)))
         .collect();
     let raw_step = |t: usize| -> Box<dyn FnMut() + Send + '_> {
         let raw = RawAdd::new(&raw_client, &raw_exes[t % 4], &raw_devices[t % 4]);
