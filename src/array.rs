@@ -269,7 +269,7 @@ impl Array {
     /// Frees the device buffer now. Every clone of this handle then sees `Error::Deleted`;
     /// operations already running on it finish first.
     pub fn delete(&self) {
-        self.slot().delete();
+        self.core.delete();
     }
 
     /// Blocks until the array's contents are computed; a failed computation's error comes back.

@@ -9,7 +9,7 @@ use actix::dev::ToEnvelope;
 use actix::{Actor, Addr, Handler, Message};
 use pjrt_actors_core::actors::client::{GetTopology, TopologySnapshot};
 use pjrt_actors_core::actors::mailbox_error;
-use pjrt_actors_core::actors::registry::{Defragment, DefragmentReport, HeapProfile, ListBuffers};
+use pjrt_actors_core::actors::registry::{Defragment, DefragmentReport, HeapProfile};
 use pjrt_actors_core::pjrt::{DeviceDescription, DmaMapping, Layout, NamedValue};
 use pjrt_actors_core::registry::ArrayOwner;
 use pjrt_actors_core::runtime::block_on;
@@ -40,6 +40,20 @@ impl ArrayOwner for Shared {
     fn check_open(&self) -> Result<()> {
         self.parts.resources.check_open()
     }
+}
+
+/// Returns `Pending` once (waking itself at once), then `Ready`.
+async fn yield_once() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if std::mem::replace(&mut yielded, true) {
+            std::task::Poll::Ready(())
+        } else {
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await
 }
 
 /// Sends `msg` to an actor and waits for the answer on the calling thread.
@@ -377,32 +391,26 @@ impl Client {
             })
     }
 
-    /// Every array still alive (py_client's `live_arrays`), listed by the buffer registry actor.
+    /// Every array still alive (py_client's `live_arrays`). Listed on the calling thread under
+    /// the registry's shard locks: a read of the registry, not a request to its actor.
     pub fn live_arrays(&self) -> Result<Vec<crate::Array>> {
-        let request = ListBuffers {
-            span: tracing::Span::current(),
-        };
-        let entries = ask(&self.shared.parts.buffer_registry, request)?;
-        Ok(self.arrays_from(entries))
-    }
-
-    /// The async form of [`live_arrays`](Self::live_arrays).
-    pub async fn live_arrays_async(&self) -> Result<Vec<crate::Array>> {
-        let request = ListBuffers {
-            span: tracing::Span::current(),
-        };
-        let entries = ask_async(&self.shared.parts.buffer_registry, request).await?;
-        Ok(self.arrays_from(entries))
-    }
-
-    fn arrays_from(
-        &self,
-        cores: Vec<Arc<pjrt_actors_core::registry::ArrayCore>>,
-    ) -> Vec<crate::Array> {
-        cores
+        let resources = &self.shared.parts.resources;
+        resources.check_open()?;
+        let _span = tracing::debug_span!("registry.list").entered();
+        Ok(resources
+            .buffers
+            .live_arrays()
             .into_iter()
             .map(|core| self.wrap_array(core))
-            .collect()
+            .collect())
+    }
+
+    /// The async form of [`live_arrays`](Self::live_arrays). Listing waits on nothing, so it
+    /// first gives the executor a turn: a task listing in a loop still lets others run, and
+    /// can be cancelled.
+    pub async fn live_arrays_async(&self) -> Result<Vec<crate::Array>> {
+        yield_once().await;
+        self.live_arrays()
     }
 
     /// A heap profile of every live array and executable, as the bytes of a pprof `Profile`

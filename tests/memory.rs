@@ -130,6 +130,33 @@ fn the_heap_profile_counts_what_was_allocated_where() {
 }
 
 #[test]
+fn each_heap_profile_sees_the_arrays_made_and_deleted_since_the_last() {
+    let client = Client::open().unwrap();
+    let d0 = client.devices()[0].clone();
+    // (count, bytes) over the buffer samples.
+    let buffers = |client: &Client| {
+        samples(&client.heap_profile().unwrap())
+            .iter()
+            .filter(|s| s.labels["kind"] == "buffer")
+            .fold((0, 0), |(n, b), s| (n + s.count, b + s.bytes))
+    };
+    let first: Vec<_> = (0..4)
+        .map(|i| d0.put(&[i as f32; 4], &[4]).unwrap())
+        .collect();
+    let small = first[0].on_device_size().unwrap() as i64;
+    assert_eq!(buffers(&client), (4, 4 * small));
+    // The first profile learned these sizes; a delete must still take one out.
+    first[0].delete();
+    let later: Vec<_> = (0..3).map(|_| d0.put(&[0f64; 8], &[8]).unwrap()).collect();
+    let big = later[0].on_device_size().unwrap() as i64;
+    assert_eq!(buffers(&client), (6, 3 * small + 3 * big));
+    drop(later);
+    assert_eq!(buffers(&client), (3, 3 * small));
+    drop(first);
+    assert_eq!(buffers(&client), (0, 0));
+}
+
+#[test]
 fn sites_from_spans_and_backtraces() {
     let by_span = Client::builder()
         .site_capture(SiteCapture::Span)

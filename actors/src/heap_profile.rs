@@ -8,7 +8,7 @@ use std::sync::Arc;
 use prost::Message;
 
 use crate::compile::ExecutableCore;
-use crate::registry::ArrayCore;
+use crate::registry::{ArrayCore, BufferEntry, BufferRegistry, Id};
 use crate::site::{Frame, Site};
 
 /// The generated pprof messages.
@@ -125,24 +125,56 @@ pub struct BufferTally {
     /// The group of the previous array and the count not yet added to it: arrays from one
     /// site tend to come together, and then no hashing is needed.
     run: Option<((usize, usize, usize), i64)>,
+    /// Arrays whose size no profile has asked the plugin for yet (newly made ones).
+    size_unknown: Vec<(Id, std::sync::Weak<ArrayCore>)>,
 }
 
 impl BufferTally {
-    /// Counts one array (each underlying buffer once: clones share their `ArrayCore`).
-    /// Deleted arrays hold no memory and are left out.
-    pub fn add(&mut self, a: &ArrayCore) {
-        if a.slot.is_deleted() {
+    /// Counts one registry entry (each underlying buffer once: clones share one entry).
+    /// Deleted arrays hold no memory and are left out. Runs under the shard lock, so it only
+    /// notes the arrays whose size is not known yet.
+    pub fn add(&mut self, id: Id, e: &BufferEntry) {
+        if e.deleted {
             return;
         }
-        let size = a.slot.on_device_size().unwrap_or(0);
-        let key = (a.site.key(), size, a.slot.device);
+        match e.size() {
+            Some(size) => self.count(&e.site, size, e.device as usize),
+            None => self.size_unknown.push((id, e.array.clone())),
+        }
+    }
+
+    /// Asks the plugin for the sizes `add` did not know, keeps them in the registry for the
+    /// next profile, and counts those arrays. Runs after the shard locks are released: an
+    /// upgraded array dropped here may be the last handle, which unregisters it.
+    pub fn size_the_rest(&mut self, registry: &BufferRegistry) {
+        for (id, weak) in std::mem::take(&mut self.size_unknown) {
+            let Some(array) = weak.upgrade() else {
+                continue;
+            };
+            if array.slot.is_deleted() {
+                continue;
+            }
+            let size = array.slot.on_device_size().ok();
+            let mut site = None;
+            registry.update(id, |e| {
+                if let Some(size) = size {
+                    e.set_size(size);
+                }
+                site = Some(e.site.clone());
+            });
+            if let Some(site) = site {
+                self.count(&site, size.unwrap_or(0), array.slot.device);
+            }
+        }
+    }
+
+    fn count(&mut self, site: &Site, size: usize, device: usize) {
+        let key = (site.key(), size, device);
         match &mut self.run {
             Some((k, n)) if *k == key => *n += 1,
             _ => {
                 self.flush();
-                self.groups
-                    .entry(key)
-                    .or_insert_with(|| (0, a.site.clone()));
+                self.groups.entry(key).or_insert_with(|| (0, site.clone()));
                 self.run = Some((key, 1));
             }
         }

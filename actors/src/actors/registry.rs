@@ -28,31 +28,12 @@ impl BufferRegistryActor {
     }
 
     fn live(&self) -> Vec<Arc<ArrayCore>> {
-        self.resources.buffers.collect(|weak| weak.upgrade())
+        self.resources.buffers.live_arrays()
     }
 }
 
 impl Actor for BufferRegistryActor {
     type Context = Context<Self>;
-}
-
-/// Lists every live array.
-pub struct ListBuffers {
-    pub span: Span,
-}
-
-impl Message for ListBuffers {
-    type Result = Result<Vec<Arc<ArrayCore>>>;
-}
-
-impl Handler<ListBuffers> for BufferRegistryActor {
-    type Result = Result<Vec<Arc<ArrayCore>>>;
-
-    fn handle(&mut self, msg: ListBuffers, _: &mut Context<Self>) -> Self::Result {
-        let _entered = msg.span.enter();
-        let _span = tracing::debug_span!("registry.list").entered();
-        guarded("list buffers", || Ok(self.live()))
-    }
 }
 
 /// A heap profile of every live array and executable, as pprof bytes.
@@ -71,13 +52,10 @@ impl Handler<HeapProfile> for BufferRegistryActor {
         let _entered = msg.span.enter();
         let _span = tracing::debug_span!("registry.heap_profile").entered();
         guarded("heap profile", || {
-            // Upgraded under the shard locks, dropped after them: dropping a last reference
-            // unregisters the array, which takes its shard's lock.
-            let arrays = self.live();
+            let buffers = &self.resources.buffers;
             let mut tally = heap_profile::BufferTally::default();
-            for array in &arrays {
-                tally.add(array);
-            }
+            buffers.for_each(|id, entry| tally.add(id, entry));
+            tally.size_the_rest(buffers);
             let executables = self
                 .resources
                 .executables
