@@ -16,7 +16,7 @@ use support::*;
 
 const ARRAYS: usize = 10_000;
 const ROUNDS: usize = 7;
-const CALLS: usize = 21;
+const CALLS: usize = 101;
 
 fn ms(f: impl FnOnce()) -> f64 {
     let start = Instant::now();
