@@ -133,7 +133,8 @@ impl<T: Clone> Registry<T> {
     /// rule as [`collect`](Self::collect) for `f`).
     pub fn for_each(&self, mut f: impl FnMut(Id, &T)) {
         for (shard, s) in self.shards.iter().enumerate() {
-            for (index, e) in s.0.lock().slab.iter() {
+            let entries = s.0.lock();
+            for (index, e) in entries.slab.iter().take(entries.slab.len()) {
                 let id = Id {
                     shard: shard as u16,
                     index: index as u32,
@@ -160,8 +161,9 @@ impl<T: Clone> Registry<T> {
             let entries = s.0.lock();
             out.reserve(entries.slab.len());
             // A plain loop: `live_arrays` runs this over every array, and it measured faster
-            // than `extend(filter_map(..))`.
-            for (_, e) in entries.slab.iter() {
+            // than `extend(filter_map(..))`. `take` stops at the last entry instead of reading
+            // the vacant tail a burst of short-lived arrays leaves behind.
+            for (_, e) in entries.slab.iter().take(entries.slab.len()) {
                 if let Some(u) = f(&e.value) {
                     out.push(u);
                 }
