@@ -10,7 +10,8 @@ use pjrt_actors::{Array, Client, CompileOptions, Error, SiteCapture};
 use pjrt_actors_core::heap_profile::pprof::Profile;
 use prost::Message;
 
-/// A decoded sample: labels, values, and the innermost frame's (function, file, line).
+/// A decoded sample: labels, values, the innermost frame's (function, file, line), and every
+/// frame's function, innermost first.
 #[derive(Debug)]
 struct Sample {
     labels: HashMap<String, String>,
@@ -19,6 +20,7 @@ struct Sample {
     function: String,
     file: String,
     line: i64,
+    stack: Vec<String>,
 }
 
 fn samples(bytes: &[u8]) -> Vec<Sample> {
@@ -50,7 +52,17 @@ fn samples(bytes: &[u8]) -> Vec<Sample> {
                 .iter()
                 .find(|f| f.id == loc.line[0].function_id)
                 .unwrap();
+            let stack = sample
+                .location_id
+                .iter()
+                .map(|id| {
+                    let loc = p.location.iter().find(|l| l.id == *id).unwrap();
+                    let f = p.function.iter().find(|f| f.id == loc.line[0].function_id);
+                    s(f.unwrap().name)
+                })
+                .collect();
             Sample {
+                stack,
                 labels: sample.label.iter().map(|l| (s(l.key), s(l.str))).collect(),
                 count: sample.value[0],
                 bytes: sample.value[1],
@@ -165,17 +177,21 @@ fn sites_from_spans_and_backtraces() {
     let subscriber = tracing_subscriber::fmt()
         .with_writer(std::io::sink)
         .finish();
-    let _weights = tracing::subscriber::with_default(subscriber, || {
-        let span = tracing::info_span!("load_weights");
-        let _entered = span.enter();
-        by_span.devices()[0].put(&[1i32; 8], &[8]).unwrap()
+    let (_weights, _cache) = tracing::subscriber::with_default(subscriber, || {
+        let _request = tracing::info_span!("serve_request").entered();
+        let weights = {
+            let _load = tracing::info_span!("load_weights").entered();
+            by_span.devices()[0].put(&[1i32; 8], &[8]).unwrap()
+        };
+        let cache: Vec<Array> = (0..2)
+            .map(|_| by_span.devices()[0].put(&[0f32; 2], &[2]).unwrap())
+            .collect();
+        (weights, cache)
     });
     let s = samples(&by_span.heap_profile().unwrap());
-    assert!(
-        s.iter()
-            .any(|s| s.function == "load_weights" && s.count == 1),
-        "{s:?}"
-    );
+    let under = |stack: &[&str]| s.iter().find(|s| s.stack == stack).map(|s| s.count);
+    assert_eq!(under(&["load_weights", "serve_request"]), Some(1), "{s:?}");
+    assert_eq!(under(&["serve_request"]), Some(2), "{s:?}");
 
     let by_backtrace = Client::builder()
         .site_capture(SiteCapture::Backtrace)

@@ -13,7 +13,10 @@ pub enum SiteCapture {
     /// The file and line of the public call that made it (free: `#[track_caller]`).
     #[default]
     Caller,
-    /// The tracing span the caller was in (its name, file and line).
+    /// The tracing span stack the caller was in: the current span and its parents, each a
+    /// frame with its name, file and line. Parents are found where the subscriber keeps a
+    /// span registry (tracing-subscriber's `Registry`, under `fmt()` and layered setups);
+    /// under other subscribers the stack is the current span alone.
     Span,
     /// A full backtrace, captured at creation and symbolized only when a profile is taken.
     /// Costly: for finding leaks, not for production.
@@ -28,8 +31,8 @@ pub enum Site {
     Unknown,
     /// The public call that made it.
     Caller(&'static Location<'static>),
-    /// The tracing span it was made in.
-    Span(&'static tracing::Metadata<'static>),
+    /// The tracing spans it was made in, innermost first.
+    Span(Arc<SpanStack>),
     /// A backtrace, symbolized lazily.
     Backtrace(Arc<Backtrace>),
 }
@@ -49,9 +52,10 @@ impl Site {
         match mode {
             SiteCapture::Off => Site::Unknown,
             SiteCapture::Caller => Site::Caller(Location::caller()),
-            SiteCapture::Span => tracing::Span::current()
-                .metadata()
-                .map_or_else(|| Site::Caller(Location::caller()), Site::Span),
+            SiteCapture::Span => SpanStack::current().map_or_else(
+                || Site::Caller(Location::caller()),
+                |s| Site::Span(Arc::new(s)),
+            ),
             SiteCapture::Backtrace => Site::Backtrace(Arc::new(Backtrace::force_capture())),
         }
     }
@@ -61,7 +65,7 @@ impl Site {
         match self {
             Site::Unknown => 0,
             Site::Caller(l) => *l as *const Location<'static> as usize,
-            Site::Span(m) => *m as *const tracing::Metadata<'static> as usize,
+            Site::Span(stack) => stack.key,
             Site::Backtrace(b) => Arc::as_ptr(b) as usize,
         }
     }
@@ -79,13 +83,49 @@ impl Site {
                 file: l.file().to_string(),
                 line: l.line() as i64,
             }],
-            Site::Span(m) => vec![Frame {
-                function: m.name().to_string(),
-                file: m.file().unwrap_or_default().to_string(),
-                line: m.line().unwrap_or_default() as i64,
-            }],
+            Site::Span(stack) => stack
+                .spans
+                .iter()
+                .map(|m| Frame {
+                    function: m.name().to_string(),
+                    file: m.file().unwrap_or_default().to_string(),
+                    line: m.line().unwrap_or_default() as i64,
+                })
+                .collect(),
             Site::Backtrace(b) => backtrace_frames(b),
         }
+    }
+}
+
+/// A span stack: the spans' static metadata, innermost first, and a key equal for equal
+/// stacks (so arrays made under the same spans group into one sample).
+#[derive(Debug)]
+pub struct SpanStack {
+    key: usize,
+    spans: Vec<&'static tracing::Metadata<'static>>,
+}
+
+impl SpanStack {
+    /// The current span and its parents; `None` outside any span.
+    fn current() -> Option<SpanStack> {
+        use tracing_subscriber::registry::LookupSpan;
+        let current = tracing::Span::current();
+        let innermost = current.metadata()?;
+        let spans = current
+            .id()
+            .and_then(|id| {
+                tracing::dispatcher::get_default(|dispatch| {
+                    let registry = dispatch.downcast_ref::<tracing_subscriber::Registry>()?;
+                    let span = registry.span(&id)?;
+                    Some(span.scope().map(|s| s.metadata()).collect::<Vec<_>>())
+                })
+            })
+            .unwrap_or_else(|| vec![innermost]);
+        // FNV-1a over the metadata addresses: static, so equal stacks hash equal.
+        let key = spans.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, m| {
+            (h ^ (*m as *const tracing::Metadata<'static> as u64)).wrapping_mul(0x100_0000_01b3)
+        }) as usize;
+        Some(SpanStack { key, spans })
     }
 }
 
