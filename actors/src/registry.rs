@@ -175,18 +175,7 @@ impl<T: Clone> Registry<T> {
     /// Every entry, shard by shard in index order.
     pub fn entries(&self) -> Vec<(Id, T)> {
         let mut out = Vec::new();
-        for (shard, s) in self.shards.iter().enumerate() {
-            let entries = s.0.lock();
-            out.reserve(entries.slab.len());
-            for (index, e) in entries.slab.iter() {
-                let id = Id {
-                    shard: shard as u16,
-                    index: index as u32,
-                    epoch: e.epoch,
-                };
-                out.push((id, e.value.clone()));
-            }
-        }
+        self.for_each(|id, value| out.push((id, value.clone())));
         out
     }
 }

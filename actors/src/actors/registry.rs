@@ -12,7 +12,6 @@ use crate::error::{Error, Result};
 use crate::heap_profile::{self, ExecutableSample};
 use crate::open::ClientResources;
 use crate::pjrt::HostData;
-use crate::registry::ArrayCore;
 
 pub struct BufferRegistryActor {
     resources: Arc<ClientResources>,
@@ -25,10 +24,6 @@ impl BufferRegistryActor {
             resources,
             device_names,
         }
-    }
-
-    fn live(&self) -> Vec<Arc<ArrayCore>> {
-        self.resources.buffers.live_arrays()
     }
 }
 
@@ -110,7 +105,7 @@ impl BufferRegistryActor {
     /// using the buffer being moved wait for it, and nothing can deadlock against an execute
     /// (which may hold several read locks) or a callback calling back into the runtime.
     fn defragment(&self, fail_after: Option<usize>) -> Result<DefragmentReport> {
-        let arrays = self.live();
+        let arrays = self.resources.buffers.live_arrays();
         // 1. Copy every buffer to host (an array deleted meanwhile is skipped).
         let mut copies = Vec::with_capacity(arrays.len());
         for array in arrays {
