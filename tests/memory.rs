@@ -39,27 +39,20 @@ fn samples(bytes: &[u8]) -> Vec<Sample> {
             ("space".into(), "bytes".into())
         ]
     );
+    // A location's line and its function.
+    let frame = |id: u64| {
+        let loc = p.location.iter().find(|l| l.id == id).unwrap();
+        let f = p.function.iter().find(|f| f.id == loc.line[0].function_id);
+        (&loc.line[0], f.unwrap())
+    };
     p.sample
         .iter()
         .map(|sample| {
-            let loc = p
-                .location
-                .iter()
-                .find(|l| l.id == sample.location_id[0])
-                .unwrap();
-            let f = p
-                .function
-                .iter()
-                .find(|f| f.id == loc.line[0].function_id)
-                .unwrap();
+            let (line, f) = frame(sample.location_id[0]);
             let stack = sample
                 .location_id
                 .iter()
-                .map(|id| {
-                    let loc = p.location.iter().find(|l| l.id == *id).unwrap();
-                    let f = p.function.iter().find(|f| f.id == loc.line[0].function_id);
-                    s(f.unwrap().name)
-                })
+                .map(|&id| s(frame(id).1.name))
                 .collect();
             Sample {
                 stack,
@@ -68,7 +61,7 @@ fn samples(bytes: &[u8]) -> Vec<Sample> {
                 bytes: sample.value[1],
                 function: s(f.name),
                 file: s(f.filename),
-                line: loc.line[0].line,
+                line: line.line,
             }
         })
         .collect()

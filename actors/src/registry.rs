@@ -134,6 +134,8 @@ impl<T: Clone> Registry<T> {
     pub fn for_each(&self, mut f: impl FnMut(Id, &T)) {
         for (shard, s) in self.shards.iter().enumerate() {
             let entries = s.0.lock();
+            // `take` stops at the last entry instead of reading the vacant tail a burst of
+            // short-lived arrays leaves behind.
             for (index, e) in entries.slab.iter().take(entries.slab.len()) {
                 let id = Id {
                     shard: shard as u16,
@@ -156,19 +158,10 @@ impl<T: Clone> Registry<T> {
     /// Every entry, shard by shard in index order, mapped under the shard's lock. `f` must not
     /// drop the last reference to anything that unregisters itself (that takes the lock).
     pub fn collect<U>(&self, mut f: impl FnMut(&T) -> Option<U>) -> Vec<U> {
-        let mut out = Vec::new();
-        for s in self.shards.iter() {
-            let entries = s.0.lock();
-            out.reserve(entries.slab.len());
-            // A plain loop: `live_arrays` runs this over every array, and it measured faster
-            // than `extend(filter_map(..))`. `take` stops at the last entry instead of reading
-            // the vacant tail a burst of short-lived arrays leaves behind.
-            for (_, e) in entries.slab.iter().take(entries.slab.len()) {
-                if let Some(u) = f(&e.value) {
-                    out.push(u);
-                }
-            }
-        }
+        // Sized up front: `live_arrays` runs this over every array. Entries added meanwhile
+        // only make it grow.
+        let mut out = Vec::with_capacity(self.len());
+        self.for_each(|_, value| out.extend(f(value)));
         out
     }
 
