@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use pjrt_actors::{Client, CompileOptions};
 use pjrt_actors_core::compile::DeviceFacts;
-use pjrt_actors_core::pjrt::baseline::RawAdd;
 use pjrt_actors_core::pjrt::{HostData, PjrtClient, PjrtLoadedExecutable, Plugin};
+use pjrt_actors_fence::baseline::RawAdd;
 use prost::Message;
 use support::*;
 

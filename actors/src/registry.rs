@@ -219,6 +219,12 @@ impl BufferSlot {
         }
     }
 
+    fn deleted_error(&self) -> Error {
+        Error::Deleted {
+            what: format!("{}{:?} array", self.dtype, self.dims),
+        }
+    }
+
     /// Read access to the live buffer; `Error::Deleted` once deleted. Recursive, so one thread
     /// may hold several (the same array passed twice) even while a writer waits.
     pub fn read(&self) -> Result<RwLockReadGuard<'_, SlotState>> {
@@ -228,9 +234,7 @@ impl BufferSlot {
             SlotState::OnHost(_) => Err(Error::OnHost {
                 what: format!("{}{:?} array", self.dtype, self.dims),
             }),
-            SlotState::Deleted => Err(Error::Deleted {
-                what: format!("{}{:?} array", self.dtype, self.dims),
-            }),
+            SlotState::Deleted => Err(self.deleted_error()),
         }
     }
 
@@ -254,9 +258,7 @@ impl BufferSlot {
                 Ok(())
             }
             SlotState::OnHost(_) => Err(Error::InvalidArgument("wrong destination size".into())),
-            SlotState::Deleted => Err(Error::Deleted {
-                what: format!("{}{:?} array", self.dtype, self.dims),
-            }),
+            SlotState::Deleted => Err(self.deleted_error()),
         }
     }
 
@@ -269,7 +271,12 @@ impl BufferSlot {
                 T::TYPE
             )));
         }
-        self.read_bytes(crate::pjrt::as_bytes_mut(dst))
+        let guard = self.state.read_recursive();
+        match &*guard {
+            SlotState::Live(b) => crate::pjrt::read_typed(b, self.dtype, self.dims.len(), dst),
+            SlotState::OnHost(bytes) => crate::pjrt::copy_typed(bytes, dst),
+            SlotState::Deleted => Err(self.deleted_error()),
+        }
     }
 
     /// Defragment's move of one buffer: under the write lock, frees the device buffer (or the

@@ -4,7 +4,7 @@ use std::ffi::CString;
 
 use pjrt_sys as sys;
 
-use super::plugin::plugin_str;
+use super::call::plugin_str;
 
 /// A named value as PJRT passes them (create options, plugin, device and topology attributes).
 #[derive(Debug, Clone, PartialEq)]

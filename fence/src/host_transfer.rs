@@ -10,7 +10,7 @@ use pjrt_sys as sys;
 use std::sync::Arc;
 
 use super::abi;
-use super::client::args;
+use super::call::args;
 use super::plugin::Plugin;
 
 /// What an execution does with host transfers: a device sent bytes to the host on a channel,
@@ -231,11 +231,15 @@ impl RecvStream {
             chunk: &mut chunk,
         });
         let api = self.plugin.api();
-        let added = self.plugin.call(
-            "PJRT_CopyToDeviceStream_AddChunk",
-            api.base.PJRT_CopyToDeviceStream_AddChunk,
-            &mut add,
-        );
+        // SAFETY: `PJRT_CopyToDeviceStream_AddChunk` is called with an args struct of its own layout, filled in
+        // above, whose pointers stay live across the call.
+        let added = unsafe {
+            self.plugin.call(
+                "PJRT_CopyToDeviceStream_AddChunk",
+                api.base.PJRT_CopyToDeviceStream_AddChunk,
+                &mut add,
+            )
+        };
         if added.is_err() {
             // SAFETY: the plugin did not take the chunk: still ours, freed once.
             unsafe { free_chunk(data.cast(), boxed.cast()) };
@@ -245,9 +249,12 @@ impl RecvStream {
             let mut d = args!(PJRT_Event_Destroy_Args {
                 event: add.transfer_complete
             });
-            let _ = self
-                .plugin
-                .call("PJRT_Event_Destroy", api.base.PJRT_Event_Destroy, &mut d);
+            // SAFETY: `PJRT_Event_Destroy` is called with an args struct of its own layout, filled in
+            // above, whose pointers stay live across the call.
+            let _ = unsafe {
+                self.plugin
+                    .call("PJRT_Event_Destroy", api.base.PJRT_Event_Destroy, &mut d)
+            };
         }
     }
 }
@@ -255,10 +262,14 @@ impl RecvStream {
 impl Drop for RecvStream {
     fn drop(&mut self) {
         let mut d = args!(PJRT_CopyToDeviceStream_Destroy_Args { stream: self.raw });
-        let _ = self.plugin.call(
-            "PJRT_CopyToDeviceStream_Destroy",
-            self.plugin.api().base.PJRT_CopyToDeviceStream_Destroy,
-            &mut d,
-        );
+        // SAFETY: `PJRT_CopyToDeviceStream_Destroy` is called with an args struct of its own layout, filled in
+        // above, whose pointers stay live across the call.
+        let _ = unsafe {
+            self.plugin.call(
+                "PJRT_CopyToDeviceStream_Destroy",
+                self.plugin.api().base.PJRT_CopyToDeviceStream_Destroy,
+                &mut d,
+            )
+        };
     }
 }

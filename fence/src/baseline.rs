@@ -7,7 +7,8 @@ use pjrt_sys as sys;
 
 use super::abi;
 use super::buffer::PjrtBuffer;
-use super::client::{PjrtClient, PjrtDevice, args};
+use super::call::args;
+use super::client::{PjrtClient, PjrtDevice};
 use super::executable::PjrtLoadedExecutable;
 
 /// Prepared raw calls for one single-device `f32[4] + f32[4]` executable.

@@ -12,7 +12,8 @@ use std::ptr::{null, null_mut};
 
 use pjrt_sys as sys;
 
-use super::client::{PjrtClient, args, call};
+use super::call::{args, call};
+use super::client::PjrtClient;
 use super::plugin::Plugin;
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
@@ -310,11 +311,15 @@ impl Plugin {
             type_id: 0,
             type_info: &NO_TYPE_HOOKS,
         };
-        self.call(
-            "PJRT_FFI_TypeID_Register",
-            table.type_id_register,
-            &mut type_args,
-        )?;
+        // SAFETY: `PJRT_FFI_TypeID_Register` is called with an args struct of its own layout, filled in
+        // above, whose pointers stay live across the call.
+        unsafe {
+            self.call(
+                "PJRT_FFI_TypeID_Register",
+                table.type_id_register,
+                &mut type_args,
+            )
+        }?;
         let mut handler_args = RegisterHandlerArgs {
             struct_size: REGISTER_HANDLER_ARGS_SIZE,
             target_name: HOST_CALLBACK_TARGET.as_ptr().cast(),
@@ -324,11 +329,15 @@ impl Plugin {
             platform_name_size: 4,
             traits: 0,
         };
-        self.call(
-            "PJRT_FFI_Register_Handler",
-            table.register_handler,
-            &mut handler_args,
-        )?;
+        // SAFETY: `PJRT_FFI_Register_Handler` is called with an args struct of its own layout, filled in
+        // above, whose pointers stay live across the call.
+        unsafe {
+            self.call(
+                "PJRT_FFI_Register_Handler",
+                table.register_handler,
+                &mut handler_args,
+            )
+        }?;
         Ok(FfiSupport {
             ext: ffi,
             type_id: type_args.type_id,
@@ -375,7 +384,9 @@ impl<'a> CallbackContext<'a> {
         };
         // SAFETY: `ffi.ext` is the plugin's static FFI extension table.
         let f = unsafe { (*ffi.ext).user_data_add };
-        plugin.call("PJRT_FFI_UserData_Add", f, &mut add)?;
+        // SAFETY: `PJRT_FFI_UserData_Add` is called with an args struct of its own layout, filled in
+        // above, whose pointers stay live across the call.
+        unsafe { plugin.call("PJRT_FFI_UserData_Add", f, &mut add) }?;
         Ok(ctx)
     }
 

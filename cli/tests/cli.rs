@@ -1,8 +1,7 @@
 //! The `pjrt-actors` command line end to end: `run` with text and `.npy` inputs and `--json`,
 //! every input error as one line and a non-zero exit, and `devices --json`.
 
-mod common;
-
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use pjrt_actors::ElementType;
@@ -13,6 +12,13 @@ fn cli(args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
+}
+
+/// A fresh directory for one test's files.
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("pjrt-actors-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 fn stdout(o: &Output) -> String {
@@ -31,7 +37,7 @@ fn error_line(o: &Output) -> String {
 }
 
 fn module(name: &str, text: &str) -> String {
-    let dir = common::scratch_dir("cli");
+    let dir = scratch_dir("cli");
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
     path.display().to_string()
@@ -95,7 +101,7 @@ fn run_with_json_output_and_several_dtypes() {
 
 #[test]
 fn run_with_npy_inputs_and_outputs() {
-    let dir = common::scratch_dir("cli-npy");
+    let dir = scratch_dir("cli-npy");
     let a = dir.join("a.npy");
     let b = dir.join("b.npy");
     let out = dir.join("out.npy");
@@ -129,7 +135,7 @@ fn every_input_error_is_one_line_and_a_failure() {
     let m = add_module();
     let missing_npy = "@/nonexistent/x.npy".to_string();
     let bad_npy = {
-        let p = common::scratch_dir("cli-bad").join("bad.npy");
+        let p = scratch_dir("cli-bad").join("bad.npy");
         std::fs::write(&p, b"not numpy").unwrap();
         format!("@{}", p.display())
     };
@@ -224,7 +230,7 @@ fn bench_and_compile_stress_report() {
 
 #[test]
 fn profile_writes_a_pprof_file() {
-    let out = common::scratch_dir("cli-profile").join("heap.pb");
+    let out = scratch_dir("cli-profile").join("heap.pb");
     let o = cli(&[
         "profile",
         "--out",

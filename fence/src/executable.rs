@@ -9,10 +9,10 @@ use smallvec::SmallVec;
 
 use super::abi;
 use super::buffer::{PjrtBuffer, PjrtEvent, from_raw_type};
-use super::client::{PjrtClient, PjrtDevice, args, call};
+use super::call::{args, call, plugin_str, take_serialized};
+use super::client::{PjrtClient, PjrtDevice};
 use super::ffi::{CallbackContext, CallbackDispatch};
 use super::host_transfer::{HostTransferDispatch, HostTransferOptions};
-use super::plugin::{plugin_str, take_serialized};
 use super::values::{NamedValue, read_named_values};
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
@@ -24,6 +24,13 @@ pub struct ArrayType {
     pub dtype: ElementType,
     /// The dimensions (empty for a scalar).
     pub dims: Vec<i64>,
+}
+
+impl ArrayType {
+    /// Bytes of its dense host representation; an error where that overflows.
+    pub fn byte_size(&self) -> Result<usize> {
+        crate::dtype::byte_size(self.dtype, &self.dims)
+    }
 }
 
 /// What `PJRT_Executable_GetCompiledMemoryStats` reports, in bytes.
@@ -151,7 +158,9 @@ impl PjrtClient {
             overridden_serialized_compile_options_size: options.map_or(0, |o| o.len()),
         };
         let f = abi::widen(plugin.api().base.PJRT_Executable_DeserializeAndLoad);
-        plugin.call("PJRT_Executable_DeserializeAndLoad", f, &mut a)?;
+        // SAFETY: `PJRT_Executable_DeserializeAndLoad` is called with an args struct of its own layout, filled in
+        // above, whose pointers stay live across the call.
+        unsafe { plugin.call("PJRT_Executable_DeserializeAndLoad", f, &mut a) }?;
         PjrtLoadedExecutable::wrap(self.clone(), a.loaded_executable)
     }
 }
@@ -336,7 +345,9 @@ impl PjrtLoadedExecutable {
             peak_memory_in_bytes: 0,
         };
         let f = abi::widen(plugin.api().base.PJRT_Executable_GetCompiledMemoryStats);
-        plugin.call("PJRT_Executable_GetCompiledMemoryStats", f, &mut a)?;
+        // SAFETY: `PJRT_Executable_GetCompiledMemoryStats` is called with an args struct of its own layout, filled in
+        // above, whose pointers stay live across the call.
+        unsafe { plugin.call("PJRT_Executable_GetCompiledMemoryStats", f, &mut a) }?;
         Ok(CompiledMemoryStats {
             generated_code_size: a.generated_code_size_in_bytes,
             argument_size: a.argument_size_in_bytes,

@@ -12,8 +12,9 @@ use prost::Message;
 
 use super::abi;
 use super::buffer::{PjrtBuffer, to_raw_type};
-use super::client::{PjrtClient, args, call};
-use super::plugin::take_serialized;
+use super::call::take_serialized;
+use super::call::{args, call};
+use super::client::PjrtClient;
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
 
@@ -111,11 +112,15 @@ impl PjrtClient {
             num_dims: dims.len(),
             layout: null_mut(),
         };
-        plugin.call(
-            "PJRT_Layouts_PJRT_Client_GetDefaultLayout",
-            ext.client_default,
-            &mut a,
-        )?;
+        // SAFETY: `PJRT_Layouts_PJRT_Client_GetDefaultLayout` is called with an args struct of its own layout, filled in
+        // above, whose pointers stay live across the call.
+        unsafe {
+            plugin.call(
+                "PJRT_Layouts_PJRT_Client_GetDefaultLayout",
+                ext.client_default,
+                &mut a,
+            )
+        }?;
         let mut s = SerializeArgs {
             struct_size: size_of::<SerializeArgs>(),
             extension_start: null_mut(),
@@ -125,7 +130,10 @@ impl PjrtClient {
             serialized_layout: null_mut(),
             deleter: None,
         };
-        let serialized = plugin.call("PJRT_Layouts_MemoryLayout_Serialize", ext.serialize, &mut s);
+        // SAFETY: `PJRT_Layouts_MemoryLayout_Serialize` is called with an args struct of its own layout, filled in
+        // above, whose pointers stay live across the call.
+        let serialized =
+            unsafe { plugin.call("PJRT_Layouts_MemoryLayout_Serialize", ext.serialize, &mut s) };
         // SAFETY: the serialized bytes live until their deleter runs (once, after copying); the
         // layout is destroyed once, after use.
         let bytes = unsafe {
@@ -167,7 +175,9 @@ impl PjrtClient {
             data: memory.as_mut_ptr().cast(),
             size: memory.len(),
         };
-        match plugin.call("PJRT_Client_DmaMap", f, &mut a) {
+        // SAFETY: `PJRT_Client_DmaMap` is called with an args struct of its own layout, filled in
+        // above, whose pointers stay live across the call.
+        match unsafe { plugin.call("PJRT_Client_DmaMap", f, &mut a) } {
             Ok(()) => Ok(DmaMapping {
                 client: self.clone(),
                 memory: Some(memory),
@@ -281,11 +291,15 @@ fn unmap(client: &PjrtClient, memory: &[u8]) -> Result<()> {
         client: client.raw(),
         data: memory.as_ptr() as *mut c_void,
     };
-    plugin.call(
-        "PJRT_Client_DmaUnmap",
-        plugin.api().PJRT_Client_DmaUnmap,
-        &mut a,
-    )
+    // SAFETY: `PJRT_Client_DmaUnmap` is called with an args struct of its own layout, filled in
+    // above, whose pointers stay live across the call.
+    unsafe {
+        plugin.call(
+            "PJRT_Client_DmaUnmap",
+            plugin.api().PJRT_Client_DmaUnmap,
+            &mut a,
+        )
+    }
 }
 
 impl Drop for DmaMapping {
@@ -433,15 +447,20 @@ fn memory_kinds_of(
             num_memory_descriptions: 0,
             default_memory_index: -1,
         };
-        plugin.call(
-            "PJRT_DeviceDescription_MemoryDescriptions",
-            table.descriptions,
-            &mut a,
-        )?;
+        // SAFETY: `PJRT_DeviceDescription_MemoryDescriptions` is called with an args struct of its own layout, filled in
+        // above, whose pointers stay live across the call.
+        unsafe {
+            plugin.call(
+                "PJRT_DeviceDescription_MemoryDescriptions",
+                table.descriptions,
+                &mut a,
+            )
+        }?;
         let mut kinds = Vec::with_capacity(a.num_memory_descriptions);
         for i in 0..a.num_memory_descriptions {
             // SAFETY: `num_memory_descriptions` description pointers owned by the device
-            // description; each kind string is valid for its size.
+            // description; each kind string is valid for its size; `PJRT_MemoryDescription_Kind`
+            // gets an args struct of its own layout, filled in here.
             unsafe {
                 let mut k = KindArgs {
                     struct_size: size_of::<KindArgs>(),
@@ -453,7 +472,7 @@ fn memory_kinds_of(
                 };
                 plugin.call("PJRT_MemoryDescription_Kind", table.kind, &mut k)?;
                 kinds.push(MemoryKind {
-                    kind: super::plugin::plugin_str(k.kind, k.kind_size),
+                    kind: super::call::plugin_str(k.kind, k.kind_size),
                     kind_id: k.kind_id,
                 });
             }

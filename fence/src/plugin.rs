@@ -10,7 +10,7 @@ use pjrt_sys as sys;
 
 use super::abi::{self, Api};
 use super::values::{NamedValue, read_named_values};
-use crate::error::{Error, PjrtCode, PluginError, Result};
+use crate::error::{Error, PluginError, Result};
 
 /// The environment variable that names a plugin file.
 pub const PLUGIN_PATH_ENV: &str = "PJRT_PLUGIN_PATH";
@@ -184,13 +184,16 @@ impl Plugin {
             struct_size: size_of::<sys::PJRT_Plugin_Initialize_Args>(),
             ..Default::default()
         };
-        plugin
-            .call(
+        // SAFETY: `PJRT_Plugin_Initialize` is called with an args struct of its own layout, filled in
+        // above, whose pointers stay live across the call.
+        unsafe {
+            plugin.call(
                 "PJRT_Plugin_Initialize",
                 api.base.PJRT_Plugin_Initialize,
                 &mut init,
             )
-            .map_err(init_failed)?;
+        }
+        .map_err(init_failed)?;
         let mut attrs = abi::Plugin_Attributes_Args {
             struct_size: size_of::<abi::Plugin_Attributes_Args>(),
             extension_start: std::ptr::null_mut(),
@@ -204,9 +207,9 @@ impl Plugin {
                 unsafe extern "C" fn(*mut abi::Plugin_Attributes_Args) -> *mut sys::PJRT_Error,
             >(f)
         });
-        plugin
-            .call("PJRT_Plugin_Attributes", f, &mut attrs)
-            .map_err(init_failed)?;
+        // SAFETY: `PJRT_Plugin_Attributes` is called with an args struct of its own layout, filled in
+        // above, whose pointers stay live across the call.
+        unsafe { plugin.call("PJRT_Plugin_Attributes", f, &mut attrs) }.map_err(init_failed)?;
         // SAFETY: the plugin returned `num_attributes` values that live as long as the plugin.
         plugin.attributes = unsafe { read_named_values(attrs.attributes, attrs.num_attributes) };
         Ok(plugin)
@@ -245,125 +248,5 @@ impl Plugin {
     /// Whether the plugin's function table reaches the 0.81 slot at `offset`.
     pub(crate) fn has_slot(&self, offset: usize) -> bool {
         self.api.base.struct_size > offset
-    }
-
-    /// Calls one PJRT function with its args struct, turning a returned error into `Error::Pjrt`.
-    pub(crate) fn call<A>(
-        &self,
-        function: &'static str,
-        f: Option<unsafe extern "C" fn(*mut A) -> *mut sys::PJRT_Error>,
-        args: &mut A,
-    ) -> Result<()> {
-        let Some(f) = f else {
-            return Err(Error::Unsupported {
-                what: function,
-                hint: String::new(),
-            });
-        };
-        // SAFETY: `args` is a properly sized, initialised args struct for `f` (each call site
-        // fills `struct_size` from our 0.81 layouts), and lives across the call.
-        let err = unsafe { f(args) };
-        self.check(function, err, size_of::<A>(), std::any::type_name::<A>())
-    }
-
-    /// Reads and destroys a `PJRT_Error`. Also names the args struct when a plugin newer than our
-    /// layouts rejects its size, so the user learns why rather than just that.
-    pub(crate) fn check(
-        &self,
-        function: &'static str,
-        err: *mut sys::PJRT_Error,
-        args_size: usize,
-        args_type: &str,
-    ) -> Result<()> {
-        if err.is_null() {
-            return Ok(());
-        }
-        let base = &self.api.base;
-        let mut msg = sys::PJRT_Error_Message_Args {
-            struct_size: size_of::<sys::PJRT_Error_Message_Args>(),
-            error: err,
-            ..Default::default()
-        };
-        let mut code = sys::PJRT_Error_GetCode_Args {
-            struct_size: size_of::<sys::PJRT_Error_GetCode_Args>(),
-            error: err,
-            ..Default::default()
-        };
-        // SAFETY: `err` is a live error the plugin just returned; these three functions are
-        // always present (slots of every version) and we destroy `err` exactly once, last.
-        let (mut message, code) = unsafe {
-            if let Some(f) = base.PJRT_Error_Message {
-                f(&mut msg);
-            }
-            let message = if msg.message.is_null() {
-                String::new()
-            } else {
-                let bytes = std::slice::from_raw_parts(msg.message as *const u8, msg.message_size);
-                String::from_utf8_lossy(bytes).into_owned()
-            };
-            let code = match base.PJRT_Error_GetCode {
-                Some(f) if f(&mut code).is_null() => PjrtCode::from_raw(code.code),
-                _ => PjrtCode::Unknown,
-            };
-            if let Some(f) = base.PJRT_Error_Destroy {
-                let mut destroy = sys::PJRT_Error_Destroy_Args {
-                    struct_size: size_of::<sys::PJRT_Error_Destroy_Args>(),
-                    error: err,
-                    ..Default::default()
-                };
-                f(&mut destroy);
-            }
-            (message, code)
-        };
-        if self.minor > abi::LAYOUT_MINOR && message.contains("struct_size") {
-            let short = args_type.rsplit("::").next().unwrap_or(args_type);
-            message.push_str(&format!(
-                " [the plugin speaks PJRT 0.{}, newer than this build's 0.{} layouts; we sent {short} of {args_size} bytes]",
-                self.minor,
-                abi::LAYOUT_MINOR
-            ));
-        }
-        Err(Error::Pjrt {
-            function,
-            code,
-            message,
-        })
-    }
-}
-
-/// Reads a plugin-owned string of known length.
-///
-/// # Safety
-/// `ptr` must point at `len` readable bytes (or be null).
-pub(crate) unsafe fn plugin_str(ptr: *const std::os::raw::c_char, len: usize) -> String {
-    if ptr.is_null() {
-        return String::new();
-    }
-    // SAFETY: guaranteed by the caller.
-    let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Copies bytes the plugin serialized, then frees them with the plugin's deleter (once).
-///
-/// # Safety
-/// `bytes` must point at `len` bytes that stay valid until `deleter(handle)` runs.
-pub(crate) unsafe fn take_serialized<T>(
-    bytes: *const std::os::raw::c_char,
-    len: usize,
-    handle: *mut T,
-    deleter: Option<unsafe extern "C" fn(*mut T)>,
-) -> Vec<u8> {
-    // SAFETY: guaranteed by the caller; the deleter runs after the copy, once.
-    unsafe {
-        let copy = if bytes.is_null() {
-            Vec::new()
-        } else {
-            std::slice::from_raw_parts(bytes as *const u8, len).to_vec()
-        };
-        if let Some(deleter) = deleter {
-            deleter(handle);
-        }
-        copy
     }
 }

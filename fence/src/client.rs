@@ -7,23 +7,10 @@ use std::sync::Arc;
 use pjrt_sys as sys;
 
 use super::abi;
-use super::plugin::{Plugin, plugin_str, take_serialized};
+use super::call::{args, call, plugin_str, take_serialized};
+use super::plugin::Plugin;
 use super::values::{NamedValue, RawNamedValues, read_named_values};
 use crate::error::{Error, Result};
-
-/// Builds an args struct of pjrt-sys's layout with its `struct_size` set.
-macro_rules! args {
-    ($ty:ident { $($field:ident : $val:expr),* $(,)? }) => {
-        sys::$ty { struct_size: size_of::<sys::$ty>(), $($field: $val,)* ..Default::default() }
-    };
-}
-/// Calls the named slot of the 0.54 table.
-macro_rules! call {
-    ($plugin:expr, $func:ident, $args:expr) => {
-        $plugin.call(stringify!($func), $plugin.api().base.$func, $args)
-    };
-}
-pub(crate) use {args, call};
 
 struct ClientOwner {
     plugin: Arc<Plugin>,
@@ -172,7 +159,9 @@ impl PjrtClient {
             kv_try_get_user_arg: null_mut(),
         };
         let f = abi::widen(plugin.api().base.PJRT_Client_Create);
-        plugin.call("PJRT_Client_Create", f, &mut a)?;
+        // SAFETY: `PJRT_Client_Create` is called with an args struct of its own layout, filled in
+        // above, whose pointers stay live across the call.
+        unsafe { plugin.call("PJRT_Client_Create", f, &mut a) }?;
         Ok(PjrtClient {
             owner: Arc::new(ClientOwner {
                 plugin,
@@ -494,7 +483,9 @@ impl PjrtTopology {
         } else {
             None
         };
-        plugin.call("PJRT_TopologyDescription_Deserialize", f, &mut a)?;
+        // SAFETY: `PJRT_TopologyDescription_Deserialize` is called with an args struct of its own layout, filled in
+        // above, whose pointers stay live across the call.
+        unsafe { plugin.call("PJRT_TopologyDescription_Deserialize", f, &mut a) }?;
         Ok(PjrtTopology {
             plugin,
             raw: a.topology,

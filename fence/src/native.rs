@@ -50,6 +50,26 @@ pub fn read_typed<T: NativeType>(
     buffer.read_into(as_bytes_mut(dst), rank)
 }
 
+/// Copies host bytes holding values of `T` (a host copy of an array) into a typed slice of
+/// exactly their size. Booleans are checked to be 0 or 1, the only patterns `bool` allows.
+pub fn copy_typed<T: NativeType>(bytes: &[u8], dst: &mut [T]) -> crate::Result<()> {
+    if bytes.len() != std::mem::size_of_val(dst) {
+        return Err(crate::Error::InvalidArgument(format!(
+            "{} bytes cannot fill {} values of {}",
+            bytes.len(),
+            dst.len(),
+            T::TYPE
+        )));
+    }
+    if T::TYPE == ElementType::Pred && bytes.iter().any(|&b| b > 1) {
+        return Err(crate::Error::InvalidArgument(
+            "a boolean array holds a byte other than 0 or 1".into(),
+        ));
+    }
+    as_bytes_mut(dst).copy_from_slice(bytes);
+    Ok(())
+}
+
 /// A vector of `n` zero values (`false`, `0`, `0.0`), allocated zeroed in one step.
 pub fn zeroed_vec<T: NativeType>(n: usize) -> Vec<T> {
     // SAFETY: every NativeType has a valid all-zero bit pattern.

@@ -1,10 +1,18 @@
-//! The PJRT fence: the only module in the project that holds `unsafe` code or a raw pointer.
-//! Everything it exports is a safe owner of a PJRT object, or plain data read from one.
+//! The PJRT fence: the only crate in the project that holds `unsafe` code or a raw pointer.
+//! Everything it exports is a safe owner of a PJRT object, or plain data read from one; every
+//! C call goes through [`call`]'s `unsafe fn`s. The error and element types live here too,
+//! since the fence is the lowest crate and produces both.
+
+#![deny(unsafe_op_in_unsafe_fn)]
 
 mod abi;
+#[cfg(feature = "baseline")]
 pub mod baseline;
 mod buffer;
+mod call;
 mod client;
+pub mod dtype;
+pub mod error;
 mod executable;
 mod ffi;
 mod host_transfer;
@@ -26,10 +34,11 @@ pub use ffi::{
 };
 pub use host_transfer::{HostTransferDispatch, RecvStream};
 pub use layouts::{DmaMapping, Layout, MemoryKind};
-pub(crate) use native::as_bytes_mut;
-pub use native::{AlignedBytes, NativeType, as_bytes, read_typed, zeroed_vec};
+pub use native::{AlignedBytes, NativeType, as_bytes, copy_typed, read_typed, zeroed_vec};
 pub use plugin::{PLUGIN_PATH_ENV, Plugin, discovery_candidates};
 pub use values::NamedValue;
+
+pub use error::{Error, PjrtCode, PluginError, Result};
 
 /// The PJRT C API minor version whose struct layouts this build carries.
 pub const LAYOUT_MINOR: i32 = abi::LAYOUT_MINOR;

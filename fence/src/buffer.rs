@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use pjrt_sys as sys;
 
-use super::client::{PjrtClient, PjrtDevice, PjrtMemory, args, call};
+use super::call::{args, call};
+use super::client::{PjrtClient, PjrtDevice, PjrtMemory};
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
 

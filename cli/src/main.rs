@@ -1,0 +1,153 @@
+//! The `pjrt-actors` command line: look at what a PJRT plugin offers and run work on it.
+//! Conventions follow IREE's `iree-run-module` / `iree-benchmark-module`; errors print one
+//! line and exit non-zero.
+
+#![forbid(unsafe_code)]
+
+mod bench;
+mod compile_stress;
+mod devices;
+mod profile;
+mod run;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use pjrt_actors::{Client, Error, Result};
+
+#[derive(Parser)]
+#[command(
+    name = "pjrt-actors",
+    version,
+    about = "XLA PJRT plugins driven as actors"
+)]
+pub struct Cli {
+    /// The PJRT plugin file (default: PJRT_PLUGIN_PATH, then the bootstrap folder, then
+    /// xla_plugins/ in Python's site-packages).
+    #[arg(long, global = true)]
+    plugin: Option<PathBuf>,
+    /// Number of CPU devices the CPU plugin creates.
+    #[arg(long, global = true)]
+    cpu_devices: Option<i64>,
+    /// Print tracing output (RUST_LOG refines it).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List devices and their memory spaces.
+    Devices {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compile a module (.mlir text or bytecode) and run it once.
+    Run {
+        module: PathBuf,
+        /// An input, in parameter order: `2x2xf32=1,2,3,4`, `f32=5`, or `@file.npy`.
+        #[arg(long = "input")]
+        inputs: Vec<String>,
+        /// The device to run on.
+        #[arg(long, default_value_t = 0)]
+        device: i32,
+        /// Print `{"outputs":[{"dtype":..,"shape":[..],"data":[..]}]}`.
+        #[arg(long)]
+        json: bool,
+        /// Write output i to `@path.npy` (repeat, in output order).
+        #[arg(long = "output")]
+        outputs: Vec<String>,
+    },
+    /// Run a module from many threads and report throughput and latency percentiles.
+    Bench {
+        module: PathBuf,
+        /// Inputs as for `run`; zeros of the parameter types when none are given.
+        #[arg(long = "input")]
+        inputs: Vec<String>,
+        /// Worker threads, spread over the devices.
+        #[arg(long, default_value_t = 4)]
+        threads: usize,
+        /// Total executes (default 10,000 when no duration is given).
+        #[arg(long, conflicts_with = "duration")]
+        requests: Option<u64>,
+        /// Run for this many seconds instead of a number of requests.
+        #[arg(long)]
+        duration: Option<f64>,
+    },
+    /// Run a small workload and write a heap profile (pprof) of what it left alive.
+    Profile {
+        /// Where to write the profile (open it with `go tool pprof -http=: FILE`).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Compile many distinct generated modules through the compiler pool.
+    CompileStress {
+        #[arg(long, default_value_t = 64)]
+        modules: usize,
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+    },
+}
+
+pub fn open(cli: &Cli) -> Result<Client> {
+    let mut builder = Client::builder();
+    if let Some(path) = &cli.plugin {
+        builder = builder.plugin_path(path);
+    }
+    if let Some(n) = cli.cpu_devices {
+        builder = builder.cpu_device_count(n);
+    }
+    builder.open()
+}
+
+pub fn usage(message: String) -> Error {
+    Error::InvalidArgument(message)
+}
+
+fn dispatch(cli: &Cli) -> Result<()> {
+    match &cli.command {
+        Command::Devices { json } => devices::devices(cli, *json),
+        Command::Run {
+            module,
+            inputs,
+            device,
+            json,
+            outputs,
+        } => run::run(cli, module, inputs, *device, *json, outputs),
+        Command::Bench {
+            module,
+            inputs,
+            threads,
+            requests,
+            duration,
+        } => bench::bench(cli, module, inputs, *threads, *requests, *duration),
+        Command::CompileStress {
+            modules,
+            concurrency,
+        } => compile_stress::compile_stress(cli, *modules, *concurrency),
+        Command::Profile { out } => profile::profile(cli, out),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cli.verbose > 0 {
+        let level = if cli.verbose > 1 { "trace" } else { "debug" };
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    match dispatch(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pjrt-actors: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! How the fence calls the plugin: the `args!` and `call!` macros, `Plugin::call` (an
+//! `unsafe fn`: nothing calls the plugin safely with an arbitrary function pointer) and
+//! `Plugin::check`, and the two helpers that copy plugin-owned bytes out.
+
+use pjrt_sys as sys;
+
+use crate::abi;
+use crate::error::{Error, PjrtCode, Result};
+use crate::plugin::Plugin;
+
+/// Builds an args struct of pjrt-sys's layout with its `struct_size` set.
+macro_rules! args {
+    ($ty:ident { $($field:ident : $val:expr),* $(,)? }) => {
+        sys::$ty { struct_size: size_of::<sys::$ty>(), $($field: $val,)* ..Default::default() }
+    };
+}
+/// Calls the named slot of the 0.54 table with an args struct of that slot's own type.
+///
+/// The one place the fence calls the plugin without an `unsafe` block at the call site, and
+/// why that is sound: the macro names a slot, never a pointer, so the function and its args
+/// type always match (the compiler checks `$args` against the slot's signature); every args
+/// struct it is given is built by `args!`, which sets `struct_size` to pjrt-sys's layout of
+/// that very struct (0.54, which every 0.54+ plugin accepts); and the raw handles inside it
+/// are the ones fence owners hold, live for as long as their owner is.
+macro_rules! call {
+    ($plugin:expr, $func:ident, $args:expr) => {{
+        let plugin: &$crate::Plugin = &$plugin;
+        // SAFETY: see the macro's documentation: a slot of its own type, `struct_size` set by
+        // `args!`, handles kept live by their owners.
+        unsafe { plugin.call(stringify!($func), plugin.api().base.$func, $args) }
+    }};
+}
+pub(crate) use {args, call};
+
+impl Plugin {
+    /// Calls one PJRT function with its args struct, turning a returned error into `Error::Pjrt`.
+    ///
+    /// # Safety
+    /// `f` must be a function of this plugin taking `A`, and `args` a properly sized,
+    /// initialised args struct for it (`struct_size` from pjrt-sys's layout or our 0.81 one in
+    /// `abi.rs`) whose pointers are live for the call.
+    pub(crate) unsafe fn call<A>(
+        &self,
+        function: &'static str,
+        f: Option<unsafe extern "C" fn(*mut A) -> *mut sys::PJRT_Error>,
+        args: &mut A,
+    ) -> Result<()> {
+        let Some(f) = f else {
+            return Err(Error::Unsupported {
+                what: function,
+                hint: String::new(),
+            });
+        };
+        // SAFETY: guaranteed by the caller.
+        let err = unsafe { f(args) };
+        self.check(function, err, size_of::<A>(), std::any::type_name::<A>())
+    }
+
+    /// Reads and destroys a `PJRT_Error`. Also names the args struct when a plugin newer than our
+    /// layouts rejects its size, so the user learns why rather than just that.
+    pub(crate) fn check(
+        &self,
+        function: &'static str,
+        err: *mut sys::PJRT_Error,
+        args_size: usize,
+        args_type: &str,
+    ) -> Result<()> {
+        if err.is_null() {
+            return Ok(());
+        }
+        let base = &self.api().base;
+        let mut msg = sys::PJRT_Error_Message_Args {
+            struct_size: size_of::<sys::PJRT_Error_Message_Args>(),
+            error: err,
+            ..Default::default()
+        };
+        let mut code = sys::PJRT_Error_GetCode_Args {
+            struct_size: size_of::<sys::PJRT_Error_GetCode_Args>(),
+            error: err,
+            ..Default::default()
+        };
+        // SAFETY: `err` is a live error the plugin just returned; these three functions are
+        // always present (slots of every version) and we destroy `err` exactly once, last.
+        let (mut message, code) = unsafe {
+            if let Some(f) = base.PJRT_Error_Message {
+                f(&mut msg);
+            }
+            let message = if msg.message.is_null() {
+                String::new()
+            } else {
+                let bytes = std::slice::from_raw_parts(msg.message as *const u8, msg.message_size);
+                String::from_utf8_lossy(bytes).into_owned()
+            };
+            let code = match base.PJRT_Error_GetCode {
+                Some(f) if f(&mut code).is_null() => PjrtCode::from_raw(code.code),
+                _ => PjrtCode::Unknown,
+            };
+            if let Some(f) = base.PJRT_Error_Destroy {
+                let mut destroy = sys::PJRT_Error_Destroy_Args {
+                    struct_size: size_of::<sys::PJRT_Error_Destroy_Args>(),
+                    error: err,
+                    ..Default::default()
+                };
+                f(&mut destroy);
+            }
+            (message, code)
+        };
+        let minor = self.api_version().1;
+        if minor > abi::LAYOUT_MINOR && message.contains("struct_size") {
+            let short = args_type.rsplit("::").next().unwrap_or(args_type);
+            message.push_str(&format!(
+                " [the plugin speaks PJRT 0.{}, newer than this build's 0.{} layouts; we sent {short} of {args_size} bytes]",
+                minor,
+                abi::LAYOUT_MINOR
+            ));
+        }
+        Err(Error::Pjrt {
+            function,
+            code,
+            message,
+        })
+    }
+}
+
+/// Reads a plugin-owned string of known length.
+///
+/// # Safety
+/// `ptr` must point at `len` readable bytes (or be null).
+pub(crate) unsafe fn plugin_str(ptr: *const std::os::raw::c_char, len: usize) -> String {
+    if ptr.is_null() {
+        return String::new();
+    }
+    // SAFETY: guaranteed by the caller.
+    let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Copies bytes the plugin serialized, then frees them with the plugin's deleter (once).
+///
+/// # Safety
+/// `bytes` must point at `len` bytes that stay valid until `deleter(handle)` runs.
+pub(crate) unsafe fn take_serialized<T>(
+    bytes: *const std::os::raw::c_char,
+    len: usize,
+    handle: *mut T,
+    deleter: Option<unsafe extern "C" fn(*mut T)>,
+) -> Vec<u8> {
+    // SAFETY: guaranteed by the caller; the deleter runs after the copy, once.
+    unsafe {
+        let copy = if bytes.is_null() {
+            Vec::new()
+        } else {
+            std::slice::from_raw_parts(bytes as *const u8, len).to_vec()
+        };
+        if let Some(deleter) = deleter {
+            deleter(handle);
+        }
+        copy
+    }
+}
