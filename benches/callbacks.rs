@@ -51,14 +51,10 @@ fn main() {
     // Overhead of one callback: `cb(x) + x` against `x + x`.
     let double = map("double", |v| 2.0 * v);
     let with = client
-        .compile_and_load_with_callbacks(
-            format!(
+        .compile_request(format!(
                 "module @with {{ func.func public @main(%x: {T}) -> {T} {{ {} \n %o = stablehlo.add %r, %x : {T} \n return %o : {T} }} }}",
                 double.call_text("%r", &["%x"])
-            ),
-            &options,
-            std::slice::from_ref(&double),
-        )
+            )).options(&options).callbacks(std::slice::from_ref(&double)).load()
         .unwrap();
     let without = client
         .compile_and_load(
@@ -109,14 +105,10 @@ fn main() {
     )
     .unwrap();
     let outer = client
-        .compile_and_load_with_callbacks(
-            format!(
+        .compile_request(format!(
                 "module @outer {{ func.func public @main(%x: {T}) -> {T} {{ {} \n return %r : {T} }} }}",
                 reenter.call_text("%r", &["%x"])
-            ),
-            &options,
-            &[reenter],
-        )
+            )).options(&options).callbacks(&[reenter]).load()
         .unwrap();
     let reentrant_ok = (0..1000).all(|i| {
         let v = i as f32;
@@ -154,7 +146,10 @@ fn main() {
                     ..Default::default()
                 };
                 let exe = client
-                    .compile_and_load_with_callbacks(program, &options, chain)
+                    .compile_request(program)
+                    .options(&options)
+                    .callbacks(chain)
+                    .load()
                     .unwrap();
                 let a = client.devices()[t % 4].put(&[t as f32; 4], &[4]).unwrap();
                 let expected = vec![-(((t as f32 + 1.0) * 2.0) - 3.0); 4];

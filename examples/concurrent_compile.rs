@@ -39,11 +39,12 @@ pub fn run(modules: usize, threads: usize) -> pjrt_actors::Result<(usize, usize,
                                 token.cancel();
                             });
                         }
-                        match client.compile_and_load_cancellable(
-                            &program,
-                            &CompileOptions::default(),
-                            &token,
-                        ) {
+                        match client
+                            .compile_request(&program)
+                            .options(&CompileOptions::default())
+                            .cancel_with(&token)
+                            .load()
+                        {
                             Ok(exe) => {
                                 let a = client.devices()[0].put(&vec![1f32; n as usize], &[n])?;
                                 let y = exe.execute(&[&a])?[0].to_vec::<f32>()?;

@@ -97,8 +97,11 @@ pub fn run(threads: usize, runs: usize) -> pjrt_actors::Result<(u64, u64)> {
                         devices: Some(vec![device.id()]),
                         ..Default::default()
                     };
-                    let exe =
-                        client.compile_and_load_with_callbacks(program, &options, callbacks)?;
+                    let exe = client
+                        .compile_request(program)
+                        .options(&options)
+                        .callbacks(callbacks)
+                        .load()?;
                     for i in 0..runs {
                         let x: Vec<f32> = (0..N)
                             .map(|k| (k as f32 + 1.0) * (i % 5 + 1) as f32)

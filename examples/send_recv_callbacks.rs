@@ -33,11 +33,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         double.send_recv_text("%r", &["%x"], 1)
     );
     let platform = client.raw_platform_name().to_string();
-    let exe = match client.compile_and_load_with_callbacks(
-        &program,
-        &CompileOptions::default(),
-        &[double],
-    ) {
+    let exe = match client
+        .compile_request(&program)
+        .options(&CompileOptions::default())
+        .callbacks(&[double])
+        .load()
+    {
         Ok(exe) => exe,
         Err(e @ Error::Unsupported { .. }) => {
             println!("{e}");

@@ -4,14 +4,17 @@
 use std::fmt;
 use std::sync::Arc;
 
+use std::future::Future;
+
+use pjrt_actors_core::actors::device::ReadRequest;
 use pjrt_actors_core::actors::memory_space::UploadRequest;
 use pjrt_actors_core::dtype::{ElementType, byte_size};
-use pjrt_actors_core::pjrt::{HostData, NativeType, PjrtBuffer, as_bytes, zeroed_vec};
+use pjrt_actors_core::pjrt::{HostData, NativeType, as_bytes, zeroed_vec};
 use pjrt_actors_core::registry::{ArrayCore, BufferSlot, Id};
 use pjrt_actors_core::site::Site;
 use pjrt_actors_core::{Error, Result};
 
-use crate::client::{Client, Shared, ask_async};
+use crate::client::{Client, Shared, ask};
 use crate::device::{Device, MemorySpace};
 
 /// Host memory handed to an upload, and how long the plugin may read it. The lifetimes make
@@ -52,6 +55,8 @@ pub type ArrayId = Id;
 #[derive(Clone)]
 pub struct Array {
     pub(crate) core: Arc<ArrayCore>,
+    /// The client's guard: a user handle keeps the client running (the core alone does not).
+    shared: Arc<Shared>,
 }
 
 /// Checks `len` bytes against `dtype` × `dims` without overflowing on huge shapes.
@@ -114,19 +119,17 @@ impl Client {
         device: &Device,
         memory: Option<&MemorySpace>,
     ) -> Result<Array> {
-        self.shared.parts.resources.check_open()?;
         check_len(dtype, dims, data.len())?;
-        let (device_index, memory_index) = placement(&self.shared, device, memory)?;
-        let res = &self.shared.parts.resources;
-        let buffer = res.pjrt.upload(
+        let placement = placement(&self.shared, device, memory)?;
+        let core = self.state().upload(
             data.into_host_data(),
             dtype,
             dims,
-            &res.devices[device_index],
-            memory.map(|_| &res.memories[memory_index]),
+            placement,
+            memory.is_some(),
+            self.site(),
         )?;
-        let slot = BufferSlot::new(buffer, dtype, dims.into(), device_index, memory_index);
-        Ok(self.wrap_array(ArrayCore::register(self.shared.clone(), slot, self.site())))
+        Ok(self.wrap_array(core))
     }
 
     /// Creates an array from a typed slice (copied during the call).
@@ -148,59 +151,65 @@ impl Client {
 
     /// The async form of [`buffer_from_host`](Self::buffer_from_host): the upload is served by
     /// the memory space's actor. The data is owned, so it may be read until the transfer ends.
-    pub async fn buffer_from_host_async(
+    /// The allocation site is the caller of this function, taken before the future is built.
+    #[track_caller]
+    pub fn buffer_from_host_async(
         &self,
         data: Arc<[u8]>,
         dtype: ElementType,
         dims: &[i64],
         device: &Device,
         memory: Option<&MemorySpace>,
-    ) -> Result<Array> {
-        check_len(dtype, dims, data.len())?;
-        let (device_index, memory_index) = placement(&self.shared, device, memory)?;
-        let request = UploadRequest {
-            site: self.site(),
-            owner: self.shared.clone(),
-            data,
-            dtype,
-            dims: dims.to_vec(),
-            device: device_index,
-            span: tracing::Span::current(),
-        };
-        let core = ask_async(&self.shared.parts.memories[memory_index], request).await?;
-        Ok(self.wrap_array(core))
+    ) -> impl Future<Output = Result<Array>> + use<> {
+        let site = self.site();
+        let checked = check_len(dtype, dims, data.len())
+            .and_then(|()| placement(&self.shared, device, memory));
+        let (client, dims, explicit_memory) = (self.clone(), dims.to_vec(), memory.is_some());
+        async move {
+            let (device, memory) = checked?;
+            let request = UploadRequest {
+                site,
+                data,
+                dtype,
+                dims,
+                device,
+                explicit_memory,
+                span: tracing::Span::current(),
+            };
+            let core = ask(client.shared.memory_actor(memory), request).await?;
+            Ok(client.wrap_array(core))
+        }
     }
 
     /// The allocation site of something this call makes, as the client records them.
     #[track_caller]
     pub(crate) fn site(&self) -> Site {
-        Site::capture(self.shared.parts.resources.site_capture)
+        self.state().site()
     }
 
     pub(crate) fn wrap_array(&self, core: Arc<ArrayCore>) -> Array {
-        Array { core }
+        Array::new(core, self.shared.clone())
     }
 }
 
 impl Array {
+    pub(crate) fn new(core: Arc<ArrayCore>, shared: Arc<Shared>) -> Self {
+        Array { core, shared }
+    }
+
     fn slot(&self) -> &BufferSlot {
         &self.core.slot
     }
 
     /// The slot, once the client is known not to be shut down.
     fn open_slot(&self) -> Result<&BufferSlot> {
-        self.core.owner().check_open()?;
+        self.shared.state().check_open()?;
         Ok(&self.core.slot)
     }
 
     /// The client state this array belongs to.
-    pub(crate) fn shared(&self) -> Arc<Shared> {
-        self.core
-            .owner()
-            .clone()
-            .into_any()
-            .downcast::<Shared>()
-            .unwrap_or_else(|_| unreachable!("every array is owned by a client's Shared"))
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     /// The array's registry id.
@@ -211,7 +220,7 @@ impl Array {
     /// The client the array belongs to.
     pub fn client(&self) -> Client {
         Client {
-            shared: self.shared(),
+            shared: self.shared.clone(),
         }
     }
 
@@ -237,17 +246,17 @@ impl Array {
 
     /// The device the array lives on.
     pub fn device(&self) -> Device {
-        Device::new(self.shared(), self.slot().device)
+        Device::new(self.shared.clone(), self.slot().device)
     }
 
     /// The memory space the array lives in.
     pub fn memory_space(&self) -> MemorySpace {
-        MemorySpace::new(self.shared(), self.slot().memory)
+        MemorySpace::new(self.shared.clone(), self.slot().memory)
     }
 
     /// The buffer's size on its device, as the plugin reports it.
     pub fn on_device_size(&self) -> Result<usize> {
-        self.slot().on_device_size()
+        self.shared.state().on_device_size(&self.core)
     }
 
     /// Whether the array was deleted (explicitly, on any of its handles).
@@ -321,71 +330,38 @@ impl Array {
 
     /// Reads the array's dense bytes (any dtype, e.g. f16, bf16, complex).
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
-        let mut out = vec![0u8; self.byte_size()];
-        self.read_bytes_into(&mut out)?;
-        Ok(out)
+        self.shared.state().read(&self.core)
     }
 
     /// The async form of [`to_bytes`](Self::to_bytes): the read is served by the array's
     /// device actor, in order with the other work sent to that device.
-    pub async fn to_bytes_async(&self) -> Result<Vec<u8>> {
-        let request = pjrt_actors_core::actors::device::ReadRequest {
+    pub fn to_bytes_async(&self) -> impl Future<Output = Result<Vec<u8>>> + use<> {
+        let request = ReadRequest {
             array: self.core.clone(),
             span: tracing::Span::current(),
         };
-        let actor = self.device().actor()?.clone();
-        ask_async(&actor, request).await
-    }
-
-    /// A new array of this one's type and shape around `buffer` (a copy of it).
-    #[track_caller]
-    fn adopt_copy(
-        &self,
-        shared: &Arc<Shared>,
-        buffer: PjrtBuffer,
-        device: usize,
-        memory: usize,
-    ) -> Array {
-        let slot = BufferSlot::new(
-            buffer,
-            self.dtype(),
-            self.slot().dims.clone(),
-            device,
-            memory,
-        );
-        let site = Site::capture(shared.parts.resources.site_capture);
-        Array {
-            core: ArrayCore::register(shared.clone(), slot, site),
-        }
+        let actor = self.shared.device_actor(self.slot().device).cloned();
+        async move { ask(&actor?, request).await }
     }
 
     /// Copies the array to another device (its default memory space).
     #[track_caller]
     pub fn copy_to_device(&self, device: &Device) -> Result<Array> {
-        let shared = self.shared();
-        let (device_index, memory_index) = placement(&shared, device, None)?;
-        let res = &shared.parts.resources;
-        let buffer = self
-            .open_slot()?
-            .with_buffer(|b| b.copy_to_device(&res.devices[device_index]))?;
-        Ok(self.adopt_copy(&shared, buffer, device_index, memory_index))
+        let placement = placement(&self.shared, device, None)?;
+        let state = self.shared.state();
+        let core = state.copy(&self.core, placement, false, state.site())?;
+        Ok(Array::new(core, self.shared.clone()))
     }
 
     /// Copies the array to another memory space (of its own or another device).
     #[track_caller]
     pub fn copy_to_memory(&self, memory: &MemorySpace) -> Result<Array> {
-        let device = memory
-            .devices()
-            .into_iter()
-            .next()
+        let device = (memory.devices().into_iter().next())
             .ok_or_else(|| Error::InvalidArgument(format!("{memory} has no device")))?;
-        let shared = self.shared();
-        let (device_index, memory_index) = placement(&shared, &device, Some(memory))?;
-        let res = &shared.parts.resources;
-        let buffer = self
-            .open_slot()?
-            .with_buffer(|b| b.copy_to_memory(&res.memories[memory_index]))?;
-        Ok(self.adopt_copy(&shared, buffer, device_index, memory_index))
+        let placement = placement(&self.shared, &device, Some(memory))?;
+        let state = self.shared.state();
+        let core = state.copy(&self.core, placement, true, state.site())?;
+        Ok(Array::new(core, self.shared.clone()))
     }
 }
 

@@ -2,45 +2,25 @@
 //! devices, topology), over the client actor and an immutable snapshot taken at open.
 
 use std::fmt;
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use actix::dev::ToEnvelope;
 use actix::{Actor, Addr, Handler, Message};
-use pjrt_actors_core::actors::client::{GetTopology, TopologySnapshot};
-use pjrt_actors_core::actors::mailbox_error;
+pub use pjrt_actors_core::TopologyDescription;
+use pjrt_actors_core::actors::client::GetTopology;
 use pjrt_actors_core::actors::registry::{Defragment, DefragmentReport, HeapProfile};
-use pjrt_actors_core::pjrt::{DeviceDescription, DmaMapping, Layout, NamedValue};
-use pjrt_actors_core::registry::ArrayOwner;
+use pjrt_actors_core::pjrt::{DmaMapping, Layout, NamedValue};
 use pjrt_actors_core::runtime::block_on;
-use pjrt_actors_core::{ClientConfig, ClientParts, ClientSnapshot, Error, Result, open_client};
+use pjrt_actors_core::supervision::mailbox_error;
+use pjrt_actors_core::{ClientConfig, ClientGuard, ClientSnapshot, ClientState, Error, Result};
 
 use crate::device::Device;
 
-/// What every handle of one client shares. Dropping the last one stops the actors.
-pub(crate) struct Shared {
-    pub(crate) parts: ClientParts,
-}
-
-impl Shared {
-    pub(crate) fn snapshot(&self) -> &ClientSnapshot {
-        &self.parts.snapshot
-    }
-}
-
-impl ArrayOwner for Shared {
-    fn buffers(&self) -> &pjrt_actors_core::registry::BufferRegistry {
-        &self.parts.resources.buffers
-    }
-
-    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
-    }
-
-    fn check_open(&self) -> Result<()> {
-        self.parts.resources.check_open()
-    }
-}
+/// What every handle of one client holds: the state the actors share, their addresses and
+/// the runtime. Dropping the last one stops the actors (mini-redis's `DbDropGuard`).
+pub(crate) type Shared = ClientGuard;
 
 /// Returns `Pending` once (waking itself at once), then `Ready`.
 async fn yield_once() {
@@ -56,37 +36,22 @@ async fn yield_once() {
     .await
 }
 
-/// Sends `msg` to an actor and waits for the answer on the calling thread.
-pub(crate) fn ask<A, M, T>(addr: &Addr<A>, msg: M) -> Result<T>
+/// Sends `msg` to a device or memory-space actor and awaits the answer: the one
+/// implementation behind each such call, whose blocking form runs it under `block_on`.
+pub(crate) fn ask<A, M, T>(addr: &Addr<A>, msg: M) -> impl Future<Output = Result<T>> + use<A, M, T>
 where
     A: Actor + Handler<M>,
     A::Context: ToEnvelope<A, M>,
     M: Message<Result = Result<T>> + Send + 'static,
     T: Send + 'static,
 {
-    block_on(addr.send(msg))?.map_err(mailbox_error)?
+    let request = addr.send(msg);
+    async move { request.await.map_err(mailbox_error)? }
 }
 
-/// Sends `msg` (whose answer is not a `Result`) to an actor and waits on the calling thread.
-pub(crate) fn ask_plain<A, M>(addr: &Addr<A>, msg: M) -> Result<M::Result>
-where
-    A: Actor + Handler<M>,
-    A::Context: ToEnvelope<A, M>,
-    M: Message + Send + 'static,
-    M::Result: Send,
-{
-    block_on(addr.send(msg))?.map_err(mailbox_error)
-}
-
-/// Sends `msg` to an actor and awaits the answer.
-pub(crate) async fn ask_async<A, M, T>(addr: &Addr<A>, msg: M) -> Result<T>
-where
-    A: Actor + Handler<M>,
-    A::Context: ToEnvelope<A, M>,
-    M: Message<Result = Result<T>> + Send + 'static,
-    T: Send + 'static,
-{
-    addr.send(msg).await.map_err(mailbox_error)?
+/// Runs the async form of a call on the calling thread: the blocking façade.
+pub(crate) fn wait<T>(fut: impl Future<Output = Result<T>>) -> Result<T> {
+    block_on(fut)?
 }
 
 /// Options for opening a [`Client`].
@@ -156,9 +121,9 @@ impl ClientBuilder {
 
     /// Loads the plugin, creates the client and starts its actors.
     pub fn open(self) -> Result<Client> {
-        let parts = open_client(self.config)?;
+        let guard = pjrt_actors_core::open_client(self.config)?;
         Ok(Client {
-            shared: Arc::new(Shared { parts }),
+            shared: Arc::new(guard),
         })
     }
 
@@ -170,9 +135,14 @@ impl ClientBuilder {
             .spawn(move || {
                 let _ = tx.send(self.open());
             })
-            .map_err(|e| Error::Cancelled(format!("cannot start the open thread: {e}")))?;
-        rx.await
-            .map_err(|_| Error::Cancelled("open was abandoned".into()))?
+            .map_err(|e| Error::ThreadSpawn {
+                what: "client open",
+                reason: e.to_string(),
+            })?;
+        rx.await.map_err(|_| Error::ThreadSpawn {
+            what: "client open",
+            reason: "it ended without an answer".into(),
+        })?
     }
 }
 
@@ -198,48 +168,6 @@ impl PartialEq for Client {
 }
 impl Eq for Client {}
 
-/// A topology description: the devices a compile can target, and its serialized bytes.
-#[derive(Debug, Clone)]
-pub struct TopologyDescription {
-    /// The platform, as the plugin names it.
-    pub platform_name: String,
-    /// The platform version.
-    pub platform_version: String,
-    /// One description per device of the topology.
-    pub device_descriptions: Vec<DeviceDescription>,
-    /// Plugin-defined attributes of the topology.
-    pub attributes: Vec<(String, NamedValue)>,
-    /// The plugin's serialization of the topology.
-    pub serialized: Vec<u8>,
-}
-
-impl TopologyDescription {
-    /// A topology known only by its serialized bytes (e.g. read back from a file). The plugin
-    /// offers no deserializer for CPU topologies, so the other fields are left empty; compiling
-    /// for it works where a client here has exactly this topology.
-    pub fn from_serialized(bytes: Vec<u8>) -> Self {
-        TopologyDescription {
-            platform_name: String::new(),
-            platform_version: String::new(),
-            device_descriptions: Vec::new(),
-            attributes: Vec::new(),
-            serialized: bytes,
-        }
-    }
-}
-
-impl From<TopologySnapshot> for TopologyDescription {
-    fn from(t: TopologySnapshot) -> Self {
-        TopologyDescription {
-            platform_name: t.platform_name,
-            platform_version: t.platform_version,
-            device_descriptions: t.devices,
-            attributes: t.attributes,
-            serialized: t.serialized,
-        }
-    }
-}
-
 impl Client {
     /// Starts building a client.
     pub fn builder() -> ClientBuilder {
@@ -252,7 +180,11 @@ impl Client {
     }
 
     fn snap(&self) -> &ClientSnapshot {
-        self.shared.snapshot()
+        self.shared.state().snapshot()
+    }
+
+    pub(crate) fn state(&self) -> &Arc<ClientState> {
+        self.shared.state()
     }
 
     /// The platform, with GPU platforms folded into `"gpu"` as jaxlib does.
@@ -383,7 +315,7 @@ impl Client {
         self.snap()
             .devices
             .iter()
-            .position(|d| d.id == id)
+            .position(|d| d.description.id == id)
             .map(|i| self.device(i))
             .ok_or_else(|| Error::NotFound {
                 what: "device",
@@ -394,13 +326,8 @@ impl Client {
     /// Every array still alive (py_client's `live_arrays`). Listed on the calling thread under
     /// the registry's shard locks: a read of the registry, not a request to its actor.
     pub fn live_arrays(&self) -> Result<Vec<crate::Array>> {
-        let resources = &self.shared.parts.resources;
-        resources.check_open()?;
         let _span = tracing::debug_span!("registry.list").entered();
-        Ok(resources
-            .buffers
-            .live_arrays()
-            .into_iter()
+        Ok((self.state().live_arrays()?.into_iter())
             .map(|core| self.wrap_array(core))
             .collect())
     }
@@ -420,14 +347,14 @@ impl Client {
     /// `go tool pprof -http=: heap.pb`. Sites are recorded as
     /// [`ClientBuilder::site_capture`] says.
     pub fn heap_profile(&self) -> Result<Vec<u8>> {
-        let span = tracing::Span::current();
-        ask(&self.shared.parts.buffer_registry, HeapProfile { span })
+        wait(self.heap_profile_async())
     }
 
-    /// The async form of [`heap_profile`](Self::heap_profile).
-    pub async fn heap_profile_async(&self) -> Result<Vec<u8>> {
+    /// The async form of [`heap_profile`](Self::heap_profile): the request goes through the
+    /// client actor to the buffer-registry actor.
+    pub fn heap_profile_async(&self) -> impl Future<Output = Result<Vec<u8>>> + use<> {
         let span = tracing::Span::current();
-        ask_async(&self.shared.parts.buffer_registry, HeapProfile { span }).await
+        self.shared.route(HeapProfile { span })
     }
 
     /// Moves every live buffer, on any backend: copies each to host, frees its device copy,
@@ -437,26 +364,22 @@ impl Client {
     /// lost: that array's bytes stay in host memory (still readable), the error lists them,
     /// and the next defragment puts them back.
     pub fn defragment(&self) -> Result<DefragmentReport> {
-        self.defragment_failing_after(None)
+        wait(self.defragment_async())
     }
 
-    /// The async form of [`defragment`](Self::defragment).
-    pub async fn defragment_async(&self) -> Result<DefragmentReport> {
-        let request = Defragment {
-            fail_after: None,
-            span: tracing::Span::current(),
-        };
-        ask_async(&self.shared.parts.buffer_registry, request).await
+    /// The async form of [`defragment`](Self::defragment): the request goes through the
+    /// client actor to the buffer-registry actor.
+    pub fn defragment_async(&self) -> impl Future<Output = Result<DefragmentReport>> + use<> {
+        let span = tracing::Span::current();
+        self.shared.route(Defragment { span })
     }
 
-    /// Test support: a defragment whose uploads fail after `n` succeeded.
+    /// Test support: a defragment whose uploads fail once `succeed` of them have succeeded.
+    #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
-    pub fn defragment_failing_after(&self, n: Option<usize>) -> Result<DefragmentReport> {
-        let request = Defragment {
-            fail_after: n,
-            span: tracing::Span::current(),
-        };
-        ask(&self.shared.parts.buffer_registry, request)
+    pub fn defragment_failing_after(&self, succeed: usize) -> Result<DefragmentReport> {
+        use pjrt_actors_core::actors::registry::DefragmentFailingAfter;
+        wait(self.shared.route(DefragmentFailingAfter { succeed }))
     }
 
     /// The plugin's default layout for `dtype` × `dims` on `device` (its Layouts extension;
@@ -467,14 +390,12 @@ impl Client {
         dims: &[i64],
         device: &crate::Device,
     ) -> Result<Layout> {
-        self.shared.parts.resources.check_open()?;
         if device.client() != *self {
             return Err(Error::InvalidArgument(format!(
                 "{device} belongs to another client"
             )));
         }
-        pjrt_actors_core::dtype::byte_size(dtype, dims)?;
-        self.shared.parts.resources.pjrt.default_layout(dtype, dims)
+        self.state().default_layout(dtype, dims)
     }
 
     /// Maps host memory for DMA (py_client's `dma_map`). The mapping owns the memory, so it
@@ -482,8 +403,7 @@ impl Client {
     /// (or dropping it) unmaps. Plugins without DMA support (the CPU plugin) answer
     /// `Error::Unsupported`, and the memory is dropped with the error.
     pub fn dma_map(&self, memory: Box<[u8]>) -> Result<DmaMapping> {
-        self.shared.parts.resources.check_open()?;
-        self.shared.parts.resources.pjrt.dma_map(memory)
+        self.state().dma_map(memory)
     }
 
     /// Shuts the client down now, whatever handles remain: its actors stop and their threads
@@ -491,39 +411,32 @@ impl Client {
     /// client (arrays and executables included) fails with `Error::ShutDown`. Dropping the
     /// last handle does the same implicitly. Idempotent.
     pub fn shutdown(&self) {
-        self.shared.parts.shutdown();
+        self.shared.shutdown();
     }
 
     /// Whether [`shutdown`](Self::shutdown) was called.
     pub fn is_shut_down(&self) -> bool {
-        self.shared.parts.resources.check_open().is_err()
+        self.state().check_open().is_err()
     }
 
     /// The number of live arrays, without making handles for them.
     pub fn live_array_count(&self) -> usize {
-        self.shared.parts.resources.buffers.len()
+        self.state().live_array_count()
     }
 
     /// The number of threads in the compiler pool.
     pub fn compile_threads(&self) -> usize {
-        self.shared.parts.compile_threads
-    }
-
-    fn topology_request() -> GetTopology {
-        GetTopology {
-            span: tracing::Span::current(),
-        }
+        self.state().compile_threads()
     }
 
     /// The client's topology description, read by the client actor.
     pub fn topology(&self) -> Result<TopologyDescription> {
-        ask(&self.shared.parts.client, Self::topology_request()).map(Into::into)
+        wait(self.topology_async())
     }
 
     /// The async form of [`topology`](Self::topology).
-    pub async fn topology_async(&self) -> Result<TopologyDescription> {
-        ask_async(&self.shared.parts.client, Self::topology_request())
-            .await
-            .map(Into::into)
+    pub fn topology_async(&self) -> impl Future<Output = Result<TopologyDescription>> + use<> {
+        let span = tracing::Span::current();
+        self.shared.route(GetTopology { span })
     }
 }

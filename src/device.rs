@@ -2,16 +2,17 @@
 //! state is asked of the device or memory-space actor.
 
 use std::fmt;
+use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use pjrt_actors_core::actors::device::GetMemoryStats;
 use pjrt_actors_core::actors::memory_space::DescribeMemory;
-use pjrt_actors_core::open::{DeviceSnapshot, MemorySnapshot};
 use pjrt_actors_core::pjrt::{DeviceMemoryStats, NamedValue};
+use pjrt_actors_core::{DeviceSnapshot, MemorySnapshot};
 use pjrt_actors_core::{Error, Result};
 
-use crate::client::{Client, Shared, ask, ask_async};
+use crate::client::{Client, Shared, ask, wait};
 
 /// One device of a client. Keeps its client alive.
 #[derive(Clone)]
@@ -34,7 +35,7 @@ impl Device {
     }
 
     fn snap(&self) -> &DeviceSnapshot {
-        &self.shared.snapshot().devices[self.index]
+        &self.shared.state().snapshot().devices[self.index]
     }
 
     /// The client this device belongs to.
@@ -46,27 +47,27 @@ impl Device {
 
     /// The device id, unique in the client.
     pub fn id(&self) -> i32 {
-        self.snap().id
+        self.snap().description.id
     }
 
     /// The index of the process that owns the device.
     pub fn process_index(&self) -> i32 {
-        self.snap().process_index
+        self.snap().description.process_index
     }
 
     /// The device kind, e.g. `"cpu"`.
     pub fn kind(&self) -> &str {
-        &self.snap().kind
+        &self.snap().description.kind
     }
 
     /// The plugin's debug string (what `repr` shows in JAX).
     pub fn debug_string(&self) -> &str {
-        &self.snap().debug_string
+        &self.snap().description.debug_string
     }
 
     /// The plugin's display string (what `str` shows in JAX).
     pub fn display_string(&self) -> &str {
-        &self.snap().display_string
+        &self.snap().description.display_string
     }
 
     /// The local hardware id; `None` for a device this process cannot address.
@@ -81,7 +82,7 @@ impl Device {
 
     /// Plugin-defined attributes of the device.
     pub fn attributes(&self) -> &[(String, NamedValue)] {
-        &self.snap().attributes
+        &self.snap().description.attributes
     }
 
     /// The memory spaces this device can address.
@@ -118,20 +119,14 @@ impl Device {
     pub(crate) fn actor(
         &self,
     ) -> Result<&actix::Addr<pjrt_actors_core::actors::device::DeviceActor>> {
-        self.shared.parts.devices[self.index]
-            .as_ref()
-            .ok_or_else(|| Error::NotFound {
-                what: "addressable device",
-                key: format!("id {}", self.id()),
-            })
+        self.shared.device_actor(self.index)
     }
 
     /// The memory kinds the device supports and which is its default: the plugin's memory
     /// descriptions extension where it lists them, else the kinds of the device's memory
     /// spaces (the CPU plugin's extension lists none).
     pub fn memory_kinds(&self) -> Result<(Vec<pjrt_actors_core::pjrt::MemoryKind>, Option<usize>)> {
-        self.shared.parts.resources.check_open()?;
-        let (kinds, default) = self.shared.parts.resources.devices[self.index].memory_kinds()?;
+        let (kinds, default) = self.shared.state().device_memory_kinds(self.index)?;
         if !kinds.is_empty() {
             return Ok((kinds, default));
         }
@@ -152,22 +147,25 @@ impl Device {
 
     /// Test support: makes the device actor's handler panic (the request fails, the actor is
     /// restarted by its supervisor).
+    #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
     pub fn poison_actor(&self) -> Result<()> {
-        ask(self.actor()?, pjrt_actors_core::actors::Poison)
+        wait(ask(self.actor()?, pjrt_actors_core::actors::device::Poison))
     }
 
     /// The device allocator's statistics, asked of the device actor; `None` where the plugin
     /// keeps none (the CPU plugin).
     pub fn memory_stats(&self) -> Result<Option<DeviceMemoryStats>> {
-        let span = tracing::Span::current();
-        ask(self.actor()?, GetMemoryStats { span })
+        wait(self.memory_stats_async())
     }
 
     /// The async form of [`memory_stats`](Self::memory_stats).
-    pub async fn memory_stats_async(&self) -> Result<Option<DeviceMemoryStats>> {
+    pub fn memory_stats_async(
+        &self,
+    ) -> impl Future<Output = Result<Option<DeviceMemoryStats>>> + use<> {
         let span = tracing::Span::current();
-        ask_async(self.actor()?, GetMemoryStats { span }).await
+        let actor = self.actor().cloned();
+        async move { ask(&actor?, GetMemoryStats { span }).await }
     }
 }
 
@@ -228,7 +226,7 @@ impl MemorySpace {
     }
 
     fn snap(&self) -> &MemorySnapshot {
-        &self.shared.snapshot().memories[self.index]
+        &self.shared.state().snapshot().memories[self.index]
     }
 
     /// The client the memory space belongs to.
@@ -240,27 +238,27 @@ impl MemorySpace {
 
     /// The memory space id, unique in the client.
     pub fn id(&self) -> i32 {
-        self.snap().id
+        self.snap().description.id
     }
 
     /// The memory kind, e.g. `"device"`, `"pinned_host"`, `"unpinned_host"`.
     pub fn kind(&self) -> &str {
-        &self.snap().kind
+        &self.snap().description.kind
     }
 
     /// The plugin's numeric id for the kind.
     pub fn kind_id(&self) -> i32 {
-        self.snap().kind_id
+        self.snap().description.kind_id
     }
 
     /// The plugin's debug string for the memory space.
     pub fn debug_string(&self) -> &str {
-        &self.snap().debug_string
+        &self.snap().description.debug_string
     }
 
     /// The plugin's display string for the memory space.
     pub fn display_string(&self) -> &str {
-        &self.snap().display_string
+        &self.snap().description.display_string
     }
 
     /// The devices that can address this memory space.
@@ -272,30 +270,23 @@ impl MemorySpace {
             .collect()
     }
 
-    fn describe_request() -> DescribeMemory {
-        DescribeMemory {
-            span: tracing::Span::current(),
-        }
-    }
-
     /// Asks the memory-space actor to read the space's kind and device ids from the plugin
     /// again (the snapshot getters never touch the plugin).
     pub fn describe(&self) -> Result<(String, Vec<i32>)> {
-        let (desc, devices) = ask(
-            &self.shared.parts.memories[self.index],
-            Self::describe_request(),
-        )?;
-        Ok((desc.kind, devices))
+        wait(self.describe_async())
     }
 
     /// The async form of [`describe`](Self::describe).
-    pub async fn describe_async(&self) -> Result<(String, Vec<i32>)> {
-        let (desc, devices) = ask_async(
-            &self.shared.parts.memories[self.index],
-            Self::describe_request(),
-        )
-        .await?;
-        Ok((desc.kind, devices))
+    pub fn describe_async(&self) -> impl Future<Output = Result<(String, Vec<i32>)>> + use<> {
+        let span = tracing::Span::current();
+        let request = ask(
+            self.shared.memory_actor(self.index),
+            DescribeMemory { span },
+        );
+        async move {
+            let (desc, devices) = request.await?;
+            Ok((desc.kind, devices))
+        }
     }
 }
 

@@ -18,14 +18,16 @@
 
 mod array;
 mod client;
+mod compile;
 mod device;
 mod executable;
 pub mod host_data;
 
 pub use array::{Array, ArrayId, HostBuffer};
 pub use client::{Client, ClientBuilder, TopologyDescription};
+pub use compile::{CancelToken, CompileCacheStats, CompileRequest, Executable};
 pub use device::{Device, MemorySpace};
-pub use executable::{CancelToken, CompileCacheStats, Executable, LoadedExecutable};
+pub use executable::LoadedExecutable;
 pub use pjrt_actors_core::actors::registry::DefragmentReport;
 pub use pjrt_actors_core::callbacks::{CallbackKind, HostArray, HostCallback};
 pub use pjrt_actors_core::compile::CompileOptions;

@@ -51,7 +51,10 @@ fn program_around(cb: &HostCallback, n: i64) -> String {
 /// `program_around(cb, 4)`, compiled and loaded with `cb`.
 fn load_around(client: &Client, cb: HostCallback) -> LoadedExecutable {
     client
-        .compile_and_load_with_callbacks(program_around(&cb, 4), &CompileOptions::default(), &[cb])
+        .compile_request(program_around(&cb, 4))
+        .options(&CompileOptions::default())
+        .callbacks(&[cb])
+        .load()
         .unwrap()
 }
 
@@ -84,11 +87,10 @@ fn a_pure_callback_computes_inside_the_program() {
     let client = Client::open().unwrap();
     let square = pure_map("square", 4, |v| v * v);
     let exe = client
-        .compile_and_load_with_callbacks(
-            program_around(&square, 4),
-            &CompileOptions::default(),
-            std::slice::from_ref(&square),
-        )
+        .compile_request(program_around(&square, 4))
+        .options(&CompileOptions::default())
+        .callbacks(std::slice::from_ref(&square))
+        .load()
         .unwrap();
     assert_eq!(exe.callback_ids(), &[square.id()]);
     assert_eq!(
@@ -138,11 +140,10 @@ fn ordered_and_observer_callbacks_see_program_order() {
         io.call_text("%c", &["%b"]),
     );
     let exe = client
-        .compile_and_load_with_callbacks(
-            &program,
-            &CompileOptions::default(),
-            &[io.clone(), observer.clone()],
-        )
+        .compile_request(&program)
+        .options(&CompileOptions::default())
+        .callbacks(&[io.clone(), observer.clone()])
+        .load()
         .unwrap();
     for round in 0..3 {
         let x = 10.0 * round as f32;
@@ -188,13 +189,19 @@ fn a_program_naming_a_callback_it_was_not_given_is_refused() {
     );
     let other = pure_map("other", 4, |v| v);
     let err = client
-        .compile_and_load_with_callbacks(&program, &CompileOptions::default(), &[other])
+        .compile_request(&program)
+        .options(&CompileOptions::default())
+        .callbacks(&[other])
+        .load()
         .unwrap_err();
     assert!(matches!(err, Error::UnknownCallback { .. }), "{err}");
     // An executable found through live_executables has no callbacks: running it is refused,
     // not a crash (the plugin would segfault looking for the missing context).
     let exe = client
-        .compile_and_load_with_callbacks(&program, &CompileOptions::default(), &[double])
+        .compile_request(&program)
+        .options(&CompileOptions::default())
+        .callbacks(&[double])
+        .load()
         .unwrap();
     let bare = client
         .live_executables()
@@ -217,15 +224,14 @@ fn callbacks_survive_serialization_and_are_reattached_by_id() {
     let client = Client::open().unwrap();
     let double = pure_map("scale", 4, |v| 2.0 * v);
     let exe = client
-        .compile_and_load_with_callbacks(
-            program_around(&double, 4),
-            &CompileOptions::default(),
-            std::slice::from_ref(&double),
-        )
+        .compile_request(program_around(&double, 4))
+        .options(&CompileOptions::default())
+        .callbacks(std::slice::from_ref(&double))
+        .load()
         .unwrap();
     let bytes = exe.serialize().unwrap();
     let again = client
-        .deserialize_executable_with_callbacks(&bytes, None, &[double])
+        .deserialize_executable(&bytes, None, &[double])
         .unwrap();
     assert_eq!(
         run(&again, &[1., 2., 3., 4.]).unwrap(),
@@ -234,14 +240,14 @@ fn callbacks_survive_serialization_and_are_reattached_by_id() {
     // Re-attached by id: a new closure under the same name runs instead.
     let tenfold = pure_map("scale", 4, |v| 10.0 * v);
     let swapped = client
-        .deserialize_executable_with_callbacks(&bytes, None, &[tenfold])
+        .deserialize_executable(&bytes, None, &[tenfold])
         .unwrap();
     assert_eq!(
         run(&swapped, &[1., 2., 3., 4.]).unwrap(),
         vec![11., 22., 33., 44.]
     );
     assert!(matches!(
-        client.deserialize_executable(&bytes, None),
+        client.deserialize_executable(&bytes, None, &[]),
         Err(Error::UnknownCallback { .. })
     ));
 }
@@ -253,7 +259,10 @@ fn type_mismatches_fail_the_execution_naming_the_callback() {
     let narrow = pure_map("narrow", 3, |v| v);
     let program = program_around(&pure_map("narrow", 4, |v| v), 4);
     let exe = client
-        .compile_and_load_with_callbacks(&program, &CompileOptions::default(), &[narrow])
+        .compile_request(&program)
+        .options(&CompileOptions::default())
+        .callbacks(&[narrow])
+        .load()
         .unwrap();
     assert_callback_error(run(&exe, &[1.; 4]), "narrow", &["f32[4]", "f32[3]"]);
     // A callback returning the wrong shape or dtype.
@@ -425,7 +434,10 @@ fn eight_threads_four_callbacks_a_thousand_runs() {
                     ..Default::default()
                 };
                 let exe = client
-                    .compile_and_load_with_callbacks(&program, &options, &callbacks)
+                    .compile_request(&program)
+                    .options(&options)
+                    .callbacks(&callbacks)
+                    .load()
                     .unwrap();
                 for i in 0..1000 {
                     let x = [i as f32, t as f32, -1.0, 0.5];
@@ -447,10 +459,16 @@ fn two_handles_of_one_executable_keep_their_own_callbacks() {
     let minus = pure_map("offset", 4, |v| v - 100.0);
     let program = program_around(&plus, 4);
     let a = client
-        .compile_and_load_with_callbacks(&program, &CompileOptions::default(), &[plus])
+        .compile_request(&program)
+        .options(&CompileOptions::default())
+        .callbacks(&[plus])
+        .load()
         .unwrap();
     let b = client
-        .compile_and_load_with_callbacks(&program, &CompileOptions::default(), &[minus])
+        .compile_request(&program)
+        .options(&CompileOptions::default())
+        .callbacks(&[minus])
+        .load()
         .unwrap();
     assert_eq!(a, b, "one cached executable");
     std::thread::scope(|s| {
@@ -474,8 +492,8 @@ fn async_execute_runs_callbacks_too() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    let out = rt.block_on(exe.execute_async(vec![vec![a]], None)).unwrap();
-    assert_eq!(out[0][0].to_vec::<f32>().unwrap(), vec![2., 10., 30., 68.]);
+    let out = rt.block_on(exe.execute_async(&[&a])).unwrap();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2., 10., 30., 68.]);
 }
 
 /// The GPU transport, host send/recv, is refused on CPU before the plugin sees it, with a
@@ -490,11 +508,10 @@ fn send_recv_callbacks_on_cpu_say_to_use_ffi_callbacks() {
         double.send_recv_text("%r", &["%x"], 1)
     );
     let err = client
-        .compile_and_load_with_callbacks(
-            &program,
-            &CompileOptions::default(),
-            std::slice::from_ref(&double),
-        )
+        .compile_request(&program)
+        .options(&CompileOptions::default())
+        .callbacks(std::slice::from_ref(&double))
+        .load()
         .unwrap_err();
     assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
     let message = err.to_string();

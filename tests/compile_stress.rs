@@ -60,7 +60,12 @@ fn two_hundred_modules_sixteen_threads_ten_percent_cancelled() {
                                 devices: Some(vec![(i % 4) as i32]),
                                 ..Default::default()
                             };
-                            match client.compile_and_load_cancellable(&program, &options, &token) {
+                            match client
+                                .compile_request(&program)
+                                .options(&options)
+                                .cancel_with(&token)
+                                .load()
+                            {
                                 Ok(exe) => {
                                     check_distinct(&exe, &client.devices()[i % 4], &dims, i % 7);
                                     completed += 1;

@@ -20,7 +20,7 @@ fn serialize_and_deserialize_round_trip() {
     let (program, dims) = distinct_module(5, 3);
     let exe = client.compile_and_load(&program, &defaults()).unwrap();
     let bytes = client.serialize_executable(&exe).unwrap();
-    let back = client.deserialize_executable(&bytes, None).unwrap();
+    let back = client.deserialize_executable(&bytes, None, &[]).unwrap();
     assert_ne!(back, exe);
     assert_eq!(back.fingerprint(), exe.fingerprint());
     assert_eq!(back.output_types(), exe.output_types());
@@ -41,6 +41,7 @@ fn serialize_and_deserialize_round_trip() {
                 devices: Some(vec![2]),
                 ..defaults()
             }),
+            &[],
         )
         .unwrap();
     assert_eq!(
@@ -54,7 +55,7 @@ fn serialize_and_deserialize_round_trip() {
         .build()
         .unwrap();
     let again = rt
-        .block_on(other.deserialize_executable_async(&bytes, None))
+        .block_on(other.deserialize_executable_async(&bytes, None, &[]))
         .unwrap();
     check_distinct(&again, &other.devices()[0], &dims, 3);
 }
@@ -64,7 +65,7 @@ fn bad_serialized_bytes_never_reach_the_plugin() {
     let client = Client::open().unwrap();
     let exe = client.compile_and_load(add_f32x4(), &defaults()).unwrap();
     let bytes = exe.serialize().unwrap();
-    let load = |b: &[u8]| client.deserialize_executable(b, None);
+    let load = |b: &[u8]| client.deserialize_executable(b, None, &[]);
     assert!(matches!(load(&[]), Err(Error::Deserialize { .. })));
     assert!(matches!(
         load(b"garbage garbage garbage garbage garbage"),
@@ -111,7 +112,11 @@ fn identity_of(bytes: &[u8]) -> String {
 fn compile_without_loading() {
     let client = Client::open().unwrap();
     let (program, dims) = distinct_module(7, 2);
-    let unloaded = client.compile(&program, &defaults()).unwrap();
+    let unloaded = client
+        .compile_request(&program)
+        .options(&defaults())
+        .compile()
+        .unwrap();
     let loaded = client.compile_and_load(&program, &defaults()).unwrap();
     assert_eq!(unloaded.fingerprint(), loaded.fingerprint());
     assert_eq!(unloaded.output_types(), loaded.output_types());
@@ -121,7 +126,7 @@ fn compile_without_loading() {
     check_distinct(&unloaded.load(&same).unwrap(), &same.devices()[0], &dims, 2);
     check_distinct(
         &same
-            .deserialize_executable(&unloaded.serialize(), None)
+            .deserialize_executable(&unloaded.serialize(), None, &[])
             .unwrap(),
         &same.devices()[0],
         &dims,
@@ -397,7 +402,11 @@ fn a_full_queue_waits_or_says_busy() {
         std::thread::sleep(Duration::from_millis(1));
     }
     assert!(matches!(
-        client.try_compile_and_load(add_f32x4(), &defaults()),
+        client
+            .compile_request(add_f32x4())
+            .options(&defaults())
+            .fail_if_busy()
+            .load(),
         Err(Error::Busy { .. })
     ));
     // The blocking form waits for the slot instead.
@@ -405,7 +414,10 @@ fn a_full_queue_waits_or_says_busy() {
     slow.join().unwrap().unwrap();
     assert!(
         client
-            .try_compile_and_load(distinct_module(1, 0).0, &defaults())
+            .compile_request(distinct_module(1, 0).0)
+            .options(&defaults())
+            .fail_if_busy()
+            .load()
             .is_ok()
     );
 }
@@ -429,7 +441,11 @@ fn cancelled_requests_leave_the_queue_without_compiling() {
     let waiter = {
         let (client, token) = (client.clone(), token.clone());
         std::thread::spawn(move || {
-            client.compile_and_load_cancellable(add_f32x4(), &CompileOptions::default(), &token)
+            client
+                .compile_request(add_f32x4())
+                .options(&CompileOptions::default())
+                .cancel_with(&token)
+                .load()
         })
     };
     std::thread::sleep(Duration::from_millis(20));

@@ -415,11 +415,8 @@ fn async_forms() {
             .buffer_from_host_async(data, ElementType::F32, &[4], &d, None)
             .await
             .unwrap();
-        let out = exe
-            .execute_async(vec![vec![a.clone(), a.clone()]], None)
-            .await
-            .unwrap();
-        let bytes = out[0][0].to_bytes_async().await.unwrap();
+        let out = exe.execute_async(&[&a, &a]).await.unwrap();
+        let bytes = out[0].to_bytes_async().await.unwrap();
         let sums: Vec<f32> = bytes
             .chunks(4)
             .map(|c| f32::from_ne_bytes(c.try_into().unwrap()))

@@ -64,11 +64,12 @@ fn with_callback(f: &Fixture, cb: HostCallback, given: bool) -> Result<(), Error
         cb.call_text("%r", &["%x"])
     );
     let callbacks = if given { vec![cb] } else { vec![] };
-    let exe = f.client.compile_and_load_with_callbacks(
-        &program,
-        &CompileOptions::default(),
-        &callbacks,
-    )?;
+    let exe = f
+        .client
+        .compile_request(&program)
+        .options(&CompileOptions::default())
+        .callbacks(&callbacks)
+        .load()?;
     exe.execute(&[&f.good]).map(|_| ())
 }
 
@@ -275,7 +276,7 @@ fn cases() -> Vec<Case> {
             "garbage serialized executable",
             |f| {
                 f.client
-                    .deserialize_executable(b"\x00\x01garbage bytes here", None)
+                    .deserialize_executable(b"\x00\x01garbage bytes here", None, &[])
                     .map(|_| ())
             },
             Expect::Fails(|e| matches!(e, Error::Deserialize { .. })),
@@ -284,14 +285,14 @@ fn cases() -> Vec<Case> {
             "truncated serialized executable",
             |f| {
                 f.client
-                    .deserialize_executable(&f.serialized[..f.serialized.len() - 7], None)
+                    .deserialize_executable(&f.serialized[..f.serialized.len() - 7], None, &[])
                     .map(|_| ())
             },
             Expect::Fails(|e| matches!(e, Error::Deserialize { .. })),
         ),
         (
             "empty serialized executable",
-            |f| f.client.deserialize_executable(&[], None).map(|_| ()),
+            |f| f.client.deserialize_executable(&[], None, &[]).map(|_| ()),
             Expect::Fails(|e| matches!(e, Error::Deserialize { .. })),
         ),
         (
@@ -527,7 +528,9 @@ fn cases() -> Vec<Case> {
                     client
                         .compile_and_load(common::add_f32x4(), &CompileOptions::default())
                         .map(|_| ()),
-                    client.deserialize_executable(b"whatever", None).map(|_| ()),
+                    client
+                        .deserialize_executable(b"whatever", None, &[])
+                        .map(|_| ()),
                     client.topology().map(|_| ()),
                     client.live_arrays().map(|_| ()),
                     client.heap_profile().map(|_| ()),
@@ -634,20 +637,22 @@ fn every_bad_input_is_a_typed_error_and_leaves_nothing_behind() {
     }
 }
 
+#[cfg(feature = "test-hooks")]
 #[test]
 fn a_panicking_actor_fails_one_request_and_is_restarted() {
     let client = Client::open().unwrap();
     let device = client.devices()[1].clone();
-    let before = pjrt_actors_core::actors::restarts();
+    let before = pjrt_actors_core::supervision::restarts();
     match device.poison_actor() {
-        Err(Error::Cancelled(reason)) => {
+        Err(Error::Panicked { what, reason }) => {
+            assert_eq!(what, "poison");
             assert!(reason.contains("poisoned on purpose"), "{reason}")
         }
         other => panic!("{other:?}"),
     }
     assert!(common::eventually(
         Duration::from_secs(5),
-        || pjrt_actors_core::actors::restarts() > before
+        || pjrt_actors_core::supervision::restarts() > before
     ));
     // The next requests to the same actor work.
     assert_eq!(device.memory_stats().unwrap(), None);
@@ -664,10 +669,8 @@ fn a_panicking_actor_fails_one_request_and_is_restarted() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    let out = rt
-        .block_on(exe.execute_async(vec![vec![a.clone(), a]], None))
-        .unwrap();
-    assert_eq!(out[0][0].to_vec::<f32>().unwrap(), vec![2.0; 4]);
+    let out = rt.block_on(exe.execute_async(&[&a, &a])).unwrap();
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2.0; 4]);
 }
 
 #[test]
@@ -696,10 +699,7 @@ fn dropping_the_last_handle_with_requests_in_flight() {
             rt.spawn(async move {
                 loop {
                     let r = match i % 3 {
-                        0 => exe
-                            .execute_async(vec![vec![a.clone(), a.clone()]], None)
-                            .await
-                            .map(|_| ()),
+                        0 => exe.execute_async(&[&a, &a]).await.map(|_| ()),
                         1 => a.to_bytes_async().await.map(|_| ()),
                         _ => client.live_arrays_async().await.map(|_| ()),
                     };

@@ -65,7 +65,10 @@ fn step(client: &Client, t: usize, step: u64, callback: &HostCallback) {
                 ..Default::default()
             };
             let exe = client
-                .compile_and_load_with_callbacks(&program, &options, std::slice::from_ref(callback))
+                .compile_request(&program)
+                .options(&options)
+                .callbacks(std::slice::from_ref(callback))
+                .load()
                 .unwrap();
             let a = device.put(&[x; 4], &[4]).unwrap();
             assert_eq!(

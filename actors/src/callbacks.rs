@@ -14,7 +14,12 @@ use crate::error::{Error, Result};
 use crate::pjrt::{
     ArrayType, CALLBACK_ID_ATTR, CallbackDispatch, HOST_CALLBACK_TARGET, HostView, HostViewMut,
 };
-use crate::send_recv::{ATTR_CALL, ATTR_CALLBACK, ATTR_OPERAND, ATTR_RESULT};
+
+/// Frontend attributes that tie a send/recv to its callback, call site and position.
+pub(crate) const ATTR_CALLBACK: &str = "pjrt_actors_callback";
+pub(crate) const ATTR_CALL: &str = "pjrt_actors_call";
+pub(crate) const ATTR_OPERAND: &str = "pjrt_actors_operand";
+pub(crate) const ATTR_RESULT: &str = "pjrt_actors_result";
 
 /// What a callback may do, as JAX's `pure_callback`, `io_callback` and py_client's output
 /// (observer) callbacks.

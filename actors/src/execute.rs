@@ -7,20 +7,18 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::callbacks::{CallbackSet, ExecutionCallbacks};
-use crate::compile::ExecutableCore;
 use crate::error::{Error, Result};
+use crate::executable::ExecutableCore;
 use crate::pjrt::{CallbackDispatch, HostTransfers, PjrtBuffer, PjrtDevice, PjrtMemory};
 use crate::registry::{ArrayCore, ArrayOwner, BufferSlot, SlotState};
 use crate::send_recv::TransferExecution;
 
 /// What an execute needs of the client besides the executable and arguments.
-pub struct ExecuteContext<'a> {
+pub struct ExecuteContext<'a, O: ArrayOwner> {
     pub devices: &'a [PjrtDevice],
     pub memories: &'a [PjrtMemory],
     /// Who owns the outputs (the client's shared state).
-    pub owner: &'a Arc<dyn ArrayOwner>,
-    /// The client's shut-down flag.
-    pub shut_down: &'a std::sync::atomic::AtomicBool,
+    pub owner: &'a Arc<O>,
     /// Where the execute was called from: the outputs' allocation site.
     pub site: crate::site::Site,
 }
@@ -80,16 +78,13 @@ fn check_arguments(exe: &ExecutableCore, args: &[&ArrayCore], device: usize) -> 
 /// Runs `exe` on `arg_lists` (one list per device of the executable, or one list and
 /// `portable_device` for a portable executable). Returns the outputs flat, device-major
 /// (`num_outputs` per device).
-pub fn execute(
-    ctx: &ExecuteContext<'_>,
+pub fn execute<O: ArrayOwner>(
+    ctx: &ExecuteContext<'_, O>,
     exe: &ExecutableCore,
     arg_lists: &[&[&ArrayCore]],
     portable_device: Option<usize>,
     callbacks: Option<&CallbackSet>,
 ) -> Result<Outputs> {
-    if ctx.shut_down.load(std::sync::atomic::Ordering::Relaxed) {
-        return Err(Error::ShutDown);
-    }
     let meta = &exe.meta;
     // A program with host callbacks runs only with its callbacks: the plugin crashes when its
     // handler looks for an execute context that is not there.
@@ -181,7 +176,7 @@ pub fn execute(
                     .iter()
                     .map(|b| {
                         b.memory_index(ctx.memories)?.ok_or_else(|| {
-                            Error::Cancelled("an output landed in an unknown memory space".into())
+                            Error::Internal("an output landed in an unknown memory space".into())
                         })
                     })
                     .collect::<Result<Vec<_>>>()?;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use prost::Message;
 
-use crate::compile::ExecutableCore;
+use crate::executable::ExecutableCore;
 use crate::registry::{ArrayCore, BufferEntry, BufferRegistry, Id};
 use crate::site::{Frame, Site};
 
@@ -154,14 +154,8 @@ impl BufferTally {
             if array.slot.is_deleted() {
                 continue;
             }
-            let size = array.slot.on_device_size().ok();
-            let mut site = None;
-            registry.update(id, |e| {
-                if let Some(size) = size {
-                    e.set_size(size);
-                }
-                site = Some(e.site.clone());
-            });
+            let size = registry.on_device_size(&array).ok();
+            let site = registry.get_with(id, |e| e.site.clone()).ok();
             if let Some(site) = site {
                 self.count(&site, size.unwrap_or(0), array.slot.device);
             }
@@ -194,7 +188,7 @@ impl BufferTally {
 pub fn build(
     mut tally: BufferTally,
     executables: &[ExecutableSample],
-    device_names: &[String],
+    device_names: &[&str],
 ) -> Vec<u8> {
     let mut b = Builder::new();
     tally.flush();
@@ -215,7 +209,7 @@ pub fn build(
     buffer_keys.sort_by_key(|((_, size, dev), _)| (*dev, *size));
     for ((_, size, dev), (count, site)) in buffer_keys {
         let location_id = b.site(&site);
-        let device_name = device_names.get(dev).map_or("", |s| s.as_str());
+        let device_name = device_names.get(dev).copied().unwrap_or("");
         let device_str = b.string(device_name);
         samples.push(pprof::Sample {
             location_id,

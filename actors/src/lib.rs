@@ -7,9 +7,13 @@
 pub mod actors;
 pub mod callbacks;
 pub mod compile;
-pub mod compile_service;
+pub mod compile_cache;
+pub mod config;
 pub mod envelope;
+pub mod executable;
 pub mod execute;
+mod flight;
+pub mod guard;
 pub mod heap_profile;
 pub mod hlo_text;
 pub mod open;
@@ -17,10 +21,13 @@ pub mod registry;
 pub mod runtime;
 pub mod send_recv;
 pub mod site;
+pub mod state;
+pub mod supervision;
 
-pub use open::{
-    ClientConfig, ClientParts, ClientSnapshot, DeviceSnapshot, MemorySnapshot, open_client,
-};
+pub use config::ClientConfig;
+pub use guard::ClientGuard;
+pub use open::open_client;
 pub use pjrt_actors_fence as pjrt;
 pub use pjrt_actors_fence::{Error, PjrtCode, PluginError, Result};
 pub use pjrt_actors_fence::{dtype, error};
+pub use state::{ClientSnapshot, ClientState, DeviceSnapshot, MemorySnapshot, TopologyDescription};

@@ -104,13 +104,18 @@ impl<T: Clone> Registry<T> {
 
     /// The entry behind `id`, or `Error::StaleId` if it was removed (even if the index is reused).
     pub fn get(&self, id: Id) -> Result<T> {
+        self.get_with(id, T::clone)
+    }
+
+    /// `f` of the entry behind `id`, read under the shard lock, or `Error::StaleId`.
+    pub fn get_with<R>(&self, id: Id, f: impl FnOnce(&T) -> R) -> Result<R> {
         let stale = || Error::StaleId {
             what: self.what,
             id: id.to_string(),
         };
         let entries = self.shard(id).ok_or_else(stale)?.lock();
         match entries.slab.get(id.index as usize) {
-            Some(e) if e.epoch == id.epoch => Ok(e.value.clone()),
+            Some(e) if e.epoch == id.epoch => Ok(f(&e.value)),
             _ => Err(stale()),
         }
     }
@@ -188,16 +193,12 @@ pub enum SlotState {
 /// (defragment) under the write lock; readers (execute, read back) hold the read lock.
 pub struct BufferSlot {
     state: RwLock<SlotState>,
-    /// Set once `delete` ran: a check that needs no lock (heap profiles scan every slot).
-    deleted: std::sync::atomic::AtomicBool,
     pub dtype: ElementType,
     pub dims: Arc<[i64]>,
     /// Index of the device in the client's device list.
     pub device: usize,
     /// Index of the memory space in the client's memory list.
     pub memory: usize,
-    /// The plugin's size of the buffer, asked once; `usize::MAX` until then.
-    on_device_size: std::sync::atomic::AtomicUsize,
 }
 
 impl BufferSlot {
@@ -210,12 +211,10 @@ impl BufferSlot {
     ) -> Self {
         BufferSlot {
             state: RwLock::new(SlotState::Live(buffer)),
-            deleted: std::sync::atomic::AtomicBool::new(false),
             dtype,
             dims,
             device,
             memory,
-            on_device_size: std::sync::atomic::AtomicUsize::new(usize::MAX),
         }
     }
 
@@ -313,26 +312,11 @@ impl BufferSlot {
     /// Frees the device buffer now; later uses of the array fail with `Error::Deleted`.
     pub fn delete(&self) {
         let old = std::mem::replace(&mut *self.state.write(), SlotState::Deleted);
-        self.deleted
-            .store(true, std::sync::atomic::Ordering::Release);
         drop(old);
     }
 
     pub fn is_deleted(&self) -> bool {
-        self.deleted.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// The buffer's size on its device, asked of the plugin once.
-    pub fn on_device_size(&self) -> Result<usize> {
-        use std::sync::atomic::Ordering::Relaxed;
-        match self.on_device_size.load(Relaxed) {
-            usize::MAX => {
-                let n = self.with_buffer(|b| b.on_device_size())?;
-                self.on_device_size.store(n, Relaxed);
-                Ok(n)
-            }
-            n => Ok(n),
-        }
+        matches!(*self.state.read_recursive(), SlotState::Deleted)
     }
 }
 
@@ -353,7 +337,8 @@ pub struct BufferEntry {
     size: usize,
     /// Index of the device in the client's device list.
     pub device: u32,
-    /// Set by [`ArrayCore::delete`]: a deleted array holds no memory.
+    /// Set by [`ArrayCore::delete`], the one writer, under the shard lock: the slot's state
+    /// says the same, but a heap profile reads this dense table and never the slots.
     pub deleted: bool,
 }
 
@@ -374,6 +359,17 @@ impl BufferRegistry {
     pub fn live_arrays(&self) -> Vec<Arc<ArrayCore>> {
         self.collect(|e| e.array.upgrade())
     }
+
+    /// The plugin's size of `array`'s buffer, from its entry once known, else asked of the
+    /// plugin and written to the entry: the one place the size is kept.
+    pub fn on_device_size(&self, array: &ArrayCore) -> Result<usize> {
+        if let Ok(Some(size)) = self.get_with(array.id, |e| e.size()) {
+            return Ok(size);
+        }
+        let size = array.slot.with_buffer(|b| b.on_device_size())?;
+        self.update(array.id, |e| e.set_size(size));
+        Ok(size)
+    }
 }
 
 /// What owns a client's arrays: the state every handle of the client shares. An array keeps
@@ -383,8 +379,6 @@ pub trait ArrayOwner: Send + Sync + 'static {
     fn buffers(&self) -> &BufferRegistry;
     /// `Error::ShutDown` once the owning client was shut down.
     fn check_open(&self) -> Result<()>;
-    /// For handles to recover their concrete client type.
-    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
 }
 
 /// The core of an array handle: its id and the slot that owns its buffer. Dropping the last

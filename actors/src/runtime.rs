@@ -5,23 +5,47 @@ use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
-use std::thread::{self, JoinHandle, Thread, ThreadId};
+use std::thread::{self, JoinHandle, Thread};
 
 use crate::error::{Error, Result};
 
 thread_local! {
-    /// Set on every thread a runtime owns: a blocking call there would wait on its own mailbox.
-    static ON_RUNTIME_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The tag of the runtime that owns this thread (0: none): a blocking call there would
+    /// wait on its own mailbox, and a runtime stopped there must not join its own thread.
+    static RUNTIME_TAG: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Names one runtime; every thread it starts (system, arbiters, sync workers) carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuntimeTag(u64);
+
+impl RuntimeTag {
+    fn next() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        RuntimeTag(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Marks the current thread as one of this runtime's.
+    pub(crate) fn mark_current_thread(self) {
+        RUNTIME_TAG.with(|t| t.set(self.0));
+    }
+
+    /// Whether the current thread is one of this runtime's.
+    fn owns_current_thread(self) -> bool {
+        RUNTIME_TAG.with(|t| t.get()) == self.0
+    }
+
+    /// Starts an arbiter (a thread with its own event loop) that carries this tag.
+    pub(crate) fn new_arbiter(self) -> actix_rt::Arbiter {
+        let arbiter = actix_rt::Arbiter::new();
+        arbiter.spawn_fn(move || self.mark_current_thread());
+        arbiter
+    }
 }
 
 /// Whether the current thread belongs to some client's actor runtime.
 pub fn on_runtime_thread() -> bool {
-    ON_RUNTIME_THREAD.with(|f| f.get())
-}
-
-/// Marks the current thread as a runtime thread (done by every thread the runtime starts).
-pub(crate) fn mark_runtime_thread() {
-    ON_RUNTIME_THREAD.with(|f| f.set(true));
+    RUNTIME_TAG.with(|t| t.get()) != 0
 }
 
 /// Counts threads the runtime cannot join (actix's `SyncArbiter` workers hand out no join
@@ -64,7 +88,7 @@ impl Drop for WorkerToken {
 pub struct Runtime {
     system: actix_rt::System,
     threads: parking_lot::Mutex<Threads>,
-    thread_ids: Vec<ThreadId>,
+    tag: RuntimeTag,
     workers: WorkerCount,
 }
 
@@ -76,31 +100,36 @@ struct Threads {
 
 impl Runtime {
     /// Starts a system on a new thread and runs `build` inside it to start the actors. `build`
-    /// may create arbiters (each a thread) and hands them back so they can be joined.
+    /// may create arbiters (each a thread, from [`RuntimeTag::new_arbiter`]) and hands them
+    /// back so they can be joined.
     pub fn start<T, F>(name: &str, workers: WorkerCount, build: F) -> Result<(Runtime, T)>
     where
         T: Send + 'static,
-        F: FnOnce() -> (T, Vec<actix_rt::Arbiter>) + Send + 'static,
+        F: FnOnce(RuntimeTag) -> (T, Vec<actix_rt::Arbiter>) + Send + 'static,
     {
+        let tag = RuntimeTag::next();
         let (tx, rx) = crossbeam_channel::bounded(1);
         let system_thread = thread::Builder::new()
             .name(format!("{name}-system"))
             .spawn(move || {
-                mark_runtime_thread();
+                tag.mark_current_thread();
                 let runner = actix_rt::System::new();
                 let started = runner.block_on(async move {
-                    let (value, arbiters) = build();
+                    let (value, arbiters) = build(tag);
                     (actix_rt::System::current(), value, arbiters)
                 });
                 if tx.send(started).is_ok() {
                     let _ = runner.run();
                 }
             })
-            .map_err(|e| Error::Cancelled(format!("cannot start the actor system thread: {e}")))?;
-        let thread_id = system_thread.thread().id();
-        let (system, value, arbiters) = rx
-            .recv()
-            .map_err(|_| Error::Cancelled("the actor system failed to start".into()))?;
+            .map_err(|e| Error::ThreadSpawn {
+                what: "actor system",
+                reason: e.to_string(),
+            })?;
+        let (system, value, arbiters) = rx.recv().map_err(|_| Error::ThreadSpawn {
+            what: "actor system",
+            reason: "it ended while starting the actors".into(),
+        })?;
         Ok((
             Runtime {
                 system,
@@ -108,42 +137,54 @@ impl Runtime {
                     system_thread: Some(system_thread),
                     arbiters,
                 }),
-                thread_ids: vec![thread_id],
+                tag,
                 workers,
             },
             value,
         ))
     }
 
-    /// Records a thread this runtime owns outside the arbiters (for the join-on-self check).
-    pub fn own_thread(&mut self, id: ThreadId) {
-        self.thread_ids.push(id);
-    }
-}
-
-impl Runtime {
     /// Stops every actor and joins the threads; idempotent (the first call does the work).
+    /// Called on one of this runtime's own threads (the last handle dropped inside a message
+    /// or a callback), it cannot join that thread, so a reaper thread joins them all instead.
     pub fn stop(&self) {
         let mut threads = self.threads.lock();
         self.system.stop();
         for arbiter in &threads.arbiters {
             arbiter.stop();
         }
-        // The last handle can be dropped on one of our own threads (a handle inside a message);
-        // joining ourselves would hang, so those threads are left to finish on their own.
-        let me = thread::current().id();
-        if on_runtime_thread() && self.thread_ids.contains(&me) {
+        let taken = Threads {
+            system_thread: threads.system_thread.take(),
+            arbiters: std::mem::take(&mut threads.arbiters),
+        };
+        drop(threads);
+        if taken.system_thread.is_none() && taken.arbiters.is_empty() {
             return;
         }
-        for arbiter in threads.arbiters.drain(..) {
+        let workers = self.workers.clone();
+        if self.tag.owns_current_thread() {
+            let reaper = thread::Builder::new()
+                .name("pjrt-actors-reaper".into())
+                .spawn(move || taken.join(&workers));
+            if let Err(e) = reaper {
+                tracing::warn!(error = %e, "no reaper thread: runtime threads finish unjoined");
+            }
+        } else {
+            taken.join(&workers);
+        }
+    }
+}
+
+impl Threads {
+    fn join(self, workers: &WorkerCount) {
+        for arbiter in self.arbiters {
             let _ = arbiter.join();
         }
-        if let Some(t) = threads.system_thread.take() {
+        if let Some(t) = self.system_thread {
             let _ = t.join();
         }
-        drop(threads);
         // Sync workers end once the system is gone and their current job (a compile) is done.
-        if !self.workers.wait_zero(std::time::Duration::from_secs(120)) {
+        if !workers.wait_zero(std::time::Duration::from_secs(120)) {
             tracing::warn!("worker threads still running two minutes after shutdown");
         }
     }
@@ -153,13 +194,6 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// Starts an arbiter (a thread with its own event loop) whose thread is marked as ours.
-pub fn new_arbiter() -> actix_rt::Arbiter {
-    let arbiter = actix_rt::Arbiter::new();
-    arbiter.spawn_fn(mark_runtime_thread);
-    arbiter
 }
 
 struct ThreadWaker(Thread);
@@ -177,9 +211,7 @@ impl Wake for ThreadWaker {
 /// of every handle uses this; it refuses to run on a runtime thread, where it would deadlock.
 pub fn block_on<F: Future>(fut: F) -> Result<F::Output> {
     if on_runtime_thread() {
-        return Err(Error::Cancelled(
-            "a blocking call was made from an actor thread; use the async form there".into(),
-        ));
+        return Err(Error::BlockingOnRuntimeThread);
     }
     let waker = Waker::from(Arc::new(ThreadWaker(thread::current())));
     let mut cx = Context::from_waker(&waker);

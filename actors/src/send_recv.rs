@@ -6,17 +6,13 @@ use std::collections::{HashMap, VecDeque};
 
 use parking_lot::Mutex;
 
-use crate::callbacks::{ExecutionCallbacks, HostCallback};
+use crate::callbacks::{
+    ATTR_CALL, ATTR_CALLBACK, ATTR_OPERAND, ATTR_RESULT, ExecutionCallbacks, HostCallback,
+};
 use crate::error::{Error, Result};
 use crate::pjrt::{
     AlignedBytes, ArrayType, HostTransferDispatch, HostView, HostViewMut, RecvStream,
 };
-
-/// Frontend attributes that tie a send/recv to its callback, call site and position.
-pub(crate) const ATTR_CALLBACK: &str = "pjrt_actors_callback";
-pub(crate) const ATTR_CALL: &str = "pjrt_actors_call";
-pub(crate) const ATTR_OPERAND: &str = "pjrt_actors_operand";
-pub(crate) const ATTR_RESULT: &str = "pjrt_actors_result";
 
 /// Whether a program's text asks for host send/recv (the check made before compiling on a
 /// plugin that cannot).

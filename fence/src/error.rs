@@ -190,9 +190,22 @@ pub enum Error {
     /// The client's actors have shut down; nothing more can be done with this handle.
     #[error("the client has shut down")]
     ShutDown,
-    /// An actor's handler panicked while serving the request; the actor was restarted.
-    #[error("request cancelled: {0}")]
-    Cancelled(String),
+    /// The handler serving the request panicked. The request failed; the actor lives on (a
+    /// device actor is restarted by its supervisor first, so no state the panic left serves
+    /// the next request).
+    #[error("{what} panicked: {reason}")]
+    Panicked { what: String, reason: String },
+    /// A blocking call was made on one of the runtime's own threads (inside a host callback
+    /// run by an actor, say), where waiting would deadlock on its own mailbox.
+    #[error("a blocking call was made on a runtime thread; use the async form there")]
+    BlockingOnRuntimeThread,
+    /// The operating system refused a thread the runtime needs.
+    #[error("cannot start the {what} thread: {reason}")]
+    ThreadSpawn { what: &'static str, reason: String },
+    /// The plugin reported something the runtime cannot place (a fact that broke an
+    /// assumption, not bad input); the message says which.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl Error {

@@ -183,6 +183,7 @@ impl PjrtLoadedExecutable {
         &self.client
     }
 
+    #[cfg(feature = "baseline")]
     pub(crate) fn loaded_raw(&self) -> *mut sys::PJRT_LoadedExecutable {
         self.loaded
     }

@@ -1,19 +1,42 @@
-//! The client actor: owns the PJRT client and answers client-wide requests.
+//! The client actor: the control plane's router. Compiles, loads, async executes, heap
+//! profiles, defragments and compile-cache clears enter here and go on to the actor that owns
+//! the work (the compile service, the compiler pool, a device actor, the buffer-registry
+//! actor); it owns that route table, and answers topology requests itself.
 
-use actix::{Actor, Context, Handler, Message};
+use std::sync::Arc;
+
+use actix::dev::{MessageResponse, ToEnvelope};
+use actix::{Actor, Addr, Context, Handler, Message, ResponseFuture};
 use tracing::Span;
 
-use super::guarded;
-use crate::error::Result;
-use crate::pjrt::{DeviceDescription, NamedValue, PjrtClient};
+use super::compile_service::{ClearMemoryCache, CompileService, Submit};
+use super::compiler::{CompilerActor, DeserializeJob};
+use super::device::{DeviceActor, ExecuteRequest};
+use super::registry::{BufferRegistryActor, Defragment, DefragmentReport, HeapProfile};
+use crate::error::{Error, Result};
+use crate::executable::ExecutableCore;
+use crate::execute::Outputs;
+use crate::site::Site;
+use crate::state::{ClientState, TopologyDescription};
+use crate::supervision::{guarded, mailbox_error};
+
+/// Where each kind of control-plane request goes.
+pub(crate) struct Routes {
+    pub compile_service: Addr<CompileService>,
+    pub compiler: Addr<CompilerActor>,
+    /// Per device index; `None` for a device this process cannot address.
+    pub devices: Vec<Option<Addr<DeviceActor>>>,
+    pub buffer_registry: Addr<BufferRegistryActor>,
+}
 
 pub struct ClientActor {
-    client: PjrtClient,
+    state: Arc<ClientState>,
+    routes: Routes,
 }
 
 impl ClientActor {
-    pub fn new(client: PjrtClient) -> Self {
-        ClientActor { client }
+    pub(crate) fn new(state: Arc<ClientState>, routes: Routes) -> Self {
+        ClientActor { state, routes }
     }
 }
 
@@ -21,40 +44,129 @@ impl Actor for ClientActor {
     type Context = Context<Self>;
 }
 
-/// The client's topology, read from the plugin and serialized.
-#[derive(Debug, Clone)]
-pub struct TopologySnapshot {
-    pub platform_name: String,
-    pub platform_version: String,
-    pub devices: Vec<DeviceDescription>,
-    pub attributes: Vec<(String, NamedValue)>,
-    pub serialized: Vec<u8>,
+/// Sends `msg` on to `addr` and answers with its answer, without holding this actor up.
+fn forward<A, M, T>(addr: &Addr<A>, msg: M) -> ResponseFuture<Result<T>>
+where
+    A: Actor + Handler<M>,
+    A::Context: ToEnvelope<A, M>,
+    M: Message<Result = Result<T>> + Send + 'static,
+    T: Send + 'static,
+    Result<T>: MessageResponse<A, M>,
+{
+    let request = addr.send(msg);
+    Box::pin(async move { request.await.map_err(mailbox_error)? })
 }
 
 /// Asks for the client's topology description.
+#[derive(Message)]
+#[rtype(result = "Result<TopologyDescription>")]
 pub struct GetTopology {
     pub span: Span,
 }
 
-impl Message for GetTopology {
-    type Result = Result<TopologySnapshot>;
-}
-
 impl Handler<GetTopology> for ClientActor {
-    type Result = Result<TopologySnapshot>;
+    type Result = Result<TopologyDescription>;
 
     fn handle(&mut self, msg: GetTopology, _: &mut Context<Self>) -> Self::Result {
         let _entered = msg.span.enter();
         let _span = tracing::debug_span!("client.topology").entered();
-        guarded("topology", || {
-            let topology = self.client.topology()?;
-            Ok(TopologySnapshot {
-                platform_name: topology.platform_name()?,
-                platform_version: topology.platform_version()?,
-                devices: topology.device_descriptions()?,
-                attributes: topology.attributes()?,
-                serialized: topology.serialize()?,
-            })
+        guarded("topology", || TopologyDescription::read(&self.state.pjrt))
+    }
+}
+
+impl Handler<Submit> for ClientActor {
+    type Result = ();
+
+    /// A compile goes on to the compile service; its answer comes back on the request's own
+    /// reply channel, so a caller that drops it is seen there as gone.
+    fn handle(&mut self, msg: Submit, _: &mut Context<Self>) {
+        self.routes.compile_service.do_send(msg);
+    }
+}
+
+impl Handler<ClearMemoryCache> for ClientActor {
+    type Result = ResponseFuture<usize>;
+
+    fn handle(&mut self, msg: ClearMemoryCache, _: &mut Context<Self>) -> Self::Result {
+        let request = self.routes.compile_service.send(msg);
+        Box::pin(async move { request.await.unwrap_or(0) })
+    }
+}
+
+/// Loads envelope-checked executable bytes on the compiler pool and registers the result.
+#[derive(Message)]
+#[rtype(result = "Result<Arc<ExecutableCore>>")]
+pub struct Load {
+    pub payload: Vec<u8>,
+    pub options: Vec<u8>,
+    pub portable: bool,
+    pub site: Site,
+    pub span: Span,
+}
+
+impl Handler<Load> for ClientActor {
+    type Result = ResponseFuture<Result<Arc<ExecutableCore>>>;
+
+    fn handle(&mut self, msg: Load, _: &mut Context<Self>) -> Self::Result {
+        let request = self.routes.compiler.send(DeserializeJob {
+            payload: msg.payload,
+            options: msg.options,
+            portable: msg.portable,
+            span: msg.span,
+        });
+        let (state, site) = (self.state.clone(), msg.site);
+        Box::pin(async move {
+            let (exe, meta) = request.await.map_err(mailbox_error)??;
+            Ok(state.register_executable(exe, meta, site))
         })
+    }
+}
+
+impl Handler<ExecuteRequest> for ClientActor {
+    type Result = ResponseFuture<Result<Outputs>>;
+
+    fn handle(&mut self, msg: ExecuteRequest, _: &mut Context<Self>) -> Self::Result {
+        let device = msg.device();
+        match device.and_then(|d| self.routes.devices.get(d).cloned().flatten()) {
+            Some(actor) => forward(&actor, msg),
+            None => {
+                let name = msg.executable.meta.name.clone();
+                Box::pin(async move {
+                    Err(Error::InvalidArgument(match device {
+                        None => format!("`{name}` has no device to run on"),
+                        Some(d) => format!("device index {d} is not addressable here"),
+                    }))
+                })
+            }
+        }
+    }
+}
+
+impl Handler<HeapProfile> for ClientActor {
+    type Result = ResponseFuture<Result<Vec<u8>>>;
+
+    fn handle(&mut self, msg: HeapProfile, _: &mut Context<Self>) -> Self::Result {
+        forward(&self.routes.buffer_registry, msg)
+    }
+}
+
+impl Handler<Defragment> for ClientActor {
+    type Result = ResponseFuture<Result<DefragmentReport>>;
+
+    fn handle(&mut self, msg: Defragment, _: &mut Context<Self>) -> Self::Result {
+        forward(&self.routes.buffer_registry, msg)
+    }
+}
+
+#[cfg(feature = "test-hooks")]
+impl Handler<super::registry::DefragmentFailingAfter> for ClientActor {
+    type Result = ResponseFuture<Result<DefragmentReport>>;
+
+    fn handle(
+        &mut self,
+        msg: super::registry::DefragmentFailingAfter,
+        _: &mut Context<Self>,
+    ) -> Self::Result {
+        forward(&self.routes.buffer_registry, msg)
     }
 }

@@ -1,5 +1,5 @@
-//! A device actor: serves the requests for one device that arrive through its mailbox, in
-//! arrival order, on its own thread: allocator statistics, and executes sent by the async API.
+//! A device actor: owns the order of the async work sent to one device, and serves it on the
+//! device's own thread in arrival order: allocator statistics, async executes and async reads.
 //! (The blocking API executes on the caller's thread; PJRT orders work per device itself.)
 
 use std::sync::Arc;
@@ -7,21 +7,24 @@ use std::sync::Arc;
 use actix::{Actor, Context, Handler, Message};
 use tracing::Span;
 
-use crate::compile::ExecutableCore;
+use crate::callbacks::CallbackSet;
 use crate::error::Result;
-use crate::execute::execute;
-use crate::open::ClientResources;
+use crate::executable::ExecutableCore;
+use crate::execute::Outputs;
 use crate::pjrt::DeviceMemoryStats;
-use crate::registry::{ArrayCore, ArrayOwner};
+use crate::registry::ArrayCore;
+use crate::site::Site;
+use crate::state::ClientState;
+use crate::supervision::{count_restart, serve};
 
 pub struct DeviceActor {
-    resources: Arc<ClientResources>,
+    state: Arc<ClientState>,
     index: usize,
 }
 
 impl DeviceActor {
-    pub fn new(resources: Arc<ClientResources>, index: usize) -> Self {
-        DeviceActor { resources, index }
+    pub(crate) fn new(state: Arc<ClientState>, index: usize) -> Self {
+        DeviceActor { state, index }
     }
 }
 
@@ -31,25 +34,15 @@ impl Actor for DeviceActor {
 
 impl actix::Supervised for DeviceActor {
     fn restarting(&mut self, _: &mut Context<Self>) {
-        super::count_restart("device");
-    }
-}
-
-impl Handler<super::Poison> for DeviceActor {
-    type Result = Result<()>;
-
-    fn handle(&mut self, _: super::Poison, ctx: &mut Context<Self>) -> Self::Result {
-        super::serve::<Self, ()>(ctx, "poison", || panic!("poisoned on purpose"))
+        count_restart("device");
     }
 }
 
 /// Asks for the device allocator's statistics (`None` where the plugin keeps none).
+#[derive(Message)]
+#[rtype(result = "Result<Option<DeviceMemoryStats>>")]
 pub struct GetMemoryStats {
     pub span: Span,
-}
-
-impl Message for GetMemoryStats {
-    type Result = Result<Option<DeviceMemoryStats>>;
 }
 
 impl Handler<GetMemoryStats> for DeviceActor {
@@ -58,62 +51,66 @@ impl Handler<GetMemoryStats> for DeviceActor {
     fn handle(&mut self, msg: GetMemoryStats, ctx: &mut Context<Self>) -> Self::Result {
         let _entered = msg.span.enter();
         let _span = tracing::debug_span!("device.memory_stats", device = self.index).entered();
-        super::serve::<Self, _>(ctx, "memory_stats", || {
-            self.resources.devices[self.index].memory_stats()
+        serve::<Self, _>(ctx, "memory_stats", || {
+            self.state.devices[self.index].memory_stats()
         })
     }
 }
 
-/// Runs an executable with this device's actor (the first device of a replicated run, or the
-/// chosen device of a portable one).
-/// Outputs come back flat, device-major.
+/// Runs an executable on this device's actor (the first device of a replicated run, or the
+/// chosen device of a portable one). Outputs come back flat, device-major. The client actor
+/// routes it here.
+#[derive(Message)]
+#[rtype(result = "Result<Outputs>")]
 pub struct ExecuteRequest {
-    pub owner: Arc<dyn ArrayOwner>,
     pub executable: Arc<ExecutableCore>,
     pub args: Vec<Vec<Arc<ArrayCore>>>,
     pub portable_device: Option<usize>,
-    pub callbacks: Option<Arc<crate::callbacks::CallbackSet>>,
-    pub site: crate::site::Site,
+    pub callbacks: Option<Arc<CallbackSet>>,
+    pub site: Site,
     pub span: Span,
 }
 
-impl Message for ExecuteRequest {
-    type Result = Result<crate::execute::Outputs>;
+impl ExecuteRequest {
+    /// The device whose actor serves it: the chosen one of a portable run, else the first
+    /// device the executable runs on.
+    pub(crate) fn device(&self) -> Option<usize> {
+        self.portable_device
+            .or_else(|| self.executable.meta.devices.first().copied())
+    }
 }
 
 impl Handler<ExecuteRequest> for DeviceActor {
-    type Result = Result<crate::execute::Outputs>;
+    type Result = Result<Outputs>;
 
     fn handle(&mut self, msg: ExecuteRequest, ctx: &mut Context<Self>) -> Self::Result {
         let _entered = msg.span.enter();
         let _span = tracing::debug_span!("device.execute", device = self.index, executable = %msg.executable.meta.name)
             .entered();
-        super::serve::<Self, _>(ctx, "execute", || {
+        serve::<Self, _>(ctx, "execute", || {
             let refs: Vec<Vec<&ArrayCore>> = msg
                 .args
                 .iter()
                 .map(|l| l.iter().map(|a| &**a).collect())
                 .collect();
             let lists: Vec<&[&ArrayCore]> = refs.iter().map(|l| l.as_slice()).collect();
-            execute(
-                &self.resources.execute_context(&msg.owner, msg.site.clone()),
+            self.state.execute(
                 &msg.executable,
                 &lists,
                 msg.portable_device,
                 msg.callbacks.as_deref(),
+                msg.site.clone(),
             )
         })
     }
 }
 
 /// Reads an array of this device back to host bytes.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<u8>>")]
 pub struct ReadRequest {
     pub array: Arc<ArrayCore>,
     pub span: Span,
-}
-
-impl Message for ReadRequest {
-    type Result = Result<Vec<u8>>;
 }
 
 impl Handler<ReadRequest> for DeviceActor {
@@ -122,11 +119,21 @@ impl Handler<ReadRequest> for DeviceActor {
     fn handle(&mut self, msg: ReadRequest, ctx: &mut Context<Self>) -> Self::Result {
         let _entered = msg.span.enter();
         let _span = tracing::debug_span!("device.read", device = self.index).entered();
-        super::serve::<Self, _>(ctx, "read", || {
-            let slot = &msg.array.slot;
-            let mut out = vec![0u8; crate::dtype::byte_size(slot.dtype, &slot.dims)?];
-            slot.with_buffer(|b| b.read_into(&mut out, slot.dims.len()))?;
-            Ok(out)
-        })
+        serve::<Self, _>(ctx, "read", || self.state.read(&msg.array))
+    }
+}
+
+/// Test support: a request whose handler panics, to exercise supervision.
+#[cfg(feature = "test-hooks")]
+#[derive(Message)]
+#[rtype(result = "Result<()>")]
+pub struct Poison;
+
+#[cfg(feature = "test-hooks")]
+impl Handler<Poison> for DeviceActor {
+    type Result = Result<()>;
+
+    fn handle(&mut self, _: Poison, ctx: &mut Context<Self>) -> Self::Result {
+        serve::<Self, ()>(ctx, "poison", || panic!("poisoned on purpose"))
     }
 }

@@ -1,26 +1,27 @@
-//! A memory-space actor: answers with its live view of one memory space and serves uploads
-//! into it that come through the async API.
+//! A memory-space actor: owns the order of the async uploads into one memory space and serves
+//! them in arrival order, and answers with its live view of the memory space.
 
 use std::sync::Arc;
 
 use actix::{Actor, Context, Handler, Message};
 use tracing::Span;
 
-use super::guarded;
 use crate::dtype::ElementType;
 use crate::error::Result;
-use crate::open::ClientResources;
 use crate::pjrt::{HostData, MemoryDescription};
-use crate::registry::{ArrayCore, ArrayOwner, BufferSlot};
+use crate::registry::ArrayCore;
+use crate::site::Site;
+use crate::state::ClientState;
+use crate::supervision::guarded;
 
 pub struct MemorySpaceActor {
-    resources: Arc<ClientResources>,
+    state: Arc<ClientState>,
     index: usize,
 }
 
 impl MemorySpaceActor {
-    pub fn new(resources: Arc<ClientResources>, index: usize) -> Self {
-        MemorySpaceActor { resources, index }
+    pub(crate) fn new(state: Arc<ClientState>, index: usize) -> Self {
+        MemorySpaceActor { state, index }
     }
 }
 
@@ -29,12 +30,10 @@ impl Actor for MemorySpaceActor {
 }
 
 /// Asks the plugin again for the memory space's description and the ids of its devices.
+#[derive(Message)]
+#[rtype(result = "Result<(MemoryDescription, Vec<i32>)>")]
 pub struct DescribeMemory {
     pub span: Span,
-}
-
-impl Message for DescribeMemory {
-    type Result = Result<(MemoryDescription, Vec<i32>)>;
 }
 
 impl Handler<DescribeMemory> for MemorySpaceActor {
@@ -44,7 +43,7 @@ impl Handler<DescribeMemory> for MemorySpaceActor {
         let _entered = msg.span.enter();
         let _span = tracing::debug_span!("memory_space.describe", memory = self.index).entered();
         guarded("describe memory space", || {
-            let memory = &self.resources.memories[self.index];
+            let memory = &self.state.memories[self.index];
             let description = memory.description()?;
             let devices = memory
                 .devices()?
@@ -58,18 +57,17 @@ impl Handler<DescribeMemory> for MemorySpaceActor {
 
 /// Uploads host data (already checked against dtype and dims) into this memory space, on
 /// `device`. The data is owned, so the plugin may read it until the transfer completes.
+#[derive(Message)]
+#[rtype(result = "Result<Arc<ArrayCore>>")]
 pub struct UploadRequest {
-    pub owner: Arc<dyn ArrayOwner>,
-    pub site: crate::site::Site,
+    pub site: Site,
     pub data: Arc<[u8]>,
     pub dtype: ElementType,
     pub dims: Vec<i64>,
     pub device: usize,
+    /// Whether the caller named this memory space (else it is the device's default).
+    pub explicit_memory: bool,
     pub span: Span,
-}
-
-impl Message for UploadRequest {
-    type Result = Result<Arc<ArrayCore>>;
 }
 
 impl Handler<UploadRequest> for MemorySpaceActor {
@@ -84,16 +82,14 @@ impl Handler<UploadRequest> for MemorySpaceActor {
         )
         .entered();
         guarded("upload", || {
-            let res = &self.resources;
-            let buffer = res.pjrt.upload(
+            self.state.upload(
                 HostData::UntilTransfer(msg.data),
                 msg.dtype,
                 &msg.dims,
-                &res.devices[msg.device],
-                Some(&res.memories[self.index]),
-            )?;
-            let slot = BufferSlot::new(buffer, msg.dtype, msg.dims.into(), msg.device, self.index);
-            Ok(ArrayCore::register(msg.owner, slot, msg.site))
+                (msg.device, self.index),
+                msg.explicit_memory,
+                msg.site,
+            )
         })
     }
 }

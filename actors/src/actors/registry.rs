@@ -1,29 +1,26 @@
 //! The buffer registry actor: the one place whole-registry work runs, one request at a time:
-//! listing live arrays, heap profiles and defragment. Single arrays register and unregister
-//! themselves in O(1) (see ARCHITECTURE.md).
+//! heap profiles and defragment (which owns every slot's move while it runs). Single arrays
+//! register and unregister themselves in O(1), and listing reads the registry on the caller's
+//! thread (see ARCHITECTURE.md's ownership table and its measurements).
 
 use std::sync::Arc;
 
 use actix::{Actor, Context, Handler, Message};
 use tracing::Span;
 
-use super::guarded;
 use crate::error::{Error, Result};
 use crate::heap_profile::{self, ExecutableSample};
-use crate::open::ClientResources;
 use crate::pjrt::HostData;
+use crate::state::ClientState;
+use crate::supervision::guarded;
 
 pub struct BufferRegistryActor {
-    resources: Arc<ClientResources>,
-    device_names: Vec<String>,
+    state: Arc<ClientState>,
 }
 
 impl BufferRegistryActor {
-    pub fn new(resources: Arc<ClientResources>, device_names: Vec<String>) -> Self {
-        BufferRegistryActor {
-            resources,
-            device_names,
-        }
+    pub(crate) fn new(state: Arc<ClientState>) -> Self {
+        BufferRegistryActor { state }
     }
 }
 
@@ -32,12 +29,10 @@ impl Actor for BufferRegistryActor {
 }
 
 /// A heap profile of every live array and executable, as pprof bytes.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<u8>>")]
 pub struct HeapProfile {
     pub span: Span,
-}
-
-impl Message for HeapProfile {
-    type Result = Result<Vec<u8>>;
 }
 
 impl Handler<HeapProfile> for BufferRegistryActor {
@@ -47,14 +42,13 @@ impl Handler<HeapProfile> for BufferRegistryActor {
         let _entered = msg.span.enter();
         let _span = tracing::debug_span!("registry.heap_profile").entered();
         guarded("heap profile", || {
-            let buffers = &self.resources.buffers;
+            let buffers = &self.state.buffers;
             let mut tally = heap_profile::BufferTally::default();
             buffers.for_each(|id, entry| tally.add(id, entry));
             tally.size_the_rest(buffers);
             let executables = self
-                .resources
-                .executables
-                .collect(|weak| weak.upgrade())
+                .state
+                .live_executables()
                 .into_iter()
                 .map(|core| {
                     let code_size = core
@@ -65,7 +59,10 @@ impl Handler<HeapProfile> for BufferRegistryActor {
                     ExecutableSample { core, code_size }
                 })
                 .collect::<Vec<_>>();
-            Ok(heap_profile::build(tally, &executables, &self.device_names))
+            let device_names: Vec<&str> = (self.state.snapshot.devices.iter())
+                .map(|d| d.description.debug_string.as_str())
+                .collect();
+            Ok(heap_profile::build(tally, &executables, &device_names))
         })
     }
 }
@@ -80,14 +77,10 @@ pub struct DefragmentReport {
 }
 
 /// Moves every live buffer: all copied to host first, then each freed and uploaded again.
+#[derive(Message)]
+#[rtype(result = "Result<DefragmentReport>")]
 pub struct Defragment {
-    /// Fault injection for tests: uploads after this many succeed fail.
-    pub fail_after: Option<usize>,
     pub span: Span,
-}
-
-impl Message for Defragment {
-    type Result = Result<DefragmentReport>;
 }
 
 impl Handler<Defragment> for BufferRegistryActor {
@@ -96,7 +89,24 @@ impl Handler<Defragment> for BufferRegistryActor {
     fn handle(&mut self, msg: Defragment, _: &mut Context<Self>) -> Self::Result {
         let _entered = msg.span.enter();
         let _span = tracing::info_span!("registry.defragment").entered();
-        guarded("defragment", || self.defragment(msg.fail_after))
+        guarded("defragment", || self.defragment(None))
+    }
+}
+
+/// Test support: a defragment whose uploads fail once `succeed` of them have succeeded.
+#[cfg(feature = "test-hooks")]
+#[derive(Message)]
+#[rtype(result = "Result<DefragmentReport>")]
+pub struct DefragmentFailingAfter {
+    pub succeed: usize,
+}
+
+#[cfg(feature = "test-hooks")]
+impl Handler<DefragmentFailingAfter> for BufferRegistryActor {
+    type Result = Result<DefragmentReport>;
+
+    fn handle(&mut self, msg: DefragmentFailingAfter, _: &mut Context<Self>) -> Self::Result {
+        guarded("defragment", || self.defragment(Some(msg.succeed)))
     }
 }
 
@@ -105,7 +115,7 @@ impl BufferRegistryActor {
     /// using the buffer being moved wait for it, and nothing can deadlock against an execute
     /// (which may hold several read locks) or a callback calling back into the runtime.
     fn defragment(&self, fail_after: Option<usize>) -> Result<DefragmentReport> {
-        let arrays = self.resources.buffers.live_arrays();
+        let arrays = self.state.buffers.live_arrays();
         // 1. Copy every buffer to host (an array deleted meanwhile is skipped).
         let mut copies = Vec::with_capacity(arrays.len());
         for array in arrays {
@@ -118,7 +128,7 @@ impl BufferRegistryActor {
             }
         }
         // 2. Free each device copy and upload it again; a failure keeps the host copy.
-        let res = &self.resources;
+        let res = &self.state;
         let mut report = DefragmentReport::default();
         let mut on_host = Vec::new();
         let mut first_error = None;
@@ -128,7 +138,11 @@ impl BufferRegistryActor {
             let fail = fail_after.is_some_and(|n| report.moved >= n);
             let moved = slot.relocate(bytes, |bytes| {
                 if fail {
-                    return Err(Error::Cancelled("injected upload failure".into()));
+                    return Err(Error::Pjrt {
+                        function: "PJRT_Client_BufferFromHostBuffer",
+                        code: crate::PjrtCode::ResourceExhausted,
+                        message: "injected by a test hook".into(),
+                    });
                 }
                 res.pjrt.upload(
                     HostData::Borrowed(bytes),

@@ -1,0 +1,173 @@
+//! The compile service: one actor that owns the compile queue and single flight (a
+//! [`SingleFlight`]) and is the only writer of the memory cache. A request is answered from the
+//! memory cache, joins a compile already in flight for the same key, or is queued; the queue
+//! is handed to the compiler pool only as workers free up, so a cancelled request leaves the
+//! queue without ever compiling.
+
+use std::sync::Arc;
+
+use actix::{Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Message, WrapFuture};
+use pjrt_sys::protos::xla::CompileOptionsProto;
+use tokio::sync::oneshot;
+use tracing::Span;
+
+use super::compiler::{CompileJob, CompilerActor};
+use crate::compile_cache::{CancelToken, CompileEnv, CompileKey, bump};
+use crate::error::{Error, Result};
+use crate::executable::{ExecutableCore, ExecutableMeta};
+use crate::flight::{SingleFlight, Submitted, Waiter};
+use crate::pjrt::PjrtLoadedExecutable;
+use crate::site::Site;
+use crate::state::ClientState;
+use crate::supervision::guarded;
+
+/// What a compile is, apart from who waits for it.
+pub struct CompileSpec {
+    /// Where the first request for this key came from (for heap profiles).
+    pub site: Site,
+    pub key: CompileKey,
+    pub code: Arc<Vec<u8>>,
+    pub options: CompileOptionsProto,
+    pub span: Span,
+}
+
+/// What a compile request is answered with.
+pub type CompileReply = Result<Arc<ExecutableCore>>;
+
+/// Submit a compile. The answer comes on `reply`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Submit {
+    pub spec: CompileSpec,
+    pub reply: oneshot::Sender<CompileReply>,
+    pub cancel: Option<CancelToken>,
+}
+
+/// Forget every executable in the memory cache (they stay loaded while handles hold them);
+/// answers how many it held.
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct ClearMemoryCache;
+
+pub struct CompileService {
+    pool: Addr<CompilerActor>,
+    flight: SingleFlight<CompileKey, CompileSpec, CompileReply>,
+    state: Arc<ClientState>,
+    env: CompileEnv,
+}
+
+impl CompileService {
+    pub(crate) fn new(
+        pool: Addr<CompilerActor>,
+        pool_size: usize,
+        state: Arc<ClientState>,
+        env: CompileEnv,
+    ) -> Self {
+        CompileService {
+            pool,
+            flight: SingleFlight::new(pool_size),
+            state,
+            env,
+        }
+    }
+
+    /// Hands queued compiles to the pool while workers are free.
+    fn dispatch(&mut self, ctx: &mut Context<Self>) {
+        let mut dropped = 0;
+        while let Some((key, spec)) = self.flight.next_job(&mut dropped) {
+            let site = spec.site;
+            let request = self.pool.send(CompileJob {
+                key,
+                code: spec.code,
+                options: spec.options,
+                env: self.env.clone(),
+                span: spec.span,
+            });
+            ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+                let result = result.unwrap_or(Err(Error::ShutDown));
+                if let Err(e) = guarded("compile finish", || {
+                    act.finish(key, site, result);
+                    Ok(())
+                }) {
+                    tracing::error!(error = %e, key = %key.hex(), "finishing a compile failed");
+                }
+                act.dispatch(ctx);
+            }));
+        }
+        for _ in 0..dropped {
+            // Everyone who asked has gone: the request left the queue uncompiled.
+            bump(&self.env.stats.cancelled);
+        }
+    }
+
+    fn finish(
+        &mut self,
+        key: CompileKey,
+        site: Site,
+        result: Result<(PjrtLoadedExecutable, ExecutableMeta)>,
+    ) {
+        let result = result.map(|(exe, meta)| self.state.register_executable(exe, meta, site));
+        let delivered = self.flight.finish(key, result.clone());
+        match (result, delivered) {
+            (Ok(core), true) => self.state.memory_cache.insert(key, core),
+            (_, true) => {}
+            // Abandoned mid-compile: the result is dropped here, unregistered, not leaked.
+            (_, false) => bump(&self.env.stats.cancelled),
+        }
+    }
+
+    fn submit(&mut self, spec: CompileSpec, waiter: Waiter<CompileReply>) {
+        let key = spec.key;
+        // Handles check the memory cache before sending; check again for a compile that
+        // finished in between.
+        if let Some(core) = self.state.memory_cache.get(&key) {
+            tracing::debug!(key = %key.hex(), hit = true, "compile");
+            let _ = waiter.reply.send(Ok(core));
+            return;
+        }
+        match self.flight.submit(key, spec, waiter) {
+            Submitted::Joined => bump(&self.env.stats.joined),
+            Submitted::Queued => {
+                bump(&self.env.stats.misses);
+                tracing::debug!(key = %key.hex(), hit = false, "compile");
+            }
+        }
+    }
+}
+
+impl Actor for CompileService {
+    type Context = Context<Self>;
+}
+
+impl Handler<Submit> for CompileService {
+    type Result = ();
+
+    fn handle(&mut self, msg: Submit, ctx: &mut Context<Self>) {
+        let span = msg.spec.span.clone();
+        let _entered = span.enter();
+        // The reply stays here until the bookkeeping takes it, so a panic before then still
+        // answers the caller (after, the waiter list holds it and drops it, which the caller
+        // reads as the service going away).
+        let mut reply = Some(msg.reply);
+        let (spec, cancel) = (msg.spec, msg.cancel);
+        let outcome = guarded("compile submit", || {
+            let reply = reply
+                .take()
+                .ok_or_else(|| Error::Internal("the compile reply went missing".into()))?;
+            self.submit(spec, Waiter { reply, cancel });
+            Ok(())
+        });
+        if let (Err(e), Some(reply)) = (outcome, reply) {
+            let _ = reply.send(Err(e));
+        }
+        self.dispatch(ctx);
+    }
+}
+
+impl Handler<ClearMemoryCache> for CompileService {
+    type Result = usize;
+
+    fn handle(&mut self, _: ClearMemoryCache, _: &mut Context<Self>) -> usize {
+        self.state.memory_cache.clear()
+    }
+}

@@ -1,0 +1,133 @@
+//! The compiler actors: a `SyncArbiter` pool, one thread each, since a compile blocks its
+//! thread for tens of milliseconds. A worker compiles (or loads from the disk cache, which it
+//! reads and writes itself, off the service's thread) and deserializes.
+
+use actix::{Actor, Handler, Message, SyncContext};
+use pjrt_sys::protos::xla::CompileOptionsProto;
+use prost::Message as _;
+use std::sync::Arc;
+use tracing::Span;
+
+use crate::compile_cache::{CompileEnv, CompileKey, bump, serialize};
+use crate::envelope;
+use crate::error::Result;
+use crate::executable::ExecutableMeta;
+use crate::pjrt::{PjrtClient, PjrtDevice, PjrtLoadedExecutable};
+use crate::runtime::WorkerToken;
+use crate::supervision::guarded;
+
+/// A compiler actor: one of a pool, each on its own thread, all sharing the PJRT client.
+pub struct CompilerActor {
+    client: PjrtClient,
+    devices: Vec<PjrtDevice>,
+    _token: WorkerToken,
+}
+
+impl CompilerActor {
+    pub(crate) fn new(client: PjrtClient, devices: Vec<PjrtDevice>, token: WorkerToken) -> Self {
+        CompilerActor {
+            client,
+            devices,
+            _token: token,
+        }
+    }
+}
+
+impl Actor for CompilerActor {
+    type Context = SyncContext<Self>;
+}
+
+/// A compile for a worker: from the disk cache when allowed and present, else the plugin.
+pub struct CompileJob {
+    pub key: CompileKey,
+    pub code: Arc<Vec<u8>>,
+    pub options: CompileOptionsProto,
+    pub env: CompileEnv,
+    pub span: Span,
+}
+
+impl Message for CompileJob {
+    type Result = Result<(PjrtLoadedExecutable, ExecutableMeta)>;
+}
+
+impl Handler<CompileJob> for CompilerActor {
+    type Result = Result<(PjrtLoadedExecutable, ExecutableMeta)>;
+
+    fn handle(&mut self, job: CompileJob, _: &mut SyncContext<Self>) -> Self::Result {
+        let _entered = job.span.enter();
+        let _span =
+            tracing::debug_span!("compiler.compile", bytes = job.code.len(), key = %job.key.hex())
+                .entered();
+        guarded("compile", || self.run_job(&job))
+    }
+}
+
+impl CompilerActor {
+    pub(crate) fn run_job(
+        &self,
+        job: &CompileJob,
+    ) -> Result<(PjrtLoadedExecutable, ExecutableMeta)> {
+        let options = job.options.encode_to_vec();
+        let portable = job.options.compile_portable_executable;
+        let disk = job.env.disk.as_ref();
+        if let Some(disk) = disk {
+            if let Some(bytes) = disk.load(&job.key) {
+                match envelope::decode(&bytes, &job.env.identity)
+                    .and_then(|e| self.client.deserialize_and_load(&e.payload, Some(&options)))
+                {
+                    Ok(exe) => {
+                        bump(&job.env.stats.disk_hits);
+                        let meta = ExecutableMeta::read(&exe, &self.devices, portable, &options)?;
+                        return Ok((exe, meta));
+                    }
+                    Err(e) => {
+                        // Corrupt, foreign or unloadable: never trusted twice, recompiled now.
+                        tracing::warn!(key = %job.key.hex(), error = %e, "dropping a bad compile-cache entry");
+                        bump(&job.env.stats.corrupt_entries);
+                        disk.remove(&job.key);
+                    }
+                }
+            }
+        }
+        bump(&job.env.stats.compiles);
+        let exe = self.client.compile(&job.code, "mlir", &options)?;
+        let meta = ExecutableMeta::read(&exe, &self.devices, portable, &options)?;
+        if let Some(disk) = disk {
+            let stored = serialize(&exe, portable, &options, &job.env)
+                .and_then(|bytes| disk.store(&job.key, &bytes));
+            if let Err(e) = stored {
+                tracing::warn!(error = %e, "could not write the compile cache");
+            }
+        }
+        Ok((exe, meta))
+    }
+}
+
+/// Loads envelope-checked bytes on a worker (the async form of deserialize).
+pub struct DeserializeJob {
+    pub payload: Vec<u8>,
+    pub options: Vec<u8>,
+    pub portable: bool,
+    pub span: Span,
+}
+
+impl Message for DeserializeJob {
+    type Result = Result<(PjrtLoadedExecutable, ExecutableMeta)>;
+}
+
+impl Handler<DeserializeJob> for CompilerActor {
+    type Result = Result<(PjrtLoadedExecutable, ExecutableMeta)>;
+
+    fn handle(&mut self, job: DeserializeJob, _: &mut SyncContext<Self>) -> Self::Result {
+        let _entered = job.span.enter();
+        let _span =
+            tracing::debug_span!("compiler.deserialize", bytes = job.payload.len()).entered();
+        guarded("deserialize", || {
+            let exe = self
+                .client
+                .deserialize_and_load(&job.payload, Some(&job.options))?;
+            let meta = ExecutableMeta::read(&exe, &self.devices, job.portable, &job.options)?;
+            Ok((exe, meta))
+        })
+    }
+}

@@ -1,0 +1,266 @@
+//! The compile caches and what a compile carries: `CompileKey`, the counters, the memory cache
+//! (written by the compile service, read by handles), the disk cache (read and written by the
+//! compiler workers), `CancelToken`, and the envelope a serialized executable travels in.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use sha2::{Digest, Sha256};
+use tokio::sync::Notify;
+
+use crate::envelope::{self, Envelope};
+use crate::error::{Error, Result};
+use crate::executable::ExecutableCore;
+use crate::pjrt::PjrtLoadedExecutable;
+
+/// A compile cache key: SHA-256 over the plugin identity, the program and the compile options
+/// (which carry the executable devices and portability).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CompileKey(pub [u8; 32]);
+
+impl CompileKey {
+    pub fn new(identity: &str, code: &[u8], options: &[u8]) -> Self {
+        let mut h = Sha256::new();
+        for part in [identity.as_bytes(), code, options] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+        CompileKey(h.finalize().into())
+    }
+
+    pub fn hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// Counters of the compile service, readable at any time without a message.
+#[derive(Debug, Default)]
+pub struct CacheStats {
+    pub memory_hits: AtomicU64,
+    pub disk_hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub compiles: AtomicU64,
+    pub joined: AtomicU64,
+    pub cancelled: AtomicU64,
+    pub memory_evictions: AtomicU64,
+    pub disk_evictions: AtomicU64,
+    pub corrupt_entries: AtomicU64,
+}
+
+pub(crate) fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The memory compile cache: written only by the compile service, read by handles directly so
+/// a hit costs a hash and a read lock, not two thread hops. Least recently used is evicted past
+/// `capacity` entries.
+pub struct MemoryCache {
+    map: parking_lot::RwLock<HashMap<CompileKey, (Arc<ExecutableCore>, AtomicU64)>>,
+    clock: AtomicU64,
+    capacity: usize,
+    stats: Arc<CacheStats>,
+}
+
+impl MemoryCache {
+    pub fn new(capacity: usize, stats: Arc<CacheStats>) -> Self {
+        MemoryCache {
+            map: Default::default(),
+            clock: AtomicU64::new(0),
+            capacity,
+            stats,
+        }
+    }
+
+    /// A hit refreshes the entry's recency and counts as a memory hit.
+    pub fn get(&self, key: &CompileKey) -> Option<Arc<ExecutableCore>> {
+        let map = self.map.read();
+        let (core, last) = map.get(key)?;
+        last.store(
+            self.clock.fetch_add(1, Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+        bump(&self.stats.memory_hits);
+        Some(core.clone())
+    }
+
+    pub(crate) fn insert(&self, key: CompileKey, core: Arc<ExecutableCore>) {
+        if self.capacity == 0 {
+            return;
+        }
+        let tick = self.clock.fetch_add(1, Ordering::Relaxed);
+        let mut map = self.map.write();
+        map.insert(key, (core, AtomicU64::new(tick)));
+        while map.len() > self.capacity {
+            let oldest = map
+                .iter()
+                .min_by_key(|(_, (_, t))| t.load(Ordering::Relaxed))
+                .map(|(k, _)| *k);
+            if let Some(k) = oldest {
+                map.remove(&k);
+                bump(&self.stats.memory_evictions);
+            }
+        }
+    }
+
+    /// Empties the cache; returns how many entries it held.
+    pub fn clear(&self) -> usize {
+        let mut map = self.map.write();
+        let n = map.len();
+        map.clear();
+        n
+    }
+}
+
+/// A cancellation token for a compile request. Cancelling it removes a queued request from the
+/// queue and makes the waiting caller return `Error::RequestCancelled` at once.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken {
+    inner: Arc<(AtomicBool, Notify)>,
+}
+
+impl CancelToken {
+    /// A token not yet cancelled.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Cancels every request that carries this token.
+    pub fn cancel(&self) {
+        self.inner.0.store(true, Ordering::SeqCst);
+        self.inner.1.notify_waiters();
+    }
+
+    /// Whether `cancel` was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.0.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once the token is cancelled.
+    pub async fn cancelled(&self) {
+        let notified = self.inner.1.notified();
+        if self.is_cancelled() {
+            return;
+        }
+        notified.await
+    }
+}
+
+/// The persistent cache: one file per key, written atomically, bounded in bytes with the
+/// least recently used entries (by modification time, refreshed on every hit) evicted first.
+/// Several processes may share a directory: readers only ever see whole files.
+pub struct DiskCache {
+    dir: PathBuf,
+    max_bytes: u64,
+    stats: Arc<CacheStats>,
+}
+
+impl DiskCache {
+    pub fn open(dir: &Path, max_bytes: u64, stats: Arc<CacheStats>) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::Cache {
+            path: dir.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        Ok(DiskCache {
+            dir: dir.to_owned(),
+            max_bytes,
+            stats,
+        })
+    }
+
+    fn path(&self, key: &CompileKey) -> PathBuf {
+        self.dir.join(format!("{}.pjx", key.hex()))
+    }
+
+    pub fn load(&self, key: &CompileKey) -> Option<Vec<u8>> {
+        let path = self.path(key);
+        let bytes = std::fs::read(&path).ok()?;
+        // Refresh recency for LRU eviction; failure only makes eviction less exact.
+        if let Ok(f) = std::fs::File::options().write(true).open(&path) {
+            let _ = f.set_modified(SystemTime::now());
+        }
+        Some(bytes)
+    }
+
+    pub fn remove(&self, key: &CompileKey) {
+        let _ = std::fs::remove_file(self.path(key));
+    }
+
+    /// Writes through a temporary file and a rename, so no reader sees a partial entry.
+    pub fn store(&self, key: &CompileKey, bytes: &[u8]) -> Result<()> {
+        use std::io::Write;
+        let err = |e: std::io::Error| Error::Cache {
+            path: self.dir.display().to_string(),
+            reason: e.to_string(),
+        };
+        let tmp = self.dir.join(format!(
+            ".tmp-{}-{}-{:?}",
+            key.hex(),
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let mut f = std::fs::File::create(&tmp).map_err(err)?;
+        f.write_all(bytes).map_err(err)?;
+        f.sync_all().map_err(err)?;
+        drop(f);
+        std::fs::rename(&tmp, self.path(key)).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            err(e)
+        })?;
+        self.evict();
+        Ok(())
+    }
+
+    fn evict(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let mut files: Vec<(SystemTime, u64, PathBuf)> = entries
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "pjx"))
+            .filter_map(|e| {
+                let m = e.metadata().ok()?;
+                Some((m.modified().ok()?, m.len(), e.path()))
+            })
+            .collect();
+        let mut total: u64 = files.iter().map(|f| f.1).sum();
+        files.sort();
+        for (_, len, path) in files {
+            if total <= self.max_bytes {
+                break;
+            }
+            // Another process may have removed it already; either way it is gone.
+            let _ = std::fs::remove_file(&path);
+            total = total.saturating_sub(len);
+            bump(&self.stats.disk_evictions);
+        }
+    }
+}
+
+/// What a compile worker needs to know beyond the program.
+#[derive(Clone)]
+pub struct CompileEnv {
+    pub identity: String,
+    /// The client's serialized topology, recorded in serialized executables.
+    pub topology: Arc<Vec<u8>>,
+    pub disk: Option<Arc<DiskCache>>,
+    pub stats: Arc<CacheStats>,
+}
+
+/// Serializes a loaded executable into our envelope.
+pub fn serialize(
+    exe: &PjrtLoadedExecutable,
+    portable: bool,
+    options: &[u8],
+    env: &CompileEnv,
+) -> Result<Vec<u8>> {
+    Ok(envelope::encode(&Envelope {
+        identity: env.identity.clone(),
+        portable,
+        options: options.to_vec(),
+        topology: env.topology.to_vec(),
+        payload: exe.serialize()?,
+    }))
+}

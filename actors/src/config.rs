@@ -1,0 +1,148 @@
+//! How a client is configured: `ClientConfig`, and the check of plugin create options that
+//! runs before the plugin sees them (a wrongly typed value aborts the CPU plugin).
+
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+use crate::pjrt::NamedValue;
+
+/// How to open a client.
+#[derive(Debug, Clone, Default)]
+pub struct ClientConfig {
+    /// An explicit plugin file; `None` runs discovery.
+    pub plugin_path: Option<PathBuf>,
+    /// Plugin create options, validated before the plugin sees them.
+    pub options: Vec<(String, NamedValue)>,
+    /// Compiler actors in the pool; default: the number of cores.
+    pub compile_threads: Option<usize>,
+    /// Persistent compile cache directory; default: env `PJRT_ACTORS_CACHE_DIR`, else none.
+    pub cache_dir: Option<PathBuf>,
+    /// Bound of the persistent cache in bytes; default 1 GiB.
+    pub cache_max_bytes: Option<u64>,
+    /// Executables kept by the memory cache (least recently used evicted); default 512, 0 = off.
+    pub memory_cache_entries: Option<usize>,
+    /// Compile requests queued or running at once; past it `compile` waits. Default 256.
+    pub compile_queue_bound: Option<usize>,
+    /// How allocation sites are recorded for heap profiles.
+    pub site_capture: crate::site::SiteCapture,
+}
+
+/// The environment variable naming a persistent compile cache directory.
+pub const CACHE_DIR_ENV: &str = "PJRT_ACTORS_CACHE_DIR";
+
+/// Create options we know the type of. A value of the wrong type makes a plugin throw a C++
+/// exception through the C API, which aborts the process, so these are checked first.
+const KNOWN_OPTIONS: &[(&str, &str)] = &[
+    ("cpu_device_count", "int64"),
+    ("platform_name", "string"),
+    ("allocator", "string"),
+    ("memory_fraction", "float"),
+    ("preallocate", "bool"),
+    ("collective_memory_size", "int64"),
+    ("visible_devices", "int64 list"),
+    ("node_id", "int64"),
+    ("num_nodes", "int64"),
+    ("enable_mock_nccl", "bool"),
+    ("mock_gpu_topology", "string"),
+    ("should_stage_host_to_device_transfers", "bool"),
+    ("abort_collectives_on_failure", "bool"),
+];
+
+/// Checks option names are unique and known options have the type the plugin expects.
+pub fn validate_options(options: &[(String, NamedValue)]) -> Result<()> {
+    for (i, (name, value)) in options.iter().enumerate() {
+        if options[..i].iter().any(|(n, _)| n == name) {
+            return Err(Error::InvalidOption {
+                name: name.clone(),
+                reason: "given more than once".into(),
+            });
+        }
+        match KNOWN_OPTIONS.iter().find(|(n, _)| *n == name) {
+            Some((_, expected)) if *expected != value.type_name() => {
+                return Err(Error::InvalidOption {
+                    name: name.clone(),
+                    reason: format!("expected a {expected} value, got a {}", value.type_name()),
+                });
+            }
+            Some(_) => {}
+            None => {
+                tracing::warn!(option = %name, "create option unknown to pjrt-actors; passed through")
+            }
+        }
+        if name == "cpu_device_count" {
+            if let NamedValue::Int64(n) = value {
+                if !(1..=4096).contains(n) {
+                    return Err(Error::InvalidOption {
+                        name: name.clone(),
+                        reason: format!("must be between 1 and 4096, got {n}"),
+                    });
+                }
+            }
+        }
+        if name == "memory_fraction" {
+            if let NamedValue::Float(f) = value {
+                if !(*f > 0.0 && *f <= 1.0) {
+                    return Err(Error::InvalidOption {
+                        name: name.clone(),
+                        reason: format!("must be in (0, 1], got {f}"),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(options: &[(&str, NamedValue)]) -> std::result::Result<(), String> {
+        let options: Vec<_> = options
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.clone()))
+            .collect();
+        validate_options(&options).map_err(|e| e.to_string())
+    }
+
+    /// Options, and the words of the refusal they get (`None`: accepted).
+    type Case<'a> = (&'a [(&'a str, NamedValue)], Option<&'a str>);
+
+    #[test]
+    fn create_options_the_plugin_would_abort_on_are_refused() {
+        use NamedValue::*;
+        let cases: &[Case] = &[
+            (&[("cpu_device_count", Int64(4))], None),
+            (
+                &[("cpu_device_count", String("4".into()))],
+                Some("expected a int64 value"),
+            ),
+            (
+                &[("cpu_device_count", Int64(0))],
+                Some("between 1 and 4096"),
+            ),
+            (
+                &[("cpu_device_count", Int64(5000))],
+                Some("between 1 and 4096"),
+            ),
+            (
+                &[("memory_fraction", Float(0.0))],
+                Some("must be in (0, 1]"),
+            ),
+            (&[("memory_fraction", Float(0.5))], None),
+            (&[("preallocate", Int64(1))], Some("expected a bool value")),
+            (
+                &[("preallocate", Bool(false)), ("preallocate", Bool(true))],
+                Some("given more than once"),
+            ),
+            (&[("some_future_option", Int64(1))], None),
+        ];
+        for (options, refused) in cases {
+            match (check(options), refused) {
+                (Ok(()), None) => {}
+                (Err(e), Some(expected)) => assert!(e.contains(expected), "{options:?}: {e}"),
+                (got, _) => panic!("{options:?}: {got:?}, expected {refused:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! Loaded executables: what is known about one (`ExecutableMeta`, read once right after it is
+//! compiled or loaded), `ExecutableCore` (the loaded program behind every handle) and the
+//! executable registry behind `live_executables`.
+
+use std::sync::{Arc, OnceLock, Weak};
+
+use crate::error::Result;
+use crate::pjrt::{ArrayType, PjrtDevice, PjrtLoadedExecutable};
+use crate::registry::{Id, Registry};
+use crate::site::Site;
+
+/// What is known about a compiled executable, read once right after compiling.
+#[derive(Debug, Clone)]
+pub struct ExecutableMeta {
+    pub name: String,
+    pub fingerprint: String,
+    pub num_outputs: usize,
+    pub output_types: Vec<ArrayType>,
+    /// `output_types[i].dims`, shared with every output array made (no copy per execute).
+    pub output_dims: Vec<Arc<[i64]>>,
+    pub parameter_types: Vec<ArrayType>,
+    /// Indices into the client's device list, in replica order.
+    pub devices: Vec<usize>,
+    pub portable: bool,
+    /// The serialized `CompileOptionsProto` it was compiled (or loaded) with.
+    pub compile_options: Vec<u8>,
+    /// The host callbacks the program calls (it must be given them to run).
+    pub callback_ids: Vec<i64>,
+    /// The program's host send/recv channels and the callback calls they carry.
+    pub transfers: crate::send_recv::TransferPlan,
+    /// Every parameter index where the program could donate (it declares aliases or donors):
+    /// the plugin must never consume a buffer our registry owns. Empty when it cannot donate.
+    pub non_donatable: Vec<i64>,
+}
+
+impl ExecutableMeta {
+    pub fn read(
+        exe: &PjrtLoadedExecutable,
+        devices: &[PjrtDevice],
+        portable: bool,
+        compile_options: &[u8],
+    ) -> Result<Self> {
+        let module = exe.optimized_module()?;
+        let parameter_types = crate::pjrt::parameter_types(&module)?;
+        let output_types = exe.output_types()?;
+        let may_donate = module
+            .input_output_alias
+            .as_ref()
+            .is_some_and(|a| !a.entries.is_empty())
+            || module
+                .buffer_donor
+                .as_ref()
+                .is_some_and(|d| !d.entries.is_empty());
+        let mut callback_ids = crate::callbacks::callback_ids(&module);
+        let transfers = crate::send_recv::TransferPlan::read(&module)?;
+        for id in transfers.callback_ids() {
+            if !callback_ids.contains(&id) {
+                callback_ids.push(id);
+            }
+        }
+        let non_donatable = if may_donate {
+            (0..parameter_types.len() as i64).collect()
+        } else {
+            Vec::new()
+        };
+        Ok(ExecutableMeta {
+            name: exe.name()?,
+            fingerprint: exe.fingerprint()?,
+            num_outputs: exe.num_outputs()?,
+            output_dims: output_types
+                .iter()
+                .map(|t| t.dims.as_slice().into())
+                .collect(),
+            output_types,
+            non_donatable,
+            parameter_types,
+            devices: exe.addressable_device_indices(devices)?,
+            portable,
+            compile_options: compile_options.to_vec(),
+            callback_ids,
+            transfers,
+        })
+    }
+}
+
+/// A live loaded executable; dropping the last reference unregisters and destroys it.
+pub struct ExecutableCore {
+    pub id: Id,
+    pub exe: PjrtLoadedExecutable,
+    pub meta: ExecutableMeta,
+    /// Per device index: the memory-space index of each output. Fixed when the program is
+    /// compiled, so it is learned from the first run on each device instead of asked each time.
+    pub output_memories: Vec<OnceLock<Vec<usize>>>,
+    /// Where it was compiled or loaded (for heap profiles).
+    pub site: Site,
+    registry: Arc<ExecutableRegistry>,
+}
+
+impl Drop for ExecutableCore {
+    fn drop(&mut self) {
+        self.registry.remove(self.id);
+    }
+}
+
+/// The registry of live executables, holding weak links (it lists, it does not keep alive).
+pub type ExecutableRegistry = Registry<Weak<ExecutableCore>>;
+
+impl ExecutableCore {
+    pub fn register(
+        registry: &Arc<ExecutableRegistry>,
+        exe: PjrtLoadedExecutable,
+        meta: ExecutableMeta,
+        device_count: usize,
+        site: Site,
+    ) -> Arc<ExecutableCore> {
+        Arc::new_cyclic(|weak| ExecutableCore {
+            id: registry.insert(0, weak.clone()),
+            exe,
+            meta,
+            output_memories: (0..device_count).map(|_| OnceLock::new()).collect(),
+            site,
+            registry: registry.clone(),
+        })
+    }
+}

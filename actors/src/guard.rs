@@ -1,0 +1,117 @@
+//! `ClientGuard`: what every user handle of one client holds, and the only thing that stops it
+//! (mini-redis's `DbDropGuard`). Actors and in-flight messages hold the shared state alone, so
+//! the last user handle going is what shuts the client down, wherever the state still lives.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use actix::dev::ToEnvelope;
+use actix::{Addr, Handler, Message};
+
+use crate::actors::client::ClientActor;
+use crate::actors::device::DeviceActor;
+use crate::actors::memory_space::MemorySpaceActor;
+use crate::error::{Error, Result};
+use crate::runtime::Runtime;
+use crate::state::ClientState;
+use crate::supervision::mailbox_error;
+
+/// A started client: its runtime, its shared state and the addresses handles send to. Field
+/// order is drop order: the runtime stops (and joins) before the rest is released.
+pub struct ClientGuard {
+    runtime: Runtime,
+    state: Arc<ClientState>,
+    client: Addr<ClientActor>,
+    devices: Vec<Option<Addr<DeviceActor>>>,
+    memories: Vec<Addr<MemorySpaceActor>>,
+}
+
+impl ClientGuard {
+    pub(crate) fn new(
+        runtime: Runtime,
+        state: Arc<ClientState>,
+        client: Addr<ClientActor>,
+        devices: Vec<Option<Addr<DeviceActor>>>,
+        memories: Vec<Addr<MemorySpaceActor>>,
+    ) -> Self {
+        ClientGuard {
+            runtime,
+            state,
+            client,
+            devices,
+            memories,
+        }
+    }
+
+    /// The state the client's handles and actors share.
+    pub fn state(&self) -> &Arc<ClientState> {
+        &self.state
+    }
+
+    /// Stops the actors and joins their threads now; every later call on any handle fails
+    /// with `Error::ShutDown`. Idempotent.
+    pub fn shutdown(&self) {
+        self.state.mark_shut_down();
+        self.runtime.stop();
+    }
+
+    /// Sends a control-plane request to the client actor, which routes it on; the future
+    /// resolves to its answer.
+    pub fn route<M, T>(&self, msg: M) -> impl Future<Output = Result<T>> + use<M, T>
+    where
+        ClientActor: Handler<M>,
+        <ClientActor as actix::Actor>::Context: ToEnvelope<ClientActor, M>,
+        M: Message<Result = Result<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let request = self.client.send(msg);
+        async move { request.await.map_err(mailbox_error)? }
+    }
+
+    /// Sends a request whose answer comes back on a channel of its own (a compile), through
+    /// the client actor.
+    pub fn route_detached<M>(&self, msg: M)
+    where
+        ClientActor: Handler<M>,
+        <ClientActor as actix::Actor>::Context: ToEnvelope<ClientActor, M>,
+        M: Message<Result = ()> + Send + 'static,
+    {
+        self.client.do_send(msg);
+    }
+
+    /// Sends a request whose answer is not a `Result` to the client actor.
+    pub fn route_plain<M>(&self, msg: M) -> impl Future<Output = Result<M::Result>> + use<M>
+    where
+        ClientActor: Handler<M>,
+        <ClientActor as actix::Actor>::Context: ToEnvelope<ClientActor, M>,
+        M: Message + Send + 'static,
+        M::Result: Send,
+    {
+        let request = self.client.send(msg);
+        async move { request.await.map_err(mailbox_error) }
+    }
+
+    /// The actor of device `index`; `Error::InvalidArgument` for a device this process cannot
+    /// address.
+    pub fn device_actor(&self, index: usize) -> Result<&Addr<DeviceActor>> {
+        self.devices
+            .get(index)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!("device index {index} is not addressable here"))
+            })
+    }
+
+    /// The actor of memory space `index`.
+    pub fn memory_actor(&self, index: usize) -> &Addr<MemorySpaceActor> {
+        &self.memories[index]
+    }
+}
+
+impl Drop for ClientGuard {
+    fn drop(&mut self) {
+        // Whatever still holds the state (an array inside a message in flight) sees a closed
+        // client from now on; the runtime then stops and joins as the field drops.
+        self.state.mark_shut_down();
+    }
+}

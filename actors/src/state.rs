@@ -1,0 +1,470 @@
+//! The state one client's handles and actors share: the PJRT client and the devices and
+//! memories it hands out, the facts read once at open (`ClientSnapshot`), the buffer and
+//! executable registries, the handle side of the compile caches, and the shut-down flag.
+//! Who writes each part is ARCHITECTURE.md's ownership table; the data-plane operations that
+//! both the blocking handles and the actors run (upload, execute, copy, read) live here, once.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::callbacks::CallbackSet;
+use crate::compile::DeviceFacts;
+use crate::compile_cache::{CacheStats, CompileKey, MemoryCache};
+use crate::error::{Error, Result};
+use crate::executable::{ExecutableCore, ExecutableMeta, ExecutableRegistry};
+use crate::execute::{ExecuteContext, Outputs};
+use crate::pjrt::{
+    DeviceDescription, HostData, MemoryDescription, NamedValue, PjrtClient, PjrtDevice,
+    PjrtLoadedExecutable, PjrtMemory,
+};
+use crate::registry::{ArrayCore, ArrayOwner, BufferRegistry, BufferSlot};
+use crate::site::{Site, SiteCapture};
+
+/// The immutable facts of one device, read once at open.
+#[derive(Debug, Clone)]
+pub struct DeviceSnapshot {
+    /// What the device says about itself.
+    pub description: DeviceDescription,
+    pub is_addressable: bool,
+    pub local_hardware_id: Option<i32>,
+    /// Indices into `ClientSnapshot::memories`.
+    pub memories: Vec<usize>,
+    pub default_memory: Option<usize>,
+}
+
+/// The immutable facts of one memory space, read once at open.
+#[derive(Debug, Clone)]
+pub struct MemorySnapshot {
+    /// What the memory space says about itself.
+    pub description: MemoryDescription,
+    /// Indices into `ClientSnapshot::devices`.
+    pub devices: Vec<usize>,
+}
+
+/// The immutable facts of a client, read once at open and shared by every handle.
+#[derive(Debug, Clone)]
+pub struct ClientSnapshot {
+    pub plugin_path: PathBuf,
+    pub plugin_api_version: (i32, i32),
+    pub plugin_attributes: Vec<(String, NamedValue)>,
+    pub platform_name: String,
+    pub platform_version: String,
+    pub process_index: i32,
+    pub devices: Vec<DeviceSnapshot>,
+    pub memories: Vec<MemorySnapshot>,
+}
+
+/// A topology description: the devices a compile can target, and its serialized bytes.
+#[derive(Debug, Clone)]
+pub struct TopologyDescription {
+    /// The platform, as the plugin names it.
+    pub platform_name: String,
+    /// The platform version.
+    pub platform_version: String,
+    /// One description per device of the topology.
+    pub device_descriptions: Vec<DeviceDescription>,
+    /// Plugin-defined attributes of the topology.
+    pub attributes: Vec<(String, NamedValue)>,
+    /// The plugin's serialization of the topology.
+    pub serialized: Vec<u8>,
+}
+
+impl TopologyDescription {
+    /// A topology known only by its serialized bytes (e.g. read back from a file). The plugin
+    /// offers no deserializer for CPU topologies, so the other fields are left empty; compiling
+    /// for it works where a client here has exactly this topology.
+    pub fn from_serialized(bytes: Vec<u8>) -> Self {
+        TopologyDescription {
+            platform_name: String::new(),
+            platform_version: String::new(),
+            device_descriptions: Vec::new(),
+            attributes: Vec::new(),
+            serialized: bytes,
+        }
+    }
+
+    /// Reads a client's topology from the plugin.
+    pub(crate) fn read(client: &PjrtClient) -> Result<Self> {
+        let topology = client.topology()?;
+        Ok(TopologyDescription {
+            platform_name: topology.platform_name()?,
+            platform_version: topology.platform_version()?,
+            device_descriptions: topology.device_descriptions()?,
+            attributes: topology.attributes()?,
+            serialized: topology.serialize()?,
+        })
+    }
+}
+
+/// Reads the snapshot, and the devices and memories in the snapshot's order.
+pub(crate) fn read_snapshot(
+    pjrt: &PjrtClient,
+) -> Result<(ClientSnapshot, Vec<PjrtDevice>, Vec<PjrtMemory>)> {
+    let devices = pjrt.devices()?;
+    let memories = pjrt.addressable_memories()?;
+    let index_of_memory = |m: &PjrtMemory| memories.iter().position(|x| x == m);
+    let index_of_device = |d: &PjrtDevice| devices.iter().position(|x| x == d);
+    let mut device_snaps = Vec::with_capacity(devices.len());
+    for device in &devices {
+        let is_addressable = device.is_addressable()?;
+        let (local_hardware_id, memory_idx, default_memory) = if is_addressable {
+            let mems = device.memories()?;
+            let default = device.default_memory().ok();
+            (
+                Some(device.local_hardware_id()?),
+                mems.iter().filter_map(index_of_memory).collect(),
+                default.as_ref().and_then(index_of_memory),
+            )
+        } else {
+            (None, Vec::new(), None)
+        };
+        device_snaps.push(DeviceSnapshot {
+            description: device.description()?,
+            is_addressable,
+            local_hardware_id,
+            memories: memory_idx,
+            default_memory,
+        });
+    }
+    let mut memory_snaps = Vec::with_capacity(memories.len());
+    for memory in &memories {
+        memory_snaps.push(MemorySnapshot {
+            description: memory.description()?,
+            devices: memory
+                .devices()?
+                .iter()
+                .filter_map(index_of_device)
+                .collect(),
+        });
+    }
+    let plugin = pjrt.plugin();
+    Ok((
+        ClientSnapshot {
+            plugin_path: plugin.path().to_owned(),
+            plugin_api_version: plugin.api_version(),
+            plugin_attributes: plugin.attributes().to_vec(),
+            platform_name: pjrt.platform_name()?,
+            platform_version: pjrt.platform_version()?,
+            process_index: pjrt.process_index()?,
+            devices: device_snaps,
+            memories: memory_snaps,
+        },
+        devices,
+        memories,
+    ))
+}
+
+/// The PJRT objects, facts and registries of one client, shared by its handles and actors.
+/// Device `i` of the snapshot is `devices[i]` here, and likewise for memories. Immutable after
+/// open except for the parts named in ARCHITECTURE.md's ownership table, each of which has
+/// one writer.
+pub struct ClientState {
+    pub(crate) pjrt: PjrtClient,
+    /// Set by an explicit shutdown: every later call fails with `Error::ShutDown`.
+    shut_down: AtomicBool,
+    pub(crate) site_capture: SiteCapture,
+    /// Who serialized executables must come from (see `envelope::identity`).
+    pub(crate) identity: String,
+    /// The client's serialized topology.
+    pub(crate) topology: Arc<Vec<u8>>,
+    pub(crate) snapshot: ClientSnapshot,
+    pub(crate) devices: Vec<PjrtDevice>,
+    pub(crate) memories: Vec<PjrtMemory>,
+    pub(crate) buffers: BufferRegistry,
+    pub(crate) executables: Arc<ExecutableRegistry>,
+    /// Read by handles; written only by the compile service.
+    pub(crate) memory_cache: MemoryCache,
+    pub(crate) cache_stats: Arc<CacheStats>,
+    /// One permit per queued or running compile: the queue's bound.
+    pub(crate) compile_permits: tokio::sync::Semaphore,
+    pub(crate) compile_queue_bound: usize,
+    pub(crate) compile_threads: usize,
+    /// The smallest allocator `bytes_limit` the devices report (read once at open).
+    pub(crate) device_memory_limit: Option<i64>,
+}
+
+/// The parts of [`ClientState`] that `open` reads before building it.
+pub(crate) struct StateParts {
+    pub pjrt: PjrtClient,
+    pub site_capture: SiteCapture,
+    pub identity: String,
+    pub topology: Arc<Vec<u8>>,
+    pub snapshot: ClientSnapshot,
+    pub devices: Vec<PjrtDevice>,
+    pub memories: Vec<PjrtMemory>,
+    pub memory_cache_entries: usize,
+    pub cache_stats: Arc<CacheStats>,
+    pub compile_queue_bound: usize,
+    pub compile_threads: usize,
+}
+
+impl ClientState {
+    pub(crate) fn new(p: StateParts) -> Self {
+        let device_memory_limit = p
+            .devices
+            .iter()
+            .zip(&p.snapshot.devices)
+            .filter(|(_, s)| s.is_addressable)
+            .filter_map(|(d, _)| d.memory_stats().ok().flatten())
+            .filter_map(|s| s.bytes_limit)
+            .min();
+        ClientState {
+            shut_down: AtomicBool::new(false),
+            buffers: BufferRegistry::new("array", p.snapshot.devices.len()),
+            executables: Arc::new(ExecutableRegistry::new("executable", 1)),
+            memory_cache: MemoryCache::new(p.memory_cache_entries, p.cache_stats.clone()),
+            compile_permits: tokio::sync::Semaphore::new(p.compile_queue_bound),
+            pjrt: p.pjrt,
+            site_capture: p.site_capture,
+            identity: p.identity,
+            topology: p.topology,
+            snapshot: p.snapshot,
+            devices: p.devices,
+            memories: p.memories,
+            cache_stats: p.cache_stats,
+            compile_queue_bound: p.compile_queue_bound,
+            compile_threads: p.compile_threads,
+            device_memory_limit,
+        }
+    }
+
+    /// `Error::ShutDown` once the client was shut down.
+    pub fn check_open(&self) -> Result<()> {
+        if self.shut_down.load(Ordering::Relaxed) {
+            return Err(Error::ShutDown);
+        }
+        Ok(())
+    }
+
+    /// Marks the client shut down and closes the compile queue. Idempotent.
+    pub(crate) fn mark_shut_down(&self) {
+        self.shut_down.store(true, Ordering::SeqCst);
+        self.compile_permits.close();
+    }
+
+    /// The facts read once at open.
+    pub fn snapshot(&self) -> &ClientSnapshot {
+        &self.snapshot
+    }
+
+    /// The allocation site of something the calling code makes, as this client records them.
+    #[track_caller]
+    pub fn site(&self) -> Site {
+        Site::capture(self.site_capture)
+    }
+
+    /// Who serialized executables must come from.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// The client's serialized topology.
+    pub fn topology(&self) -> &Arc<Vec<u8>> {
+        &self.topology
+    }
+
+    /// The device ids and memory limit compile options are checked against.
+    pub fn device_facts(&self) -> DeviceFacts {
+        DeviceFacts {
+            devices: self
+                .snapshot
+                .devices
+                .iter()
+                .map(|d| (d.description.id, d.is_addressable))
+                .collect(),
+            device_memory_limit: self.device_memory_limit,
+        }
+    }
+
+    /// Registers a loaded executable; it unregisters itself when its last reference goes.
+    pub(crate) fn register_executable(
+        &self,
+        exe: PjrtLoadedExecutable,
+        meta: ExecutableMeta,
+        site: Site,
+    ) -> Arc<ExecutableCore> {
+        ExecutableCore::register(&self.executables, exe, meta, self.devices.len(), site)
+    }
+
+    /// Uploads host data (its length already checked against dtype and dims) to `device`, into
+    /// `memory` or the device's default memory space, and registers the new array. The
+    /// blocking handles call it inline, the memory-space actor for the async form.
+    pub fn upload(
+        self: &Arc<Self>,
+        data: HostData<'_>,
+        dtype: crate::dtype::ElementType,
+        dims: &[i64],
+        (device, memory): (usize, usize),
+        explicit_memory: bool,
+        site: Site,
+    ) -> Result<Arc<ArrayCore>> {
+        self.check_open()?;
+        let buffer = self.pjrt.upload(
+            data,
+            dtype,
+            dims,
+            &self.devices[device],
+            explicit_memory.then(|| &self.memories[memory]),
+        )?;
+        let slot = BufferSlot::new(buffer, dtype, dims.into(), device, memory);
+        Ok(ArrayCore::register(self.clone(), slot, site))
+    }
+
+    /// Copies `array` to `device` (its default memory space `memory`) or, with
+    /// `to_memory`, into memory space `memory` itself.
+    pub fn copy(
+        self: &Arc<Self>,
+        array: &ArrayCore,
+        (device, memory): (usize, usize),
+        to_memory: bool,
+        site: Site,
+    ) -> Result<Arc<ArrayCore>> {
+        self.check_open()?;
+        let buffer = array.slot.with_buffer(|b| {
+            if to_memory {
+                b.copy_to_memory(&self.memories[memory])
+            } else {
+                b.copy_to_device(&self.devices[device])
+            }
+        })?;
+        let slot = BufferSlot::new(
+            buffer,
+            array.slot.dtype,
+            array.slot.dims.clone(),
+            device,
+            memory,
+        );
+        Ok(ArrayCore::register(self.clone(), slot, site))
+    }
+
+    /// Runs `exe` (see [`crate::execute::execute`]); the one execute, called inline by the
+    /// blocking handles and by the device actor for the async form.
+    pub fn execute(
+        self: &Arc<Self>,
+        exe: &ExecutableCore,
+        arg_lists: &[&[&ArrayCore]],
+        portable_device: Option<usize>,
+        callbacks: Option<&CallbackSet>,
+        site: Site,
+    ) -> Result<Outputs> {
+        self.check_open()?;
+        let ctx = ExecuteContext {
+            devices: &self.devices,
+            memories: &self.memories,
+            owner: self,
+            site,
+        };
+        crate::execute::execute(&ctx, exe, arg_lists, portable_device, callbacks)
+    }
+
+    /// Reads an array's dense bytes: from its device, or from the host copy a failed
+    /// defragment left. The blocking handles call it inline, the device actor for the async
+    /// form.
+    pub fn read(&self, array: &ArrayCore) -> Result<Vec<u8>> {
+        self.check_open()?;
+        let slot = &array.slot;
+        let mut out = vec![0u8; crate::dtype::byte_size(slot.dtype, &slot.dims)?];
+        slot.read_bytes(&mut out)?;
+        Ok(out)
+    }
+
+    /// Every live array (py_client's `live_arrays`), in registry order.
+    pub fn live_arrays(&self) -> Result<Vec<Arc<ArrayCore>>> {
+        self.check_open()?;
+        Ok(self.buffers.live_arrays())
+    }
+
+    /// The number of live arrays, without listing them.
+    pub fn live_array_count(&self) -> usize {
+        self.buffers.len()
+    }
+
+    /// Every live loaded executable, in registry order.
+    pub fn live_executables(&self) -> Vec<Arc<ExecutableCore>> {
+        self.executables.collect(|weak| weak.upgrade())
+    }
+
+    /// The plugin's size of an array's buffer on its device: asked once, then kept in the
+    /// array's registry entry (where heap profiles read it).
+    pub fn on_device_size(&self, array: &ArrayCore) -> Result<usize> {
+        self.buffers.on_device_size(array)
+    }
+
+    /// The memory kinds device `device` supports and its default, from the plugin's memory
+    /// descriptions extension (empty where the plugin lists none).
+    pub fn device_memory_kinds(
+        &self,
+        device: usize,
+    ) -> Result<(Vec<crate::pjrt::MemoryKind>, Option<usize>)> {
+        self.check_open()?;
+        self.devices[device].memory_kinds()
+    }
+
+    /// The plugin's default layout for `dtype` × `dims`.
+    pub fn default_layout(
+        &self,
+        dtype: crate::dtype::ElementType,
+        dims: &[i64],
+    ) -> Result<crate::pjrt::Layout> {
+        self.check_open()?;
+        crate::dtype::byte_size(dtype, dims)?;
+        self.pjrt.default_layout(dtype, dims)
+    }
+
+    /// Maps host memory for DMA; see `PjrtClient::dma_map`.
+    pub fn dma_map(&self, memory: Box<[u8]>) -> Result<crate::pjrt::DmaMapping> {
+        self.check_open()?;
+        self.pjrt.dma_map(memory)
+    }
+
+    /// The memory compile cache's executable for `key`, if it holds one (a read lock; the
+    /// compile service is its only writer).
+    pub fn cached_executable(&self, key: &CompileKey) -> Option<Arc<ExecutableCore>> {
+        self.memory_cache.get(key)
+    }
+
+    /// Waits for a place in the compile queue; held until the compile's answer arrives.
+    pub async fn acquire_compile_slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>> {
+        self.compile_permits
+            .acquire()
+            .await
+            .map_err(|_| Error::ShutDown)
+    }
+
+    /// A place in the compile queue now, or `Error::Busy`.
+    pub fn try_acquire_compile_slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>> {
+        use tokio::sync::TryAcquireError;
+        self.compile_permits.try_acquire().map_err(|e| match e {
+            TryAcquireError::Closed => Error::ShutDown,
+            TryAcquireError::NoPermits => Error::Busy {
+                what: "the compile queue",
+            },
+        })
+    }
+
+    /// The compile counters.
+    pub fn cache_stats(&self) -> &CacheStats {
+        &self.cache_stats
+    }
+
+    /// Compile requests queued or running right now (at most the queue bound).
+    pub fn compile_queue_len(&self) -> usize {
+        self.compile_queue_bound - self.compile_permits.available_permits()
+    }
+
+    /// Threads in the compiler pool.
+    pub fn compile_threads(&self) -> usize {
+        self.compile_threads
+    }
+}
+
+impl ArrayOwner for ClientState {
+    fn buffers(&self) -> &BufferRegistry {
+        &self.buffers
+    }
+
+    fn check_open(&self) -> Result<()> {
+        ClientState::check_open(self)
+    }
+}

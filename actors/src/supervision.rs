@@ -1,0 +1,98 @@
+//! Supervision: every actor handler runs under [`guarded`], so a panic fails only its own
+//! request (as `Error::Panicked`), and [`serve`] also stops a supervised actor so that its
+//! supervisor restarts it, mailbox kept, before the next request.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{Error, Result};
+
+/// Runs a handler body so that a panic fails only this request, as `Error::Panicked`, and the
+/// actor lives on to serve the next one.
+pub(crate) fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let reason = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a non-string panic payload".into());
+            tracing::error!(%what, %reason, "handler panicked");
+            Err(Error::Panicked {
+                what: what.to_string(),
+                reason,
+            })
+        }
+    }
+}
+
+static RESTARTS: AtomicU64 = AtomicU64::new(0);
+
+/// How many times a supervisor has restarted an actor, process-wide.
+pub fn restarts() -> u64 {
+    RESTARTS.load(Ordering::Relaxed)
+}
+
+pub(crate) fn count_restart(actor: &str) {
+    tracing::warn!(%actor, "actor restarted by its supervisor");
+    RESTARTS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Runs a handler body under [`guarded`]; if it panicked, the actor stops so its supervisor
+/// restarts it (keeping its mailbox) before the next request, whatever state the panic left.
+pub(crate) fn serve<A, T>(
+    ctx: &mut A::Context,
+    what: &str,
+    f: impl FnOnce() -> Result<T>,
+) -> Result<T>
+where
+    A: actix::Actor<Context = actix::Context<A>>,
+{
+    use actix::ActorContext;
+    let result = guarded(what, f);
+    if let Err(Error::Panicked { .. }) = &result {
+        ctx.stop();
+    }
+    result
+}
+
+/// Maps a mailbox failure (the actor is gone) to the error a handle reports.
+pub fn mailbox_error(_: actix::MailboxError) -> Error {
+    Error::ShutDown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A handler's name, its body, and the panic message it should fail with (`None`: none).
+    type Case = (
+        &'static str,
+        Box<dyn FnOnce() -> Result<u8>>,
+        Option<&'static str>,
+    );
+
+    #[test]
+    fn a_panic_becomes_its_own_error_variant_with_the_payload() {
+        let cases: [Case; 3] = [
+            ("ok", Box::new(|| Ok(7)), None),
+            ("str", Box::new(|| panic!("boom")), Some("boom")),
+            (
+                "string",
+                Box::new(|| panic!("{}", "formatted")),
+                Some("formatted"),
+            ),
+        ];
+        for (what, body, panicked_with) in cases {
+            match (guarded(what, body), panicked_with) {
+                (Ok(7), None) => {}
+                (Err(Error::Panicked { what: w, reason }), Some(expected)) => {
+                    assert_eq!(w, what);
+                    assert_eq!(reason, expected);
+                }
+                (other, _) => panic!("{what}: unexpected {other:?}"),
+            }
+        }
+    }
+}

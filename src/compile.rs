@@ -1,0 +1,416 @@
+//! Compiling and loading: the one compile request (`Client::compile_request`, a builder whose
+//! blocking and async forms run the same code), loading serialized executables, the compile
+//! cache's counters, and `Executable`, a compiled program that is not loaded.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::Poll;
+
+use pjrt_actors_core::actors::client::Load;
+use pjrt_actors_core::actors::compile_service::{ClearMemoryCache, CompileSpec, Submit};
+use pjrt_actors_core::callbacks::HostCallback;
+use pjrt_actors_core::compile::{CompileOptions, check_program};
+pub use pjrt_actors_core::compile_cache::CancelToken;
+use pjrt_actors_core::compile_cache::CompileKey;
+use pjrt_actors_core::envelope;
+use pjrt_actors_core::executable::{ExecutableCore, ExecutableMeta};
+use pjrt_actors_core::pjrt::{ArrayType, NamedValue};
+use pjrt_actors_core::site::Site;
+use pjrt_actors_core::{Error, Result};
+use prost::Message as _;
+use tokio::sync::oneshot;
+
+use crate::client::{Client, Shared, TopologyDescription, wait};
+use crate::executable::LoadedExecutable;
+
+/// One compile, described by a builder: the program, its options, the host callbacks it is
+/// run with, a cancellation token, and whether to wait for a queue slot. `load` and
+/// `load_async` run the same code (the blocking form waits on the async one).
+///
+/// ```no_run
+/// # let client = pjrt_actors::Client::open()?;
+/// # let program = "";
+/// let exe = client.compile_request(program).load()?;
+/// # Ok::<(), pjrt_actors::Error>(())
+/// ```
+#[must_use = "a compile request does nothing until `load`, `load_async` or `compile` runs it"]
+pub struct CompileRequest {
+    shared: Arc<Shared>,
+    program: Arc<Vec<u8>>,
+    options: CompileOptions,
+    callbacks: Vec<HostCallback>,
+    cancel: Option<CancelToken>,
+    wait_for_slot: bool,
+    /// Where the request was made: the executable's allocation site.
+    site: Site,
+}
+
+impl Client {
+    /// Starts a compile of a StableHLO/MLIR program (text or bytecode). Through the compile
+    /// service it is answered from the compile cache when it can be, joined to an identical
+    /// compile already running (single flight), else queued for the compiler pool. Options the
+    /// plugin would abort on are filled in or refused first.
+    #[track_caller]
+    pub fn compile_request(&self, program: impl AsRef<[u8]>) -> CompileRequest {
+        CompileRequest {
+            shared: self.shared.clone(),
+            program: Arc::new(program.as_ref().to_vec()),
+            options: CompileOptions::default(),
+            callbacks: Vec::new(),
+            cancel: None,
+            wait_for_slot: true,
+            site: self.site(),
+        }
+    }
+
+    /// Compiles and loads `program` with `options`: shorthand for
+    /// `compile_request(program).options(options).load()`.
+    #[track_caller]
+    pub fn compile_and_load(
+        &self,
+        program: impl AsRef<[u8]>,
+        options: &CompileOptions,
+    ) -> Result<LoadedExecutable> {
+        self.compile_request(program).options(options).load()
+    }
+
+    /// The async form of [`compile_and_load`](Self::compile_and_load): shorthand for
+    /// `compile_request(program).options(options).load_async()`. Dropping the future
+    /// withdraws the request: if it was still queued, it is never compiled.
+    #[track_caller]
+    pub fn compile_and_load_async<P: AsRef<[u8]>>(
+        &self,
+        program: P,
+        options: &CompileOptions,
+    ) -> impl Future<Output = Result<LoadedExecutable>> + use<P> {
+        self.compile_request(program).options(options).load_async()
+    }
+}
+
+impl CompileRequest {
+    /// The compile options (default: one replica on the first device).
+    pub fn options(mut self, options: &CompileOptions) -> Self {
+        self.options = options.clone();
+        self
+    }
+
+    /// The host callbacks the program calls (py_client's `host_callbacks`). A program calling
+    /// a callback not given is refused with `Error::UnknownCallback`. Each handle carries its
+    /// own callbacks: two handles of one cached executable may run different closures, and
+    /// concurrent runs do not mix them.
+    pub fn callbacks(mut self, callbacks: &[HostCallback]) -> Self {
+        self.callbacks = callbacks.to_vec();
+        self
+    }
+
+    /// Ends the request early with `Error::RequestCancelled` when `token` is cancelled (from
+    /// any thread). A queued request is then never compiled; a running one finishes and its
+    /// result is dropped.
+    pub fn cancel_with(mut self, token: &CancelToken) -> Self {
+        self.cancel = Some(token.clone());
+        self
+    }
+
+    /// `Error::Busy` at once when the compile queue is full, instead of waiting for a slot.
+    pub fn fail_if_busy(mut self) -> Self {
+        self.wait_for_slot = false;
+        self
+    }
+
+    /// Compiles (or finds) and loads the program, waiting on the calling thread.
+    pub fn load(self) -> Result<LoadedExecutable> {
+        wait(self.load_async())
+    }
+
+    /// Compiles (or finds) and loads the program: the one implementation of every compile.
+    pub async fn load_async(self) -> Result<LoadedExecutable> {
+        let core = self.submit().await?;
+        LoadedExecutable::bind(self.shared, core, &self.callbacks)
+    }
+
+    /// Compiles without keeping the executable loaded: the result can be inspected,
+    /// serialized, and loaded later on any client whose topology matches this one's. (The CPU
+    /// plugin has no `PJRT_Compile`; this compiles on this client, serializes, and releases
+    /// the load.)
+    pub fn compile(self) -> Result<Executable> {
+        Executable::from_loaded(&self.load()?)
+    }
+
+    /// Sends the compile to the compile service through the client actor and waits: for a
+    /// queue slot first (else `Error::Busy`), then for the result; a cancelled token ends both.
+    async fn submit(&self) -> Result<Arc<ExecutableCore>> {
+        let state = self.shared.state();
+        state.check_open()?;
+        check_program(&self.program)?;
+        // XLA:CPU fails host send/recv at compile; say what to use instead.
+        let platform = &state.snapshot().platform_name;
+        if platform == "cpu" && pjrt_actors_core::send_recv::uses_host_transfers(&self.program) {
+            return Err(pjrt_actors_core::send_recv::unsupported_here(platform));
+        }
+        let proto = self.options.to_proto(&state.device_facts())?;
+        let key = CompileKey::new(state.identity(), &self.program, &proto.encode_to_vec());
+        if let Some(hit) = state.cached_executable(&key) {
+            return Ok(hit);
+        }
+        let cancel = self.cancel.as_ref();
+        let _permit = if self.wait_for_slot {
+            until_cancelled(state.acquire_compile_slot(), cancel).await??
+        } else {
+            state.try_acquire_compile_slot()?
+        };
+        let (reply, answer) = oneshot::channel();
+        self.shared.route_detached(Submit {
+            spec: CompileSpec {
+                site: self.site.clone(),
+                key,
+                code: self.program.clone(),
+                options: proto,
+                span: tracing::Span::current(),
+            },
+            reply,
+            cancel: self.cancel.clone(),
+        });
+        until_cancelled(answer, cancel)
+            .await?
+            .map_err(|_| Error::ShutDown)?
+    }
+}
+
+impl Client {
+    /// Compiles for a topology: the client's own (see [`topology`](Self::topology)) or one
+    /// rebuilt from its bytes. A topology no client here can compile for is
+    /// `Error::TopologyMismatch`.
+    #[track_caller]
+    pub fn compile_for_topology(
+        &self,
+        program: impl AsRef<[u8]>,
+        options: &CompileOptions,
+        topology: &TopologyDescription,
+    ) -> Result<Executable> {
+        if topology.serialized.as_slice() != self.state().topology().as_slice() {
+            return Err(Error::TopologyMismatch {
+                reason: format!(
+                    "this {} client's topology differs, and the plugin cannot compile without a client of that topology",
+                    self.platform()
+                ),
+            });
+        }
+        self.compile_request(program).options(options).compile()
+    }
+
+    /// Serializes a loaded executable into bytes that
+    /// [`deserialize_executable`](Self::deserialize_executable) loads again on a client of the same plugin and platform.
+    pub fn serialize_executable(&self, executable: &LoadedExecutable) -> Result<Vec<u8>> {
+        executable.serialize()
+    }
+
+    /// Loads a serialized executable, onto the devices it was compiled for or those `options`
+    /// name, with the host callbacks it calls (re-attached by id). Bytes that are not ours,
+    /// are damaged, cut short or empty are refused before the plugin sees them; bytes from
+    /// another plugin, version or platform are `Error::ForeignExecutable`.
+    ///
+    /// **Security:** loading serialized bytes from an untrusted source can run arbitrary code,
+    /// exactly as jaxlib warns: the checks here catch accidents, not attacks.
+    #[track_caller]
+    pub fn deserialize_executable(
+        &self,
+        bytes: &[u8],
+        options: Option<&CompileOptions>,
+        callbacks: &[HostCallback],
+    ) -> Result<LoadedExecutable> {
+        wait(self.deserialize_executable_async(bytes, options, callbacks))
+    }
+
+    /// The async form of [`deserialize_executable`](Self::deserialize_executable), and its one
+    /// implementation: the load goes through the client actor to the compiler pool.
+    #[track_caller]
+    pub fn deserialize_executable_async(
+        &self,
+        bytes: &[u8],
+        options: Option<&CompileOptions>,
+        callbacks: &[HostCallback],
+    ) -> impl Future<Output = Result<LoadedExecutable>> + use<> {
+        let site = self.site();
+        let state = self.state();
+        let load = state.check_open().and_then(|()| {
+            let envelope = envelope::decode(bytes, state.identity())?;
+            let options = match options {
+                Some(o) => o.to_proto(&state.device_facts())?.encode_to_vec(),
+                None => envelope.options,
+            };
+            Ok(Load {
+                payload: envelope.payload,
+                options,
+                portable: envelope.portable,
+                site,
+                span: tracing::Span::current(),
+            })
+        });
+        let (shared, callbacks) = (self.shared.clone(), callbacks.to_vec());
+        async move {
+            let core = shared.route(load?).await?;
+            LoadedExecutable::bind(shared, core, &callbacks)
+        }
+    }
+
+    /// The compile service's counters.
+    pub fn compile_cache_stats(&self) -> CompileCacheStats {
+        let s = self.state().cache_stats();
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        CompileCacheStats {
+            memory_hits: get(&s.memory_hits),
+            disk_hits: get(&s.disk_hits),
+            misses: get(&s.misses),
+            compiles: get(&s.compiles),
+            joined: get(&s.joined),
+            cancelled: get(&s.cancelled),
+            memory_evictions: get(&s.memory_evictions),
+            disk_evictions: get(&s.disk_evictions),
+            corrupt_entries: get(&s.corrupt_entries),
+        }
+    }
+
+    /// Compile requests queued or running right now (at most the queue bound).
+    pub fn compile_queue_len(&self) -> usize {
+        self.state().compile_queue_len()
+    }
+
+    /// Forgets every executable the memory cache holds (each stays loaded while handles hold
+    /// it); returns how many it held.
+    pub fn clear_compile_cache(&self) -> Result<usize> {
+        wait(self.shared.route_plain(ClearMemoryCache))
+    }
+
+    /// Every loaded executable still alive (py_client's `live_executables`), including those
+    /// the memory compile cache keeps.
+    pub fn live_executables(&self) -> Vec<LoadedExecutable> {
+        (self.state().live_executables().into_iter())
+            .map(|core| LoadedExecutable::new(self.shared.clone(), core, None))
+            .collect()
+    }
+}
+
+/// Awaits `fut`, or `Error::RequestCancelled` as soon as `cancel` is cancelled.
+async fn until_cancelled<F: Future>(fut: F, cancel: Option<&CancelToken>) -> Result<F::Output> {
+    let Some(cancel) = cancel else {
+        return Ok(fut.await);
+    };
+    let mut fut = pin!(fut);
+    let mut cancelled = pin!(cancel.cancelled());
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(v) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Ok(v));
+        }
+        if cancelled.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(Error::RequestCancelled { what: "compile" }));
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// The compile service's counters (see [`Client::compile_cache_stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CompileCacheStats {
+    /// Requests answered from the memory cache.
+    pub memory_hits: u64,
+    /// Requests answered by loading from the disk cache.
+    pub disk_hits: u64,
+    /// Requests that had to compile or load (neither a memory hit nor a join).
+    pub misses: u64,
+    /// Compiles the plugin actually ran.
+    pub compiles: u64,
+    /// Requests that joined an identical compile already in flight.
+    pub joined: u64,
+    /// Requests withdrawn before, or abandoned during, their compile.
+    pub cancelled: u64,
+    /// Executables the memory cache let go to stay within its bound.
+    pub memory_evictions: u64,
+    /// Files the disk cache removed to stay within its bound.
+    pub disk_evictions: u64,
+    /// Disk entries found damaged or foreign, removed and recompiled.
+    pub corrupt_entries: u64,
+}
+
+/// A compiled program that is not loaded: inspect it, serialize it, load it later on a client
+/// whose topology matches the one it was compiled for.
+#[derive(Clone)]
+pub struct Executable {
+    bytes: Arc<Vec<u8>>,
+    meta: Arc<ExecutableMeta>,
+    cost_analysis: Arc<Vec<(String, NamedValue)>>,
+    topology: Arc<Vec<u8>>,
+}
+
+impl Executable {
+    fn from_loaded(loaded: &LoadedExecutable) -> Result<Self> {
+        Ok(Executable {
+            bytes: Arc::new(loaded.serialize()?),
+            meta: Arc::new(loaded.core.meta.clone()),
+            cost_analysis: Arc::new(loaded.cost_analysis()?),
+            topology: loaded.shared.state().topology().clone(),
+        })
+    }
+
+    /// The program's name (its module name).
+    pub fn name(&self) -> &str {
+        &self.meta.name
+    }
+
+    /// The plugin's fingerprint of the compiled program.
+    pub fn fingerprint(&self) -> &str {
+        &self.meta.fingerprint
+    }
+
+    /// How many outputs the program returns.
+    pub fn num_outputs(&self) -> usize {
+        self.meta.num_outputs
+    }
+
+    /// Output element types and dimensions.
+    pub fn output_types(&self) -> &[ArrayType] {
+        &self.meta.output_types
+    }
+
+    /// Parameter element types and dimensions.
+    pub fn parameter_types(&self) -> &[ArrayType] {
+        &self.meta.parameter_types
+    }
+
+    /// XLA's cost analysis, taken when it was compiled.
+    pub fn cost_analysis(&self) -> &[(String, NamedValue)] {
+        &self.cost_analysis
+    }
+
+    /// The serialized topology it was compiled for.
+    pub fn topology(&self) -> &[u8] {
+        &self.topology
+    }
+
+    /// The serialized executable (what [`Client::deserialize_executable`] loads).
+    pub fn serialize(&self) -> Vec<u8> {
+        self.bytes.to_vec()
+    }
+
+    /// Loads it on `client`, whose topology must be the one it was compiled for.
+    pub fn load(&self, client: &Client) -> Result<LoadedExecutable> {
+        if client.state().topology().as_slice() != self.topology.as_slice() {
+            return Err(Error::TopologyMismatch {
+                reason: format!(
+                    "`{}` was compiled for another topology than this client's ({} devices)",
+                    self.name(),
+                    client.device_count()
+                ),
+            });
+        }
+        client.deserialize_executable(&self.bytes, None, &[])
+    }
+}
+
+impl fmt::Debug for Executable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Executable({}, {} bytes)", self.name(), self.bytes.len())
+    }
+}
