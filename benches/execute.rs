@@ -14,12 +14,14 @@ use std::time::Duration;
 use pjrt_actors::{Client, CompileOptions};
 use pjrt_actors_core::compile::DeviceFacts;
 use pjrt_actors_core::pjrt::{HostData, PjrtClient, PjrtLoadedExecutable, Plugin};
+use pjrt_actors_core::runtime::block_on;
 use pjrt_actors_fence::baseline::RawAdd;
 use prost::Message;
 use support::*;
 
 const SAMPLES: usize = 40_000;
 const BLOCK: usize = 100;
+const ASYNC_SAMPLES: usize = 5_000;
 const THREAD_RUN: Duration = Duration::from_millis(300);
 const THREAD_ROUNDS: usize = 9;
 
@@ -159,6 +161,23 @@ fn main() {
     interleaved(2_000, BLOCK, ours_roundtrip, raw_roundtrip);
     let (mut rt, mut raw_rt) = interleaved(SAMPLES, BLOCK, ours_roundtrip, raw_roundtrip);
 
+    // The async form: through the client actor to the device actor and back, against the
+    // blocking form on the caller's thread. This is the mailbox hop the hot path avoids.
+    let blocking_execute = || {
+        time_us(|| {
+            let out = exes[0].execute(&[&a, &b]).unwrap();
+            out[0].block_until_ready().unwrap();
+        })
+    };
+    let async_execute = || {
+        time_us(|| {
+            let out = block_on(exes[0].execute_async(&[&a, &b])).unwrap().unwrap();
+            out[0].block_until_ready().unwrap();
+        })
+    };
+    interleaved(500, BLOCK, async_execute, blocking_execute);
+    let (mut asy, mut blk) = interleaved(ASYNC_SAMPLES, BLOCK, async_execute, blocking_execute);
+
     // Aggregate throughput: 8 threads over 4 devices vs 1 thread, ours and raw.
     let ready: Vec<_> = devices
         .iter()
@@ -195,7 +214,9 @@ fn main() {
         p(&mut raw_rt, 50.),
         p(&mut raw_rt, 90.),
     );
+    let (a50, b50) = (p(&mut asy, 50.), p(&mut blk, 50.));
     println!("{:<34} {:>10} {:>10}", "measure (us)", "p50", "p90");
+    println!("{:<34} {:>10}", "execute_async via the actors", a50);
     println!("{:<34} {:>10} {:>10}", "execute, ours", e50, e90);
     println!("{:<34} {:>10} {:>10}", "execute, raw C API", re50, re90);
     println!("{:<34} {:>10} {:>10}", "round trip, ours", r50, r90);
@@ -209,10 +230,11 @@ fn main() {
         "same, raw C API", raw_one, raw_eight
     );
     println!(
-        "{{\"execute_us\":{{\"p50\":{e50},\"p90\":{e90}}},\"raw_execute_us\":{{\"p50\":{re50},\"p90\":{re90}}},\"execute_ratio\":{},\"roundtrip_us\":{{\"p50\":{r50},\"p90\":{r90}}},\"raw_roundtrip_us\":{{\"p50\":{rr50},\"p90\":{rr90}}},\"roundtrip_ratio\":{},\"threads_speedup\":{},\"raw_threads_speedup\":{},\"samples\":{SAMPLES}}}",
+        "{{\"execute_us\":{{\"p50\":{e50},\"p90\":{e90}}},\"raw_execute_us\":{{\"p50\":{re50},\"p90\":{re90}}},\"execute_ratio\":{},\"roundtrip_us\":{{\"p50\":{r50},\"p90\":{r90}}},\"raw_roundtrip_us\":{{\"p50\":{rr50},\"p90\":{rr90}}},\"roundtrip_ratio\":{},\"threads_speedup\":{},\"raw_threads_speedup\":{},\"async_execute_us\":{a50},\"async_over_blocking\":{},\"samples\":{SAMPLES}}}",
         round3(e50 / re50),
         round3(r50 / rr50),
         round3(speedup),
         round3(raw_speedup),
+        round3(a50 / b50),
     );
 }

@@ -14,8 +14,7 @@ use pjrt_actors_core::registry::{ArrayCore, BufferSlot, Id};
 use pjrt_actors_core::site::Site;
 use pjrt_actors_core::{Error, Result};
 
-use crate::client::{Client, Shared, ask};
-use crate::device::{Device, MemorySpace};
+use crate::handles::{Array, Client, Device, MemorySpace, Shared, ask};
 
 /// Host memory handed to an upload, and how long the plugin may read it. The lifetimes make
 /// misuse a compile error: a borrow is read during the call only; anything the plugin reads
@@ -50,14 +49,6 @@ impl<'a> HostBuffer<'a> {
 
 /// A typed id of a live array: registry index plus epoch, so a stale id never names a new array.
 pub type ArrayId = Id;
-
-/// An array on a device. `Clone + Send + Sync`; keeps its client alive.
-#[derive(Clone)]
-pub struct Array {
-    pub(crate) core: Arc<ArrayCore>,
-    /// The client's guard: a user handle keeps the client running (the core alone does not).
-    shared: Arc<Shared>,
-}
 
 /// Checks `len` bytes against `dtype` × `dims` without overflowing on huge shapes.
 fn check_len(dtype: ElementType, dims: &[i64], len: usize) -> Result<()> {
@@ -94,16 +85,39 @@ fn placement(
                     "{m} belongs to another client"
                 )));
             }
-            if !m.devices().contains(device) {
+            if !m.device_indices().contains(&device.index()) {
                 return Err(Error::InvalidArgument(format!(
                     "{m} is not a memory space of {device}"
                 )));
             }
-            m.clone()
+            m.index()
         }
-        None => device.default_memory_space()?,
+        None => device.default_memory_index()?,
     };
-    Ok((device.index(), memory.index()))
+    Ok((device.index(), memory))
+}
+
+/// Uploads host data to `device` (in `memory` or its default): the one blocking upload, shared
+/// by `Client::buffer_from_host` and `Device::put`.
+pub(crate) fn upload(
+    shared: &Arc<Shared>,
+    data: HostBuffer<'_>,
+    dtype: ElementType,
+    dims: &[i64],
+    (device, memory): (&Device, Option<&MemorySpace>),
+    site: Site,
+) -> Result<Array> {
+    check_len(dtype, dims, data.len())?;
+    let placement = placement(shared, device, memory)?;
+    let core = shared.state().upload(
+        data.into_host_data(),
+        dtype,
+        dims,
+        placement,
+        memory.is_some(),
+        site,
+    )?;
+    Ok(Array::new(core, shared.clone()))
 }
 
 impl Client {
@@ -119,17 +133,14 @@ impl Client {
         device: &Device,
         memory: Option<&MemorySpace>,
     ) -> Result<Array> {
-        check_len(dtype, dims, data.len())?;
-        let placement = placement(&self.shared, device, memory)?;
-        let core = self.state().upload(
-            data.into_host_data(),
+        upload(
+            &self.shared,
+            data,
             dtype,
             dims,
-            placement,
-            memory.is_some(),
+            (device, memory),
             self.site(),
-        )?;
-        Ok(self.wrap_array(core))
+        )
     }
 
     /// Creates an array from a typed slice (copied during the call).

@@ -6,53 +6,14 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use actix::dev::ToEnvelope;
-use actix::{Actor, Addr, Handler, Message};
-pub use pjrt_actors_core::TopologyDescription;
 use pjrt_actors_core::actors::client::GetTopology;
 use pjrt_actors_core::actors::registry::{Defragment, DefragmentReport, HeapProfile};
 use pjrt_actors_core::pjrt::{DmaMapping, Layout, NamedValue};
-use pjrt_actors_core::runtime::block_on;
-use pjrt_actors_core::supervision::mailbox_error;
-use pjrt_actors_core::{ClientConfig, ClientGuard, ClientSnapshot, ClientState, Error, Result};
+use pjrt_actors_core::{
+    ClientConfig, ClientSnapshot, ClientState, Error, Result, TopologyDescription,
+};
 
-use crate::device::Device;
-
-/// What every handle of one client holds: the state the actors share, their addresses and
-/// the runtime. Dropping the last one stops the actors (mini-redis's `DbDropGuard`).
-pub(crate) type Shared = ClientGuard;
-
-/// Returns `Pending` once (waking itself at once), then `Ready`.
-async fn yield_once() {
-    let mut yielded = false;
-    std::future::poll_fn(|cx| {
-        if std::mem::replace(&mut yielded, true) {
-            std::task::Poll::Ready(())
-        } else {
-            cx.waker().wake_by_ref();
-            std::task::Poll::Pending
-        }
-    })
-    .await
-}
-
-/// Sends `msg` to a device or memory-space actor and awaits the answer: the one
-/// implementation behind each such call, whose blocking form runs it under `block_on`.
-pub(crate) fn ask<A, M, T>(addr: &Addr<A>, msg: M) -> impl Future<Output = Result<T>> + use<A, M, T>
-where
-    A: Actor + Handler<M>,
-    A::Context: ToEnvelope<A, M>,
-    M: Message<Result = Result<T>> + Send + 'static,
-    T: Send + 'static,
-{
-    let request = addr.send(msg);
-    async move { request.await.map_err(mailbox_error)? }
-}
-
-/// Runs the async form of a call on the calling thread: the blocking façade.
-pub(crate) fn wait<T>(fut: impl Future<Output = Result<T>>) -> Result<T> {
-    block_on(fut)?
-}
+use crate::handles::{Client, Device, wait, yield_once};
 
 /// Options for opening a [`Client`].
 #[derive(Debug, Clone, Default)]
@@ -144,12 +105,6 @@ impl ClientBuilder {
             reason: "it ended without an answer".into(),
         })?
     }
-}
-
-/// A client of one PJRT plugin: cheap to clone, `Send + Sync`, usable from any thread.
-#[derive(Clone)]
-pub struct Client {
-    pub(crate) shared: Arc<Shared>,
 }
 
 impl fmt::Debug for Client {

@@ -18,12 +18,11 @@ use pjrt_actors_core::envelope;
 use pjrt_actors_core::executable::{ExecutableCore, ExecutableMeta};
 use pjrt_actors_core::pjrt::{ArrayType, NamedValue};
 use pjrt_actors_core::site::Site;
-use pjrt_actors_core::{Error, Result};
+use pjrt_actors_core::{Error, Result, TopologyDescription};
 use prost::Message as _;
 use tokio::sync::oneshot;
 
-use crate::client::{Client, Shared, TopologyDescription, wait};
-use crate::executable::LoadedExecutable;
+use crate::handles::{Client, LoadedExecutable, Shared, wait};
 
 /// One compile, described by a builder: the program, its options, the host callbacks it is
 /// run with, a cancellation token, and whether to wait for a queue slot. `load` and

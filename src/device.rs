@@ -12,14 +12,7 @@ use pjrt_actors_core::pjrt::{DeviceMemoryStats, NamedValue};
 use pjrt_actors_core::{DeviceSnapshot, MemorySnapshot};
 use pjrt_actors_core::{Error, Result};
 
-use crate::client::{Client, Shared, ask, wait};
-
-/// One device of a client. Keeps its client alive.
-#[derive(Clone)]
-pub struct Device {
-    shared: Arc<Shared>,
-    index: usize,
-}
+use crate::handles::{Client, Device, MemorySpace, Shared, ask, wait};
 
 impl Device {
     pub(crate) fn new(shared: Arc<Shared>, index: usize) -> Self {
@@ -96,13 +89,18 @@ impl Device {
 
     /// The memory space arrays land in when none is named.
     pub fn default_memory_space(&self) -> Result<MemorySpace> {
-        self.snap()
-            .default_memory
-            .map(|i| MemorySpace::new(self.shared.clone(), i))
-            .ok_or_else(|| Error::NotFound {
-                what: "default memory space",
-                key: format!("device {}", self.id()),
-            })
+        Ok(MemorySpace::new(
+            self.shared.clone(),
+            self.default_memory_index()?,
+        ))
+    }
+
+    /// The index of the device's default memory space in the client's list.
+    pub(crate) fn default_memory_index(&self) -> Result<usize> {
+        self.snap().default_memory.ok_or_else(|| Error::NotFound {
+            what: "default memory space",
+            key: format!("device {}", self.id()),
+        })
     }
 
     /// The memory space of this device with the given kind (`"device"`, `"pinned_host"`, ...).
@@ -177,7 +175,9 @@ impl Device {
         data: &[T],
         dims: &[i64],
     ) -> Result<crate::Array> {
-        self.client().buffer_from_slice(data, dims, self)
+        let data = crate::HostBuffer::Copy(pjrt_actors_core::pjrt::as_bytes(data));
+        let site = self.shared.state().site();
+        crate::array::upload(&self.shared, data, T::TYPE, dims, (self, None), site)
     }
 }
 
@@ -203,13 +203,6 @@ impl fmt::Display for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.display_string())
     }
-}
-
-/// One memory space of a client. Keeps its client alive.
-#[derive(Clone)]
-pub struct MemorySpace {
-    shared: Arc<Shared>,
-    index: usize,
 }
 
 impl MemorySpace {
@@ -259,6 +252,11 @@ impl MemorySpace {
     /// The plugin's display string for the memory space.
     pub fn display_string(&self) -> &str {
         &self.snap().description.display_string
+    }
+
+    /// The indices of the devices that can address this memory space.
+    pub(crate) fn device_indices(&self) -> &[usize] {
+        &self.snap().devices
     }
 
     /// The devices that can address this memory space.

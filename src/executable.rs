@@ -18,18 +18,7 @@ use pjrt_actors_core::pjrt::{ArrayType, CompiledMemoryStats, NamedValue};
 use pjrt_actors_core::registry::{ArrayCore, Id};
 use pjrt_actors_core::{Error, Result};
 
-use crate::array::Array;
-use crate::client::{Client, Shared};
-use crate::device::Device;
-
-/// A loaded executable. `Clone + Send + Sync`; dropping the last clone unloads it.
-#[derive(Clone)]
-pub struct LoadedExecutable {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) core: Arc<ExecutableCore>,
-    /// The host callbacks this handle runs the program with.
-    callbacks: Option<Arc<CallbackSet>>,
-}
+use crate::handles::{Array, Client, Device, LoadedExecutable, Shared};
 
 /// One output list per device, as handles.
 type Outputs = Vec<Vec<Array>>;

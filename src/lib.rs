@@ -21,13 +21,14 @@ mod client;
 mod compile;
 mod device;
 mod executable;
+mod handles;
 pub mod host_data;
 
-pub use array::{Array, ArrayId, HostBuffer};
-pub use client::{Client, ClientBuilder, TopologyDescription};
+pub use array::{ArrayId, HostBuffer};
+pub use client::ClientBuilder;
 pub use compile::{CancelToken, CompileCacheStats, CompileRequest, Executable};
-pub use device::{Device, MemorySpace};
-pub use executable::LoadedExecutable;
+pub use handles::{Array, Client, Device, LoadedExecutable, MemorySpace};
+pub use pjrt_actors_core::TopologyDescription;
 pub use pjrt_actors_core::actors::registry::DefragmentReport;
 pub use pjrt_actors_core::callbacks::{CallbackKind, HostArray, HostCallback};
 pub use pjrt_actors_core::compile::CompileOptions;

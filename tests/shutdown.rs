@@ -1,6 +1,7 @@
 //! Dropping the last handle stops every actor and joins every thread the client started; alone
 //! in its binary so the thread count is this test's own.
 
+#[path = "suite/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;

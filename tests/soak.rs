@@ -2,6 +2,7 @@
 //! work with every result checked, a watchdog that fails the run if any thread is stuck for
 //! 10 s, and at the end nothing alive and resident memory back near its warmed-up size.
 
+#[path = "suite/common/mod.rs"]
 mod common;
 
 use std::sync::Arc;

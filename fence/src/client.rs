@@ -7,8 +7,9 @@ use std::sync::Arc;
 use pjrt_sys as sys;
 
 use super::abi;
-use super::call::{args, call, plugin_str, take_serialized};
+use super::call::{args, call};
 use super::plugin::Plugin;
+use super::plugin_bytes::{plugin_str, take_serialized};
 use super::values::{NamedValue, RawNamedValues, read_named_values};
 use crate::error::{Error, Result};
 

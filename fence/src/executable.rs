@@ -9,10 +9,11 @@ use smallvec::SmallVec;
 
 use super::abi;
 use super::buffer::{PjrtBuffer, PjrtEvent, from_raw_type};
-use super::call::{args, call, plugin_str, take_serialized};
+use super::call::{args, call};
 use super::client::{PjrtClient, PjrtDevice};
 use super::ffi::{CallbackContext, CallbackDispatch};
 use super::host_transfer::{HostTransferDispatch, HostTransferOptions};
+use super::plugin_bytes::{plugin_str, take_serialized};
 use super::values::{NamedValue, read_named_values};
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};

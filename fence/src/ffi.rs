@@ -6,9 +6,9 @@
 #![allow(non_camel_case_types, dead_code)]
 
 use std::ffi::c_void;
-use std::os::raw::c_char;
+
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::ptr::{null, null_mut};
+use std::ptr::null_mut;
 
 use pjrt_sys as sys;
 
@@ -23,219 +23,7 @@ pub const HOST_CALLBACK_TARGET: &str = "pjrt_actors_host_callback";
 /// The FFI attribute naming which callback to run.
 pub const CALLBACK_ID_ATTR: &str = "callback_id";
 
-const PJRT_EXTENSION_FFI: u32 = 5;
-const XLA_EXTENSION_METADATA: u32 = 1;
-const XLA_STAGE_EXECUTE: u32 = 3;
-const XLA_ATTR_SCALAR: u32 = 3;
-const XLA_ARG_BUFFER: u32 = 1;
-const XLA_DTYPE_S64: u32 = 5;
-const XLA_ERROR_INTERNAL: u32 = 13;
-
-// --- XLA FFI C API (xla/ffi/api/c_api.h) ---------------------------------------------------
-
-#[repr(C)]
-struct XlaExtensionBase {
-    struct_size: usize,
-    ty: u32,
-    next: *mut XlaExtensionBase,
-}
-
-#[repr(C)]
-struct XlaApiVersion {
-    struct_size: usize,
-    extension_start: *mut XlaExtensionBase,
-    major: i32,
-    minor: i32,
-}
-
-#[repr(C)]
-struct XlaMetadata {
-    struct_size: usize,
-    api_version: XlaApiVersion,
-    traits: u32,
-}
-
-#[repr(C)]
-struct XlaMetadataExtension {
-    base: XlaExtensionBase,
-    metadata: *mut XlaMetadata,
-}
-
-#[repr(C)]
-struct XlaList {
-    struct_size: usize,
-    extension_start: *mut XlaExtensionBase,
-    size: i64,
-    types: *const u32,
-    items: *const *mut c_void,
-}
-
-#[repr(C)]
-struct XlaAttrs {
-    struct_size: usize,
-    extension_start: *mut XlaExtensionBase,
-    size: i64,
-    types: *const u32,
-    names: *const *const XlaByteSpan,
-    attrs: *const *mut c_void,
-}
-
-#[repr(C)]
-struct XlaCallFrame {
-    struct_size: usize,
-    extension_start: *mut XlaExtensionBase,
-    api: *const XlaApi,
-    ctx: *mut c_void,
-    stage: u32,
-    args: XlaList,
-    rets: XlaList,
-    attrs: XlaAttrs,
-    future: *mut c_void,
-}
-
-#[repr(C)]
-struct XlaBuffer {
-    struct_size: usize,
-    extension_start: *mut XlaExtensionBase,
-    dtype: u32,
-    data: *mut c_void,
-    rank: i64,
-    dims: *const i64,
-}
-
-#[repr(C)]
-struct XlaScalar {
-    dtype: u32,
-    value: *const c_void,
-}
-
-#[repr(C)]
-struct XlaByteSpan {
-    ptr: *const c_char,
-    len: usize,
-}
-
-#[repr(C)]
-struct XlaTypeId {
-    type_id: i64,
-}
-
-#[repr(C)]
-struct XlaErrorCreateArgs {
-    struct_size: usize,
-    extension_start: *mut XlaExtensionBase,
-    message: *const c_char,
-    errc: u32,
-}
-
-#[repr(C)]
-struct XlaContextGetArgs {
-    struct_size: usize,
-    extension_start: *mut XlaExtensionBase,
-    ctx: *mut c_void,
-    type_id: *mut XlaTypeId,
-    data: *mut c_void,
-}
-
-type XlaFn<A> = Option<unsafe extern "C" fn(*mut A) -> *mut c_void>;
-
-/// The stable head of `XLA_FFI_Api`: only these slots are used (later ones moved between
-/// versions; these did not).
-#[repr(C)]
-struct XlaApi {
-    struct_size: usize,
-    extension_start: *mut XlaExtensionBase,
-    api_version: XlaApiVersion,
-    internal_api: *mut c_void,
-    error_create: XlaFn<XlaErrorCreateArgs>,
-    error_get_message: *const c_void,
-    error_destroy: *const c_void,
-    handler_register: *const c_void,
-    stream_get: *const c_void,
-    type_id_register: *const c_void,
-    execution_context_get: XlaFn<XlaContextGetArgs>,
-}
-
-// 4 pointers, the stage (padded to 8), then two 40-byte lists.
-const _: () = assert!(std::mem::offset_of!(XlaCallFrame, attrs) == 120);
-const _: () = assert!(std::mem::offset_of!(XlaApi, execution_context_get) == 96);
-const _: () = assert!(size_of::<XlaBuffer>() == 48);
-
-// --- the PJRT FFI extension ----------------------------------------------------------------
-
-#[repr(C)]
-struct PjrtFfiExtension {
-    base: sys::PJRT_Extension_Base,
-    type_id_register: Option<unsafe extern "C" fn(*mut TypeIdRegisterArgs) -> *mut sys::PJRT_Error>,
-    user_data_add: Option<unsafe extern "C" fn(*mut UserDataAddArgs) -> *mut sys::PJRT_Error>,
-    register_handler:
-        Option<unsafe extern "C" fn(*mut RegisterHandlerArgs) -> *mut sys::PJRT_Error>,
-}
-
-/// `PJRT_FFI_Type_Info`: optional hooks for a user-data type; the plugin reads the struct, so
-/// it must be there even with every hook absent.
-#[repr(C)]
-struct TypeInfo {
-    deleter: *const c_void,
-    serialize: *const c_void,
-    deserialize: *const c_void,
-}
-
-// SAFETY: three null pointers, never written.
-unsafe impl Sync for TypeInfo {}
-
-static NO_TYPE_HOOKS: TypeInfo = TypeInfo {
-    deleter: null(),
-    serialize: null(),
-    deserialize: null(),
-};
-
-/// `PJRT_FFI_Type_Register_Args`, the plugin's 48-byte layout (the older 40-byte
-/// `TypeID_Register_Args` is rejected); the plugin dereferences `type_info`.
-#[repr(C)]
-struct TypeIdRegisterArgs {
-    struct_size: usize,
-    extension_start: *mut sys::PJRT_Extension_Base,
-    type_name: *const c_char,
-    type_name_size: usize,
-    type_id: i64,
-    type_info: *const TypeInfo,
-}
-const _: () = assert!(size_of::<TypeIdRegisterArgs>() == 48);
-
-/// `PJRT_FFI_UserData`. Older headers end it with a deleter the plugin never calls; the plugin
-/// reads only `type_id` and `data`, at these offsets in every version.
-#[repr(C)]
-struct UserData {
-    type_id: i64,
-    data: *mut c_void,
-    deleter: Option<unsafe extern "C" fn(*mut c_void)>,
-}
-
-#[repr(C)]
-struct UserDataAddArgs {
-    struct_size: usize,
-    extension_start: *mut sys::PJRT_Extension_Base,
-    context: *mut sys::PJRT_ExecuteContext,
-    user_data: UserData,
-}
-const _: () = assert!(size_of::<UserDataAddArgs>() == 48);
-
-/// The plugin's layout: no `api_version` field (typed XLA FFI only), 52 bytes to `traits`.
-#[repr(C)]
-struct RegisterHandlerArgs {
-    struct_size: usize,
-    target_name: *const c_char,
-    target_name_size: usize,
-    handler: *mut c_void,
-    platform_name: *const c_char,
-    platform_name_size: usize,
-    traits: u32,
-}
-const REGISTER_HANDLER_ARGS_SIZE: usize = std::mem::offset_of!(RegisterHandlerArgs, traits) + 4;
-const _: () = assert!(REGISTER_HANDLER_ARGS_SIZE == 52);
-
-const USER_DATA_TYPE: &str = "pjrt_actors::CallbackDispatch";
+use super::ffi_abi::*;
 
 // --- what the handler calls ----------------------------------------------------------------
 
@@ -270,18 +58,19 @@ pub trait CallbackDispatch: Sync {
     ) -> std::result::Result<(), String>;
 }
 
-/// Host callbacks on a plugin: the FFI extension, our handler registered, our user-data type.
-pub struct FfiSupport {
-    ext: *const PjrtFfiExtension,
-    type_id: i64,
-}
-
-// SAFETY: the extension table is static for the plugin's (process) lifetime; `type_id` is data.
-unsafe impl Send for FfiSupport {}
-// SAFETY: as above.
-unsafe impl Sync for FfiSupport {}
-
 impl Plugin {
+    /// Host callbacks through XLA FFI: the handler is registered with the plugin on first use.
+    pub fn host_callbacks(&self) -> Result<&FfiSupport> {
+        self.ffi_cell()
+            .get_or_init(|| {
+                let support = self.register_host_callbacks()?;
+                remember_type_id(&support);
+                Ok(support)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
     /// Finds the FFI extension and registers our handler and user-data type (once per plugin).
     pub(crate) fn register_host_callbacks(&self) -> Result<FfiSupport> {
         let unsupported = |hint: &str| Error::Unsupported {

@@ -12,9 +12,9 @@ use prost::Message;
 
 use super::abi;
 use super::buffer::{PjrtBuffer, to_raw_type};
-use super::call::take_serialized;
 use super::call::{args, call};
 use super::client::PjrtClient;
+use super::plugin_bytes::take_serialized;
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
 
@@ -472,7 +472,7 @@ fn memory_kinds_of(
                 };
                 plugin.call("PJRT_MemoryDescription_Kind", table.kind, &mut k)?;
                 kinds.push(MemoryKind {
-                    kind: super::call::plugin_str(k.kind, k.kind_size),
+                    kind: super::plugin_bytes::plugin_str(k.kind, k.kind_size),
                     kind_id: k.kind_id,
                 });
             }

@@ -15,10 +15,12 @@ pub mod dtype;
 pub mod error;
 mod executable;
 mod ffi;
+mod ffi_abi;
 mod host_transfer;
 mod layouts;
 mod native;
 mod plugin;
+mod plugin_bytes;
 mod values;
 
 pub use buffer::{HostData, PjrtBuffer, PjrtEvent};
@@ -29,9 +31,8 @@ pub use client::{
 pub use executable::{
     ArrayType, CompiledMemoryStats, HostTransfers, PjrtLoadedExecutable, parameter_types,
 };
-pub use ffi::{
-    CALLBACK_ID_ATTR, CallbackDispatch, FfiSupport, HOST_CALLBACK_TARGET, HostView, HostViewMut,
-};
+pub use ffi::{CALLBACK_ID_ATTR, CallbackDispatch, HOST_CALLBACK_TARGET, HostView, HostViewMut};
+pub use ffi_abi::FfiSupport;
 pub use host_transfer::{HostTransferDispatch, RecvStream};
 pub use layouts::{DmaMapping, Layout, MemoryKind};
 pub use native::{AlignedBytes, NativeType, as_bytes, copy_typed, read_typed, zeroed_vec};

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use pjrt_sys as sys;
 
 use super::abi::{self, Api};
+use super::ffi_abi::FfiSupport;
 use super::values::{NamedValue, read_named_values};
 use crate::error::{Error, PluginError, Result};
 
@@ -26,7 +27,7 @@ pub struct Plugin {
     minor: i32,
     attributes: Vec<(String, NamedValue)>,
     /// Host-callback support, registered with the plugin on first use.
-    ffi: OnceLock<Result<super::ffi::FfiSupport>>,
+    ffi: OnceLock<Result<FfiSupport>>,
 }
 
 // SAFETY: the PJRT API table is immutable after `GetPjrtApi` and its functions are thread-safe
@@ -229,16 +230,9 @@ impl Plugin {
         &self.attributes
     }
 
-    /// Host callbacks through XLA FFI: the handler is registered with the plugin on first use.
-    pub fn host_callbacks(&self) -> Result<&super::ffi::FfiSupport> {
-        self.ffi
-            .get_or_init(|| {
-                let support = self.register_host_callbacks()?;
-                super::ffi::remember_type_id(&support);
-                Ok(support)
-            })
-            .as_ref()
-            .map_err(Clone::clone)
+    /// Where host-callback support is kept once registered (see `ffi.rs`).
+    pub(crate) fn ffi_cell(&self) -> &OnceLock<Result<FfiSupport>> {
+        &self.ffi
     }
 
     pub(crate) fn api(&self) -> &'static Api {

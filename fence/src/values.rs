@@ -4,7 +4,7 @@ use std::ffi::CString;
 
 use pjrt_sys as sys;
 
-use super::call::plugin_str;
+use super::plugin_bytes::plugin_str;
 
 /// A named value as PJRT passes them (create options, plugin, device and topology attributes).
 #[derive(Debug, Clone, PartialEq)]

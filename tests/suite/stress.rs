@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-mod common;
+use crate::common;
 
 use pjrt_actors::{Client, CompileOptions};
 

@@ -2,7 +2,7 @@
 //! the plugin sees it (or, for what only the plugin can judge, with its message), and leaves
 //! the client working with nothing leaked.
 
-mod common;
+use crate::common;
 
 use common::{add_f32x4, binary_program};
 use pjrt_actors::{Client, CompileOptions, ElementType, Error, HostBuffer};

@@ -1,15 +1,15 @@
 //! Every example runs here in a fast mode, so none of them rots.
 
 #[allow(dead_code)]
-#[path = "../examples/serve.rs"]
+#[path = "../../examples/serve.rs"]
 mod serve;
 
 #[allow(dead_code)]
-#[path = "../examples/host_callback_pipeline.rs"]
+#[path = "../../examples/host_callback_pipeline.rs"]
 mod host_callback_pipeline;
 
 #[allow(dead_code)]
-#[path = "../examples/concurrent_compile.rs"]
+#[path = "../../examples/concurrent_compile.rs"]
 mod concurrent_compile;
 
 #[test]

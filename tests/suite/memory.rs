@@ -1,6 +1,6 @@
 //! Heap profiles and defragment against the real CPU plugin.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -113,7 +113,7 @@ fn the_heap_profile_counts_what_was_allocated_where() {
     );
     assert_eq!(small_sample.labels["device"], d0.debug_string());
     assert!(
-        small_sample.file.ends_with("tests/memory.rs"),
+        small_sample.file.ends_with("tests/suite/memory.rs"),
         "{}",
         small_sample.file
     );

@@ -2,7 +2,7 @@
 //! plugin (text, or a shared object without `GetPjrtApi`), a plugin that fails to initialise, and
 //! a plugin of another ABI major. The broken plugins are tiny C files compiled here with `cc`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,8 +1,5 @@
 //! The foundation against the real CPU plugin: devices, memory spaces, the snapshot and actor
 //! queries, many threads on one handle, and two clients in one process.
-
-mod common;
-
 use std::collections::HashSet;
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! queue: every completed one executes correctly, nothing deadlocks, the bound holds, and the
 //! live executables are exactly the cached ones at the end.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

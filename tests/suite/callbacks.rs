@@ -2,7 +2,7 @@
 //! calling callbacks they were not given, serialization, type mismatches, re-entrant calls into
 //! the runtime (on a one-device client too), panics, and 8 threads × 4 callbacks × 1,000 runs.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

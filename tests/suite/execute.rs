@@ -2,7 +2,7 @@
 //! checked results, every dtype, scalars and empty arrays, replicated and portable runs, the
 //! host-buffer semantics, copies, metadata, async forms, and the live lists at the end.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

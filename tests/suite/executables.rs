@@ -2,7 +2,7 @@
 //! without loading, the memory and disk compile caches, single flight, the bounded queue and
 //! cancellation.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -339,7 +339,7 @@ fn two_processes_share_a_cache_directory() {
     let children: Vec<_> = (0..2)
         .map(|_| {
             std::process::Command::new(&exe)
-                .args(["--exact", "cache_writer_child", "--nocapture"])
+                .args(["--exact", "executables::cache_writer_child", "--nocapture"])
                 .env("PJRT_ACTORS_TEST_CACHE_CHILD", &dir)
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())

@@ -2,7 +2,7 @@
 //! leaves the client working and nothing leaked), supervision of a panicking actor, and
 //! dropping the last handle while requests are in flight.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,0 +1,88 @@
+//! The handle types users hold, defined in one place so that the modules implementing them
+//! (client, device, array, compile, executable) import this one and never each other; and the
+//! plumbing every handle shares: the guard they hold and the one way a call reaches an actor.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use actix::dev::ToEnvelope;
+use actix::{Actor, Addr, Handler, Message};
+use pjrt_actors_core::callbacks::CallbackSet;
+use pjrt_actors_core::executable::ExecutableCore;
+use pjrt_actors_core::registry::ArrayCore;
+use pjrt_actors_core::runtime::block_on;
+use pjrt_actors_core::supervision::mailbox_error;
+use pjrt_actors_core::{ClientGuard, Result};
+
+/// What every handle of one client holds: the state the actors share, their addresses and
+/// the runtime. Dropping the last one stops the actors (mini-redis's `DbDropGuard`).
+pub(crate) type Shared = ClientGuard;
+
+/// Returns `Pending` once (waking itself at once), then `Ready`.
+pub(crate) async fn yield_once() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if std::mem::replace(&mut yielded, true) {
+            std::task::Poll::Ready(())
+        } else {
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}
+
+/// Sends `msg` to a device or memory-space actor and awaits the answer: the one
+/// implementation behind each such call, whose blocking form runs it under `block_on`.
+pub(crate) fn ask<A, M, T>(addr: &Addr<A>, msg: M) -> impl Future<Output = Result<T>> + use<A, M, T>
+where
+    A: Actor + Handler<M>,
+    A::Context: ToEnvelope<A, M>,
+    M: Message<Result = Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    let request = addr.send(msg);
+    async move { request.await.map_err(mailbox_error)? }
+}
+
+/// Runs the async form of a call on the calling thread: the blocking façade.
+pub(crate) fn wait<T>(fut: impl Future<Output = Result<T>>) -> Result<T> {
+    block_on(fut)?
+}
+
+/// A client of one PJRT plugin: cheap to clone, `Send + Sync`, usable from any thread.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// One device of a client. Keeps its client alive.
+#[derive(Clone)]
+pub struct Device {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) index: usize,
+}
+
+/// One memory space of a client. Keeps its client alive.
+#[derive(Clone)]
+pub struct MemorySpace {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) index: usize,
+}
+
+/// An array on a device. `Clone + Send + Sync`; keeps its client alive.
+#[derive(Clone)]
+pub struct Array {
+    pub(crate) core: Arc<ArrayCore>,
+    /// The client's guard: a user handle keeps the client running (the core alone does not).
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// A loaded executable. `Clone + Send + Sync`; dropping the last clone unloads it.
+#[derive(Clone)]
+pub struct LoadedExecutable {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) core: Arc<ExecutableCore>,
+    /// The host callbacks this handle runs the program with.
+    pub(crate) callbacks: Option<Arc<CallbackSet>>,
+}

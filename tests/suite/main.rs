@@ -1,0 +1,17 @@
+//! The integration suite against the real CPU plugin, in one binary so it links once. Tests
+//! that change or measure the whole process (thread counts, the environment, resident memory)
+//! live in binaries of their own beside it: `shutdown.rs`, `plugin_env.rs`, `soak.rs`.
+
+mod callbacks;
+mod common;
+mod compile_stress;
+mod examples;
+mod executables;
+mod execute;
+mod foundation;
+mod invalid_inputs;
+mod memory;
+mod plugin_loading;
+mod reliability;
+mod stress;
+mod tidy;

@@ -1,0 +1,235 @@
+//! Checks on the source tree itself, the rules ARCHITECTURE.md names: no module imports one that
+//! imports it back, `unsafe` is forbidden outside the fence, and no file grows past about 500
+//! lines without a reason written down here.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The crates and their source roots, relative to the workspace.
+const CRATES: &[&str] = &["fence/src", "actors/src", "src", "cli/src"];
+
+/// Files allowed past the line limit, and why.
+const LONG_FILES: &[(&str, &str)] = &[
+    (
+        "tests/suite/reliability.rs",
+        "one case table of every bad input, kept whole so it reads as a list",
+    ),
+    (
+        "fence/src/client.rs",
+        "the client, device, memory and topology owners: one PJRT object family",
+    ),
+    (
+        "fence/src/executable.rs",
+        "one PJRT object: compile, metadata, parameter types and execute of a loaded executable",
+    ),
+    (
+        "actors/src/callbacks.rs",
+        "the callback type, its two program-text builders and the id reader, which must agree",
+    ),
+    (
+        "tests/suite/callbacks.rs",
+        "every host-callback behaviour against the real plugin, sharing its helpers",
+    ),
+];
+
+const LINE_LIMIT: usize = 500;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `actors/client.rs` → `actors::client`; `actors/mod.rs` → `actors`; the crate root → "".
+fn module_of(root: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(root).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+/// The modules `code` names through `crate::` or `super::` paths (the longest that exists).
+fn imports(module: &str, code: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
+    let parent: Vec<&str> = module.split("::").filter(|s| !s.is_empty()).collect();
+    let mut out = BTreeSet::new();
+    for line in code
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| !l.starts_with("//"))
+    {
+        for (prefix, base) in [
+            ("crate::", Vec::new()),
+            ("super::", parent[..parent.len().saturating_sub(1)].to_vec()),
+        ] {
+            let mut rest = line;
+            while let Some(at) = rest.find(prefix) {
+                let preceded_by_ident = rest[..at]
+                    .chars()
+                    .last()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':');
+                rest = &rest[at + prefix.len()..];
+                if preceded_by_ident {
+                    continue;
+                }
+                let path: Vec<&str> = rest
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                    .next()
+                    .unwrap_or("")
+                    .split("::")
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                let mut full: Vec<&str> = base.clone();
+                full.extend(path);
+                while !full.is_empty() {
+                    let candidate = full.join("::");
+                    if modules.contains(&candidate) {
+                        if candidate != module {
+                            out.insert(candidate);
+                        }
+                        break;
+                    }
+                    full.pop();
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every cycle's modules, as strongly connected components of more than one module.
+fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    // Reachability by repeated search: the graphs are a few dozen modules.
+    let reach = |from: &str| {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![from.to_string()];
+        while let Some(m) = stack.pop() {
+            for next in graph.get(&m).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    stack.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reachable: BTreeMap<&String, BTreeSet<String>> =
+        graph.keys().map(|m| (m, reach(m))).collect();
+    let mut found: BTreeSet<Vec<String>> = BTreeSet::new();
+    for (m, r) in &reachable {
+        let component: Vec<String> = r
+            .iter()
+            .filter(|other| reachable.get(other).is_some_and(|back| back.contains(*m)))
+            .cloned()
+            .collect();
+        if component.len() > 1 {
+            found.insert(component);
+        }
+    }
+    found.into_iter().collect()
+}
+
+#[test]
+fn no_module_imports_one_that_imports_it_back() {
+    let mut problems = Vec::new();
+    for krate in CRATES {
+        let root = workspace().join(krate);
+        let mut files = Vec::new();
+        rust_files(&root, &mut files);
+        let modules: BTreeSet<String> = files.iter().map(|f| module_of(&root, f)).collect();
+        let graph: BTreeMap<String, BTreeSet<String>> = files
+            .iter()
+            .map(|f| {
+                let module = module_of(&root, f);
+                let code = std::fs::read_to_string(f).unwrap();
+                let edges = imports(&module, &code, &modules);
+                (module, edges)
+            })
+            .collect();
+        for cycle in cycles(&graph) {
+            problems.push(format!("{krate}: {}", cycle.join(" <-> ")));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "import cycles:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_cycle_check_sees_a_cycle() {
+    let modules: BTreeSet<String> = ["a", "b", "c", "d::e", "d"].map(String::from).into();
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("a", "use crate::b::Thing;"),
+        ("b", "fn f() { crate::c::g() }"),
+        ("c", "use crate::a;"),
+        ("d", "// crate::a is only mentioned in a comment"),
+        (
+            "d::e",
+            "use super::a; // resolves to crate::d::a, which does not exist",
+        ),
+    ]
+    .into_iter()
+    .map(|(m, code)| (m.to_string(), imports(m, code, &modules)))
+    .collect();
+    assert_eq!(graph["a"], ["b".to_string()].into());
+    assert!(graph["d"].is_empty());
+    assert_eq!(graph["d::e"], ["d".to_string()].into());
+    assert_eq!(cycles(&graph), vec![vec!["a", "b", "c"]]);
+}
+
+#[test]
+fn unsafe_code_is_forbidden_outside_the_fence() {
+    for krate in ["actors/src/lib.rs", "src/lib.rs", "cli/src/main.rs"] {
+        let root = std::fs::read_to_string(workspace().join(krate)).unwrap();
+        assert!(
+            root.contains("#![forbid(unsafe_code)]"),
+            "{krate} must forbid unsafe code"
+        );
+    }
+}
+
+#[test]
+fn no_file_grows_past_the_limit_without_a_reason() {
+    let mut files = Vec::new();
+    for dir in CRATES
+        .iter()
+        .copied()
+        .chain(["tests", "benches", "examples"])
+    {
+        rust_files(&workspace().join(dir), &mut files);
+    }
+    let mut over = Vec::new();
+    for f in files {
+        let lines = std::fs::read_to_string(&f).unwrap().lines().count();
+        let rel = f
+            .strip_prefix(workspace())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if lines > LINE_LIMIT && !LONG_FILES.iter().any(|(p, _)| *p == rel) {
+            over.push(format!("{rel}: {lines} lines"));
+        }
+    }
+    assert!(
+        over.is_empty(),
+        "files over {LINE_LIMIT} lines with no reason given:\n{}",
+        over.join("\n")
+    );
+}
