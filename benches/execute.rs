@@ -177,6 +177,14 @@ fn main() {
     };
     interleaved(500, BLOCK, async_execute, blocking_execute);
     let (mut asy, mut blk) = interleaved(ASYNC_SAMPLES, BLOCK, async_execute, blocking_execute);
+    // One round trip to a device actor and back (no routing, no plugin work): what any
+    // mailbox hop costs here, for scale.
+    let device_hop = || {
+        time_us(|| {
+            black_box(block_on(devices[0].memory_stats_async()).unwrap().unwrap());
+        })
+    };
+    let (mut hop, _) = interleaved(ASYNC_SAMPLES, BLOCK, device_hop, || 0.0);
 
     // Aggregate throughput: 8 threads over 4 devices vs 1 thread, ours and raw.
     let ready: Vec<_> = devices
@@ -214,9 +222,10 @@ fn main() {
         p(&mut raw_rt, 50.),
         p(&mut raw_rt, 90.),
     );
-    let (a50, b50) = (p(&mut asy, 50.), p(&mut blk, 50.));
+    let (a50, b50, h50) = (p(&mut asy, 50.), p(&mut blk, 50.), p(&mut hop, 50.));
     println!("{:<34} {:>10} {:>10}", "measure (us)", "p50", "p90");
     println!("{:<34} {:>10}", "execute_async via the actors", a50);
+    println!("{:<34} {:>10}", "one device-actor round trip", h50);
     println!("{:<34} {:>10} {:>10}", "execute, ours", e50, e90);
     println!("{:<34} {:>10} {:>10}", "execute, raw C API", re50, re90);
     println!("{:<34} {:>10} {:>10}", "round trip, ours", r50, r90);
@@ -230,7 +239,7 @@ fn main() {
         "same, raw C API", raw_one, raw_eight
     );
     println!(
-        "{{\"execute_us\":{{\"p50\":{e50},\"p90\":{e90}}},\"raw_execute_us\":{{\"p50\":{re50},\"p90\":{re90}}},\"execute_ratio\":{},\"roundtrip_us\":{{\"p50\":{r50},\"p90\":{r90}}},\"raw_roundtrip_us\":{{\"p50\":{rr50},\"p90\":{rr90}}},\"roundtrip_ratio\":{},\"threads_speedup\":{},\"raw_threads_speedup\":{},\"async_execute_us\":{a50},\"async_over_blocking\":{},\"samples\":{SAMPLES}}}",
+        "{{\"execute_us\":{{\"p50\":{e50},\"p90\":{e90}}},\"raw_execute_us\":{{\"p50\":{re50},\"p90\":{re90}}},\"execute_ratio\":{},\"roundtrip_us\":{{\"p50\":{r50},\"p90\":{r90}}},\"raw_roundtrip_us\":{{\"p50\":{rr50},\"p90\":{rr90}}},\"roundtrip_ratio\":{},\"threads_speedup\":{},\"raw_threads_speedup\":{},\"async_execute_us\":{a50},\"actor_round_trip_us\":{h50},\"async_over_blocking\":{},\"samples\":{SAMPLES}}}",
         round3(e50 / re50),
         round3(r50 / rr50),
         round3(speedup),

@@ -8,6 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use smallvec::SmallVec;
+use tokio::sync::oneshot;
 
 use pjrt_actors_core::actors::device::ExecuteRequest;
 use pjrt_actors_core::callbacks::{CallbackSet, HostCallback};
@@ -232,6 +233,7 @@ impl LoadedExecutable {
         device: Option<&Device>,
     ) -> impl Future<Output = Result<CoreOutputs>> + use<> {
         let site = self.shared.state().site();
+        let (reply, answer) = oneshot::channel();
         let request = self.portable_device(device).and_then(|portable_device| {
             let mut args = Vec::with_capacity(lists.len());
             for list in lists {
@@ -245,10 +247,14 @@ impl LoadedExecutable {
                 callbacks: self.callbacks.clone(),
                 site,
                 span: tracing::Span::current(),
+                reply,
             })
         });
         let shared = self.shared.clone();
-        async move { shared.route(request?).await }
+        async move {
+            shared.route_detached(request?);
+            answer.await.map_err(|_| Error::ShutDown)?
+        }
     }
 
     /// Runs a single-device executable on the calling thread; returns its outputs.

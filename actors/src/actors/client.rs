@@ -15,7 +15,6 @@ use super::device::{DeviceActor, ExecuteRequest};
 use super::registry::{BufferRegistryActor, Defragment, DefragmentReport, HeapProfile};
 use crate::error::{Error, Result};
 use crate::executable::ExecutableCore;
-use crate::execute::Outputs;
 use crate::site::Site;
 use crate::state::{ClientState, TopologyDescription};
 use crate::supervision::{guarded, mailbox_error};
@@ -123,20 +122,20 @@ impl Handler<Load> for ClientActor {
 }
 
 impl Handler<ExecuteRequest> for ClientActor {
-    type Result = ResponseFuture<Result<Outputs>>;
+    type Result = ();
 
-    fn handle(&mut self, msg: ExecuteRequest, _: &mut Context<Self>) -> Self::Result {
+    /// An async execute goes on to its device's actor, which answers the caller directly on the
+    /// request's reply channel: one thread wake fewer than answering back through here.
+    fn handle(&mut self, msg: ExecuteRequest, _: &mut Context<Self>) {
         let device = msg.device();
         match device.and_then(|d| self.routes.devices.get(d).cloned().flatten()) {
-            Some(actor) => forward(&actor, msg),
+            Some(actor) => actor.do_send(msg),
             None => {
-                let name = msg.executable.meta.name.clone();
-                Box::pin(async move {
-                    Err(Error::InvalidArgument(match device {
-                        None => format!("`{name}` has no device to run on"),
-                        Some(d) => format!("device index {d} is not addressable here"),
-                    }))
-                })
+                let name = &msg.executable.meta.name;
+                let _ = msg.reply.send(Err(Error::InvalidArgument(match device {
+                    None => format!("`{name}` has no device to run on"),
+                    Some(d) => format!("device index {d} is not addressable here"),
+                })));
             }
         }
     }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use actix::{Actor, Context, Handler, Message};
+use tokio::sync::oneshot;
 use tracing::Span;
 
 use crate::callbacks::CallbackSet;
@@ -58,10 +59,10 @@ impl Handler<GetMemoryStats> for DeviceActor {
 }
 
 /// Runs an executable on this device's actor (the first device of a replicated run, or the
-/// chosen device of a portable one). Outputs come back flat, device-major. The client actor
-/// routes it here.
+/// chosen device of a portable one). Outputs come back flat, device-major, on `reply`: the
+/// client actor routes the request here, and the answer goes straight back to the caller.
 #[derive(Message)]
-#[rtype(result = "Result<Outputs>")]
+#[rtype(result = "()")]
 pub struct ExecuteRequest {
     pub executable: Arc<ExecutableCore>,
     pub args: Vec<Vec<Arc<ArrayCore>>>,
@@ -69,6 +70,7 @@ pub struct ExecuteRequest {
     pub callbacks: Option<Arc<CallbackSet>>,
     pub site: Site,
     pub span: Span,
+    pub reply: oneshot::Sender<Result<Outputs>>,
 }
 
 impl ExecuteRequest {
@@ -81,13 +83,13 @@ impl ExecuteRequest {
 }
 
 impl Handler<ExecuteRequest> for DeviceActor {
-    type Result = Result<Outputs>;
+    type Result = ();
 
-    fn handle(&mut self, msg: ExecuteRequest, ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: ExecuteRequest, ctx: &mut Context<Self>) {
         let _entered = msg.span.enter();
         let _span = tracing::debug_span!("device.execute", device = self.index, executable = %msg.executable.meta.name)
             .entered();
-        serve::<Self, _>(ctx, "execute", || {
+        let result = serve::<Self, _>(ctx, "execute", || {
             let refs: Vec<Vec<&ArrayCore>> = msg
                 .args
                 .iter()
@@ -101,7 +103,9 @@ impl Handler<ExecuteRequest> for DeviceActor {
                 msg.callbacks.as_deref(),
                 msg.site.clone(),
             )
-        })
+        });
+        // A caller that went away drops the outputs here, which unregisters them.
+        let _ = msg.reply.send(result);
     }
 }
 
