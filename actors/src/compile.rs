@@ -172,3 +172,113 @@ pub fn check_program(code: &[u8]) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Four devices; the last is not addressable from this process.
+    fn facts() -> DeviceFacts {
+        DeviceFacts {
+            devices: vec![(0, true), (1, true), (2, true), (7, false)],
+            device_memory_limit: Some(1 << 30),
+        }
+    }
+
+    fn options(replicas: usize, partitions: usize, devices: Option<Vec<i32>>) -> CompileOptions {
+        CompileOptions {
+            num_replicas: Some(replicas),
+            num_partitions: Some(partitions),
+            devices,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn options_the_plugin_would_abort_on_are_filled_in_or_refused() {
+        let portable_on = |ids| CompileOptions {
+            portable: true,
+            devices: Some(ids),
+            ..Default::default()
+        };
+        let cases: Vec<(&str, CompileOptions, Option<&str>)> = vec![
+            ("defaults", CompileOptions::default(), None),
+            ("zero replicas become one", options(0, 0, None), None),
+            ("two replicas", options(2, 1, Some(vec![1, 0])), None),
+            (
+                "more than the devices",
+                options(5, 1, None),
+                Some("need 5 devices"),
+            ),
+            (
+                "wrong count of ids",
+                options(2, 1, Some(vec![0])),
+                Some("1 devices given"),
+            ),
+            (
+                "unknown id",
+                options(1, 1, Some(vec![9])),
+                Some("device 9, which does not exist"),
+            ),
+            (
+                "not addressable",
+                options(1, 1, Some(vec![7])),
+                Some("not addressable"),
+            ),
+            (
+                "used twice",
+                options(2, 1, Some(vec![1, 1])),
+                Some("uses device 1 twice"),
+            ),
+            (
+                "portable with ids",
+                portable_on(vec![0]),
+                Some("takes its device at execute time"),
+            ),
+        ];
+        for (name, opts, refused) in cases {
+            match (opts.to_proto(&facts()), refused) {
+                (Ok(proto), None) => {
+                    let build = proto.executable_build_options.unwrap();
+                    assert!(
+                        build.num_replicas >= 1 && build.num_partitions >= 1,
+                        "{name}"
+                    );
+                    assert_eq!(build.device_ordinal, -1, "{name}");
+                    assert_eq!(build.device_memory_size, 1 << 30, "{name}");
+                }
+                (Err(e), Some(expected)) => {
+                    assert!(e.to_string().contains(expected), "{name}: {e}")
+                }
+                (got, _) => panic!("{name}: got {got:?}, expected refusal {refused:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn device_ids_are_laid_out_replica_major_per_partition() {
+        let proto = options(2, 2, Some(vec![0, 1, 2, 3]))
+            .to_proto(&DeviceFacts {
+                devices: (0..4).map(|i| (i, true)).collect(),
+                device_memory_limit: None,
+            })
+            .unwrap();
+        let assignment = proto
+            .executable_build_options
+            .unwrap()
+            .device_assignment
+            .unwrap();
+        let per_partition: Vec<Vec<i64>> = (assignment.computation_devices.iter())
+            .map(|c| c.replica_device_ids.clone())
+            .collect();
+        assert_eq!(per_partition, vec![vec![0, 2], vec![1, 3]]);
+    }
+
+    #[test]
+    fn an_empty_program_is_refused_before_the_plugin_sees_it() {
+        for program in [&b""[..], b"   \n\t "] {
+            assert!(check_program(program).is_err());
+        }
+        assert!(check_program(b"module {}").is_ok());
+    }
+}

@@ -55,18 +55,22 @@ pub(crate) fn bump(c: &AtomicU64) {
 }
 
 /// The memory compile cache: written only by the compile service, read by handles directly so
-/// a hit costs a hash and a read lock, not two thread hops. Least recently used is evicted past
-/// `capacity` entries.
-pub struct MemoryCache {
-    map: parking_lot::RwLock<HashMap<CompileKey, (Arc<ExecutableCore>, AtomicU64)>>,
+/// a hit costs a hash and a read lock, not two thread hops.
+pub type MemoryCache = LruCache<Arc<ExecutableCore>>;
+
+/// A map from compile keys to values, least recently used evicted past `capacity` entries. A
+/// hit refreshes recency under the read lock (an atomic tick per entry), so readers never
+/// contend with each other; only inserts take the write lock.
+pub struct LruCache<V> {
+    map: parking_lot::RwLock<HashMap<CompileKey, (V, AtomicU64)>>,
     clock: AtomicU64,
     capacity: usize,
     stats: Arc<CacheStats>,
 }
 
-impl MemoryCache {
+impl<V: Clone> LruCache<V> {
     pub fn new(capacity: usize, stats: Arc<CacheStats>) -> Self {
-        MemoryCache {
+        LruCache {
             map: Default::default(),
             clock: AtomicU64::new(0),
             capacity,
@@ -75,24 +79,24 @@ impl MemoryCache {
     }
 
     /// A hit refreshes the entry's recency and counts as a memory hit.
-    pub fn get(&self, key: &CompileKey) -> Option<Arc<ExecutableCore>> {
+    pub fn get(&self, key: &CompileKey) -> Option<V> {
         let map = self.map.read();
-        let (core, last) = map.get(key)?;
+        let (value, last) = map.get(key)?;
         last.store(
             self.clock.fetch_add(1, Ordering::Relaxed),
             Ordering::Relaxed,
         );
         bump(&self.stats.memory_hits);
-        Some(core.clone())
+        Some(value.clone())
     }
 
-    pub(crate) fn insert(&self, key: CompileKey, core: Arc<ExecutableCore>) {
+    pub(crate) fn insert(&self, key: CompileKey, value: V) {
         if self.capacity == 0 {
             return;
         }
         let tick = self.clock.fetch_add(1, Ordering::Relaxed);
         let mut map = self.map.write();
-        map.insert(key, (core, AtomicU64::new(tick)));
+        map.insert(key, (value, AtomicU64::new(tick)));
         while map.len() > self.capacity {
             let oldest = map
                 .iter()
@@ -263,4 +267,68 @@ pub fn serialize(
         topology: env.topology.to_vec(),
         payload: exe.serialize()?,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: u8) -> CompileKey {
+        CompileKey::new("identity", &[n], b"options")
+    }
+
+    #[test]
+    fn keys_differ_by_identity_program_and_options_and_by_where_parts_split() {
+        let base = CompileKey::new("cpu", b"program", b"options");
+        assert_eq!(base, CompileKey::new("cpu", b"program", b"options"));
+        for other in [
+            CompileKey::new("gpu", b"program", b"options"),
+            CompileKey::new("cpu", b"program2", b"options"),
+            CompileKey::new("cpu", b"program", b"options2"),
+            // The same bytes split differently: lengths are hashed too.
+            CompileKey::new("cpup", b"rogram", b"options"),
+        ] {
+            assert_ne!(base, other);
+        }
+        assert_eq!(base.hex().len(), 64);
+    }
+
+    #[test]
+    fn the_least_recently_used_entry_goes_first_and_hits_refresh_recency() {
+        let stats = Arc::new(CacheStats::default());
+        let cache = LruCache::new(2, stats.clone());
+        cache.insert(key(1), "one");
+        cache.insert(key(2), "two");
+        assert_eq!(cache.get(&key(1)), Some("one")); // 1 is now newer than 2
+        cache.insert(key(3), "three");
+        assert_eq!(cache.get(&key(2)), None, "2 was the least recently used");
+        assert_eq!(cache.get(&key(1)), Some("one"));
+        assert_eq!(cache.get(&key(3)), Some("three"));
+        assert_eq!(stats.memory_evictions.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.memory_hits.load(Ordering::Relaxed), 3);
+        assert_eq!(cache.clear(), 2);
+        assert_eq!(cache.get(&key(1)), None);
+    }
+
+    #[test]
+    fn a_cache_of_capacity_zero_keeps_nothing() {
+        let cache = LruCache::new(0, Arc::new(CacheStats::default()));
+        cache.insert(key(1), 1);
+        assert_eq!(cache.get(&key(1)), None);
+    }
+
+    #[test]
+    fn a_cancel_token_wakes_a_waiter_and_stays_cancelled() {
+        let token = CancelToken::new();
+        let waiter = token.clone();
+        let woke = std::thread::spawn(move || {
+            crate::runtime::block_on(waiter.cancelled()).unwrap();
+            waiter.is_cancelled()
+        });
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        token.cancel();
+        assert!(woke.join().unwrap());
+        // Cancelled before anyone waits: resolves at once.
+        crate::runtime::block_on(token.cancelled()).unwrap();
+    }
 }

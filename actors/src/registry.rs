@@ -434,3 +434,61 @@ impl Drop for ArrayCore {
         self.owner.buffers().remove(self.id);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_removed_id_is_stale_even_when_its_index_is_reused() {
+        let registry: Registry<&str> = Registry::new("thing", 1);
+        let first = registry.insert(0, "first");
+        assert_eq!(registry.get(first).unwrap(), "first");
+        assert_eq!(registry.remove(first), Some("first"));
+        let second = registry.insert(0, "second");
+        assert_eq!(second.index(), first.index(), "the slab reuses the index");
+        assert_ne!(second.epoch(), first.epoch());
+        match registry.get(first) {
+            Err(Error::StaleId { what: "thing", id }) => assert_eq!(id, first.to_string()),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            registry.remove(first),
+            None,
+            "a stale remove removes nothing"
+        );
+        assert!(!registry.update(first, |v| *v = "overwritten"));
+        assert_eq!(registry.get(second).unwrap(), "second");
+    }
+
+    #[test]
+    fn ids_go_to_the_shard_their_hint_maps_to_and_listing_is_shard_then_index_order() {
+        let registry: Registry<u32> = Registry::new("thing", 3);
+        let ids: Vec<Id> = (0..7).map(|n| registry.insert(n as usize, n)).collect();
+        for (n, id) in ids.iter().enumerate() {
+            assert_eq!(id.shard() as usize, n % 3);
+        }
+        assert_eq!(registry.len(), 7);
+        assert_eq!(registry.collect(|v| Some(*v)), vec![0, 3, 6, 1, 4, 2, 5]);
+        registry.remove(ids[3]);
+        assert_eq!(
+            registry.collect(|v| (v % 2 == 0).then_some(*v)),
+            vec![0, 6, 4, 2]
+        );
+        let listed: Vec<Id> = registry.entries().into_iter().map(|(id, _)| id).collect();
+        assert!(!listed.contains(&ids[3]));
+        assert_eq!(listed.len(), 6);
+    }
+
+    #[test]
+    fn epochs_never_repeat_across_many_reuses_of_one_index() {
+        let registry: Registry<()> = Registry::new("thing", 1);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..1000 {
+            let id = registry.insert(0, ());
+            assert!(seen.insert(id), "{id} issued twice");
+            registry.remove(id);
+        }
+        assert!(registry.is_empty());
+    }
+}
