@@ -16,6 +16,8 @@ use support::*;
 
 const ARRAYS: usize = 10_000;
 const ROUNDS: usize = 9;
+/// Rounds of fresh arrays, each followed by the profile that sizes them.
+const NEW_ROUNDS: usize = 7;
 const CALLS: usize = 101;
 
 fn ms(f: impl FnOnce()) -> f64 {
@@ -39,6 +41,21 @@ fn main() {
                 .unwrap()
         })
         .collect();
+    // The first profile after ARRAYS new arrays were made sizes each of them with the plugin.
+    let new_array_profiles: Vec<f64> = (0..NEW_ROUNDS)
+        .map(|round| {
+            let fresh: Vec<Array> = (0..ARRAYS)
+                .map(|i| {
+                    let value = (i + round) as f32;
+                    devices[i % devices.len()].put(&[value; 4], &[4]).unwrap()
+                })
+                .collect();
+            let t = ms(|| drop(client.heap_profile().unwrap()));
+            drop(fresh);
+            t
+        })
+        .collect();
+    let heap_profile_new_arrays_ms = median(new_array_profiles);
     let mut profile_bytes = 0;
     let mut profile = || ms(|| profile_bytes = client.heap_profile().unwrap().len());
     let list = || ms(|| assert_eq!(client.live_arrays().unwrap().len(), ARRAYS));
@@ -113,15 +130,20 @@ fn main() {
         "{:<52} {:>10.3}",
         "floor, first call after a heap profile", live_arrays_floor_first_ms
     );
+    println!(
+        "{:<52} {:>10.3}",
+        "heap_profile, first call after 10,000 new arrays", heap_profile_new_arrays_ms
+    );
     println!("{:<52} {:>10.3}", "defragment", defragment_ms);
     println!(
         "{:<52} {:>10.3}",
         "every array to host and back, by hand", copy_out_in_ms
     );
     println!(
-        "{{\"arrays\":{ARRAYS},\"heap_profile_ms\":{},\"heap_profile_first_ms\":{},\"live_arrays_ms\":{},\"live_arrays_first_ms\":{},\"live_arrays_floor_ms\":{},\"live_arrays_floor_first_ms\":{},\"live_arrays_floor_ratio\":{},\"defragment_ms\":{},\"copy_out_in_ms\":{},\"defragment_ratio\":{}}}",
+        "{{\"arrays\":{ARRAYS},\"heap_profile_ms\":{},\"heap_profile_first_ms\":{},\"heap_profile_new_arrays_ms\":{},\"live_arrays_ms\":{},\"live_arrays_first_ms\":{},\"live_arrays_floor_ms\":{},\"live_arrays_floor_first_ms\":{},\"live_arrays_floor_ratio\":{},\"defragment_ms\":{},\"copy_out_in_ms\":{},\"defragment_ratio\":{}}}",
         round3(heap_profile_ms),
         round3(heap_profile_first_ms),
+        round3(heap_profile_new_arrays_ms),
         round3(live_arrays_ms),
         round3(live_arrays_first_ms),
         round3(live_arrays_floor_ms),

@@ -8,13 +8,14 @@ use std::future::Future;
 
 use pjrt_actors_core::actors::device::ReadRequest;
 use pjrt_actors_core::actors::memory_space::UploadRequest;
+use pjrt_actors_core::buffers::{ArrayCore, BufferSlot};
 use pjrt_actors_core::dtype::{ElementType, byte_size};
 use pjrt_actors_core::pjrt::{HostData, NativeType, as_bytes, zeroed_vec};
-use pjrt_actors_core::registry::{ArrayCore, BufferSlot, Id};
+use pjrt_actors_core::registry::Id;
 use pjrt_actors_core::site::Site;
 use pjrt_actors_core::{Error, Result};
 
-use crate::handles::{Array, Client, Device, MemorySpace, Shared, ask};
+use crate::handles::{Array, Client, Device, MemorySpace, Shared, ask, guard_of};
 
 /// Host memory handed to an upload, and how long the plugin may read it. The lifetimes make
 /// misuse a compile error: a borrow is read during the call only; anything the plugin reads
@@ -110,6 +111,7 @@ pub(crate) fn upload(
     check_len(dtype, dims, data.len())?;
     let placement = placement(shared, device, memory)?;
     let core = shared.state().upload(
+        shared.clone(),
         data.into_host_data(),
         dtype,
         dims,
@@ -117,7 +119,7 @@ pub(crate) fn upload(
         memory.is_some(),
         site,
     )?;
-    Ok(Array::new(core, shared.clone()))
+    Ok(Array::new(core))
 }
 
 impl Client {
@@ -179,6 +181,7 @@ impl Client {
         async move {
             let (device, memory) = checked?;
             let request = UploadRequest {
+                owner: client.shared.clone(),
                 site,
                 data,
                 dtype,
@@ -199,13 +202,13 @@ impl Client {
     }
 
     pub(crate) fn wrap_array(&self, core: Arc<ArrayCore>) -> Array {
-        Array::new(core, self.shared.clone())
+        Array::new(core)
     }
 }
 
 impl Array {
-    pub(crate) fn new(core: Arc<ArrayCore>, shared: Arc<Shared>) -> Self {
-        Array { core, shared }
+    pub(crate) fn new(core: Arc<ArrayCore>) -> Self {
+        Array { core }
     }
 
     fn slot(&self) -> &BufferSlot {
@@ -214,13 +217,13 @@ impl Array {
 
     /// The slot, once the client is known not to be shut down.
     fn open_slot(&self) -> Result<&BufferSlot> {
-        self.shared.state().check_open()?;
+        self.core.owner().check_open()?;
         Ok(&self.core.slot)
     }
 
-    /// The client state this array belongs to.
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    /// The guard of the client this array belongs to.
+    pub(crate) fn shared(&self) -> Arc<Shared> {
+        guard_of(&self.core)
     }
 
     /// The array's registry id.
@@ -231,7 +234,7 @@ impl Array {
     /// The client the array belongs to.
     pub fn client(&self) -> Client {
         Client {
-            shared: self.shared.clone(),
+            shared: self.shared(),
         }
     }
 
@@ -257,17 +260,17 @@ impl Array {
 
     /// The device the array lives on.
     pub fn device(&self) -> Device {
-        Device::new(self.shared.clone(), self.slot().device)
+        Device::new(self.shared(), self.slot().device)
     }
 
     /// The memory space the array lives in.
     pub fn memory_space(&self) -> MemorySpace {
-        MemorySpace::new(self.shared.clone(), self.slot().memory)
+        MemorySpace::new(self.shared(), self.slot().memory)
     }
 
     /// The buffer's size on its device, as the plugin reports it.
     pub fn on_device_size(&self) -> Result<usize> {
-        self.shared.state().on_device_size(&self.core)
+        self.core.on_device_size()
     }
 
     /// Whether the array was deleted (explicitly, on any of its handles).
@@ -341,7 +344,7 @@ impl Array {
 
     /// Reads the array's dense bytes (any dtype, e.g. f16, bf16, complex).
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
-        self.shared.state().read(&self.core)
+        self.core.read()
     }
 
     /// The async form of [`to_bytes`](Self::to_bytes): the read is served by the array's
@@ -351,17 +354,18 @@ impl Array {
             array: self.core.clone(),
             span: tracing::Span::current(),
         };
-        let actor = self.shared.device_actor(self.slot().device).cloned();
+        let actor = self.shared().device_actor(self.slot().device).cloned();
         async move { ask(&actor?, request).await }
     }
 
     /// Copies the array to another device (its default memory space).
     #[track_caller]
     pub fn copy_to_device(&self, device: &Device) -> Result<Array> {
-        let placement = placement(&self.shared, device, None)?;
-        let state = self.shared.state();
+        let shared = self.shared();
+        let placement = placement(&shared, device, None)?;
+        let state = shared.state();
         let core = state.copy(&self.core, placement, false, state.site())?;
-        Ok(Array::new(core, self.shared.clone()))
+        Ok(Array::new(core))
     }
 
     /// Copies the array to another memory space (of its own or another device).
@@ -369,10 +373,11 @@ impl Array {
     pub fn copy_to_memory(&self, memory: &MemorySpace) -> Result<Array> {
         let device = (memory.devices().into_iter().next())
             .ok_or_else(|| Error::InvalidArgument(format!("{memory} has no device")))?;
-        let placement = placement(&self.shared, &device, Some(memory))?;
-        let state = self.shared.state();
+        let shared = self.shared();
+        let placement = placement(&shared, &device, Some(memory))?;
+        let state = shared.state();
         let core = state.copy(&self.core, placement, true, state.site())?;
-        Ok(Array::new(core, self.shared.clone()))
+        Ok(Array::new(core))
     }
 }
 

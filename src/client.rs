@@ -13,7 +13,7 @@ use pjrt_actors_core::{
     ClientConfig, ClientSnapshot, ClientState, Error, Result, TopologyDescription,
 };
 
-use crate::handles::{Client, Device, wait, yield_once};
+use crate::handles::{Client, Device, remember_client, wait, yield_once};
 
 /// Options for opening a [`Client`].
 #[derive(Debug, Clone, Default)]
@@ -82,10 +82,9 @@ impl ClientBuilder {
 
     /// Loads the plugin, creates the client and starts its actors.
     pub fn open(self) -> Result<Client> {
-        let guard = pjrt_actors_core::open_client(self.config)?;
-        Ok(Client {
-            shared: Arc::new(guard),
-        })
+        let shared = Arc::new(pjrt_actors_core::open_client(self.config)?);
+        remember_client(&shared);
+        Ok(Client { shared })
     }
 
     /// The async form of [`open`](Self::open): the plugin work runs on a helper thread.

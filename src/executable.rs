@@ -11,12 +11,13 @@ use smallvec::SmallVec;
 use tokio::sync::oneshot;
 
 use pjrt_actors_core::actors::device::ExecuteRequest;
+use pjrt_actors_core::buffers::ArrayCore;
 use pjrt_actors_core::callbacks::{CallbackSet, HostCallback};
 use pjrt_actors_core::envelope::{self, Envelope};
 use pjrt_actors_core::executable::ExecutableCore;
 use pjrt_actors_core::execute::{Outputs as CoreOutputs, caller_context};
 use pjrt_actors_core::pjrt::{ArrayType, CompiledMemoryStats, NamedValue};
-use pjrt_actors_core::registry::{ArrayCore, Id};
+use pjrt_actors_core::registry::Id;
 use pjrt_actors_core::{Error, Result};
 
 use crate::handles::{Array, Client, Device, LoadedExecutable, Shared};
@@ -31,6 +32,7 @@ impl LoadedExecutable {
         callbacks: Option<Arc<CallbackSet>>,
     ) -> Self {
         LoadedExecutable {
+            owner: shared.clone(),
             shared,
             core,
             callbacks,
@@ -149,7 +151,7 @@ impl LoadedExecutable {
     fn cores<'a>(&self, args: &[&'a Array]) -> Result<SmallVec<[&'a ArrayCore; 8]>> {
         let mut cores = SmallVec::new();
         for (index, a) in args.iter().enumerate() {
-            if !Arc::ptr_eq(a.shared(), &self.shared) {
+            if !a.core.owned_by(&self.owner) {
                 return Err(Error::BadArgument {
                     executable: self.name().to_string(),
                     index,
@@ -163,7 +165,7 @@ impl LoadedExecutable {
     }
 
     fn wrap(&self, core: Arc<ArrayCore>) -> Array {
-        Array::new(core, self.shared.clone())
+        Array::new(core)
     }
 
     /// Splits flat, device-major outputs into one list per device.
@@ -215,6 +217,7 @@ impl LoadedExecutable {
         }
         let state = self.shared.state();
         state.execute(
+            &self.owner,
             &self.core,
             &core_lists,
             portable_device,
@@ -241,6 +244,7 @@ impl LoadedExecutable {
                 args.push(list.iter().map(|a| a.core.clone()).collect());
             }
             Ok(ExecuteRequest {
+                owner: self.owner.clone(),
                 executable: self.core.clone(),
                 args,
                 portable_device,

@@ -3,13 +3,13 @@
 //! plumbing every handle shares: the guard they hold and the one way a call reaches an actor.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use actix::dev::ToEnvelope;
 use actix::{Actor, Addr, Handler, Message};
+use pjrt_actors_core::buffers::{ArrayCore, ArrayOwner};
 use pjrt_actors_core::callbacks::CallbackSet;
 use pjrt_actors_core::executable::ExecutableCore;
-use pjrt_actors_core::registry::ArrayCore;
 use pjrt_actors_core::runtime::block_on;
 use pjrt_actors_core::supervision::mailbox_error;
 use pjrt_actors_core::{ClientGuard, Result};
@@ -70,18 +70,40 @@ pub struct MemorySpace {
     pub(crate) index: usize,
 }
 
-/// An array on a device. `Clone + Send + Sync`; keeps its client alive.
+/// An array on a device. `Clone + Send + Sync`; keeps its client alive (its core holds the
+/// client's guard as its owner, once per buffer, so cloning an array touches no shared count).
 #[derive(Clone)]
 pub struct Array {
     pub(crate) core: Arc<ArrayCore>,
-    /// The client's guard: a user handle keeps the client running (the core alone does not).
-    pub(crate) shared: Arc<Shared>,
+}
+
+/// Every open client's guard, held weakly: how an array finds its client again as a typed
+/// handle. Its core holds that same guard as its owner (an `Arc<dyn ArrayOwner>`, which keeps
+/// it alive); the list matches it by address, so no downcast is needed. Written once per open.
+static OPEN_CLIENTS: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
+
+/// Adds a newly opened client to [`OPEN_CLIENTS`], forgetting the ones that are gone.
+pub(crate) fn remember_client(guard: &Arc<Shared>) {
+    let mut open = OPEN_CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
+    open.retain(|w| w.strong_count() > 0);
+    open.push(Arc::downgrade(guard));
+}
+
+/// The guard of the client that owns `core`.
+pub(crate) fn guard_of(core: &ArrayCore) -> Arc<Shared> {
+    let open = OPEN_CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
+    open.iter()
+        .find(|w| std::ptr::addr_eq(w.as_ptr(), Arc::as_ptr(core.owner())))
+        .and_then(Weak::upgrade)
+        .expect("an array's owner is its client's guard, remembered at open and kept alive by the array")
 }
 
 /// A loaded executable. `Clone + Send + Sync`; dropping the last clone unloads it.
 #[derive(Clone)]
 pub struct LoadedExecutable {
     pub(crate) shared: Arc<Shared>,
+    /// `shared` as the owner of the arrays this executable makes (coerced once, not per call).
+    pub(crate) owner: Arc<dyn ArrayOwner>,
     pub(crate) core: Arc<ExecutableCore>,
     /// The host callbacks this handle runs the program with.
     pub(crate) callbacks: Option<Arc<CallbackSet>>,

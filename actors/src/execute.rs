@@ -6,19 +6,19 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
+use crate::buffers::{ArrayCore, ArrayOwner, BufferSlot, SlotState};
 use crate::callbacks::{CallbackSet, ExecutionCallbacks};
 use crate::error::{Error, Result};
 use crate::executable::ExecutableCore;
 use crate::pjrt::{CallbackDispatch, HostTransfers, PjrtBuffer, PjrtDevice, PjrtMemory};
-use crate::registry::{ArrayCore, ArrayOwner, BufferSlot, SlotState};
 use crate::send_recv::TransferExecution;
 
 /// What an execute needs of the client besides the executable and arguments.
-pub struct ExecuteContext<'a, O: ArrayOwner> {
+pub struct ExecuteContext<'a> {
     pub devices: &'a [PjrtDevice],
     pub memories: &'a [PjrtMemory],
     /// Who owns the outputs (the client's shared state).
-    pub owner: &'a Arc<O>,
+    pub owner: &'a Arc<dyn ArrayOwner>,
     /// Where the execute was called from: the outputs' allocation site.
     pub site: crate::site::Site,
 }
@@ -78,8 +78,8 @@ fn check_arguments(exe: &ExecutableCore, args: &[&ArrayCore], device: usize) -> 
 /// Runs `exe` on `arg_lists` (one list per device of the executable, or one list and
 /// `portable_device` for a portable executable). Returns the outputs flat, device-major
 /// (`num_outputs` per device).
-pub fn execute<O: ArrayOwner>(
-    ctx: &ExecuteContext<'_, O>,
+pub fn execute(
+    ctx: &ExecuteContext<'_>,
     exe: &ExecutableCore,
     arg_lists: &[&[&ArrayCore]],
     portable_device: Option<usize>,

@@ -1,6 +1,8 @@
 //! `ClientGuard`: what every user handle of one client holds, and the only thing that stops it
-//! (mini-redis's `DbDropGuard`). Actors and in-flight messages hold the shared state alone, so
-//! the last user handle going is what shuts the client down, wherever the state still lives.
+//! (mini-redis's `DbDropGuard`). It is also every array's owner, held once per buffer by the
+//! array's core (so cloning and listing arrays touch no shared count). Actors hold the shared
+//! state alone: the last user handle (or array, or request in flight) going is what shuts the
+//! client down, wherever the state still lives.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,6 +13,7 @@ use actix::{Addr, Handler, Message};
 use crate::actors::client::ClientActor;
 use crate::actors::device::DeviceActor;
 use crate::actors::memory_space::MemorySpaceActor;
+use crate::buffers::{ArrayOwner, BufferRegistry};
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 use crate::state::ClientState;
@@ -105,6 +108,16 @@ impl ClientGuard {
     /// The actor of memory space `index`.
     pub fn memory_actor(&self, index: usize) -> &Addr<MemorySpaceActor> {
         &self.memories[index]
+    }
+}
+
+impl ArrayOwner for ClientGuard {
+    fn buffers(&self) -> &BufferRegistry {
+        &self.state.buffers
+    }
+
+    fn check_open(&self) -> Result<()> {
+        self.state.check_open()
     }
 }
 

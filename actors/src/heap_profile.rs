@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use prost::Message;
 
+use crate::buffers::{ArrayCore, BufferEntry, BufferRegistry};
 use crate::executable::ExecutableCore;
-use crate::registry::{ArrayCore, BufferEntry, BufferRegistry, Id};
+use crate::registry::Id;
 use crate::site::{Frame, Site};
 
 /// The generated pprof messages.

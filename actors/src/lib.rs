@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod actors;
+pub mod buffers;
 pub mod callbacks;
 pub mod compile;
 pub mod compile_cache;

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::buffers::{ArrayCore, ArrayOwner, BufferRegistry, BufferSlot};
 use crate::callbacks::CallbackSet;
 use crate::compile::DeviceFacts;
 use crate::compile_cache::{CacheStats, CompileKey, MemoryCache};
@@ -18,7 +19,6 @@ use crate::pjrt::{
     DeviceDescription, HostData, MemoryDescription, NamedValue, PjrtClient, PjrtDevice,
     PjrtLoadedExecutable, PjrtMemory,
 };
-use crate::registry::{ArrayCore, ArrayOwner, BufferRegistry, BufferSlot};
 use crate::site::{Site, SiteCapture};
 
 /// The immutable facts of one device, read once at open.
@@ -288,10 +288,12 @@ impl ClientState {
     }
 
     /// Uploads host data (its length already checked against dtype and dims) to `device`, into
-    /// `memory` or the device's default memory space, and registers the new array. The
-    /// blocking handles call it inline, the memory-space actor for the async form.
+    /// `memory` or the device's default memory space, and registers the new array under
+    /// `owner`. The blocking handles call it inline, the memory-space actor for the async form.
+    #[allow(clippy::too_many_arguments)]
     pub fn upload(
-        self: &Arc<Self>,
+        &self,
+        owner: Arc<dyn ArrayOwner>,
         data: HostData<'_>,
         dtype: crate::dtype::ElementType,
         dims: &[i64],
@@ -308,13 +310,13 @@ impl ClientState {
             explicit_memory.then(|| &self.memories[memory]),
         )?;
         let slot = BufferSlot::new(buffer, dtype, dims.into(), device, memory);
-        Ok(ArrayCore::register(self.clone(), slot, site))
+        Ok(ArrayCore::register(owner, slot, site))
     }
 
     /// Copies `array` to `device` (its default memory space `memory`) or, with
     /// `to_memory`, into memory space `memory` itself.
     pub fn copy(
-        self: &Arc<Self>,
+        &self,
         array: &ArrayCore,
         (device, memory): (usize, usize),
         to_memory: bool,
@@ -335,13 +337,14 @@ impl ClientState {
             device,
             memory,
         );
-        Ok(ArrayCore::register(self.clone(), slot, site))
+        Ok(ArrayCore::register(array.owner().clone(), slot, site))
     }
 
     /// Runs `exe` (see [`crate::execute::execute`]); the one execute, called inline by the
     /// blocking handles and by the device actor for the async form.
     pub fn execute(
-        self: &Arc<Self>,
+        &self,
+        owner: &Arc<dyn ArrayOwner>,
         exe: &ExecutableCore,
         arg_lists: &[&[&ArrayCore]],
         portable_device: Option<usize>,
@@ -352,21 +355,10 @@ impl ClientState {
         let ctx = ExecuteContext {
             devices: &self.devices,
             memories: &self.memories,
-            owner: self,
+            owner,
             site,
         };
         crate::execute::execute(&ctx, exe, arg_lists, portable_device, callbacks)
-    }
-
-    /// Reads an array's dense bytes: from its device, or from the host copy a failed
-    /// defragment left. The blocking handles call it inline, the device actor for the async
-    /// form.
-    pub fn read(&self, array: &ArrayCore) -> Result<Vec<u8>> {
-        self.check_open()?;
-        let slot = &array.slot;
-        let mut out = vec![0u8; crate::dtype::byte_size(slot.dtype, &slot.dims)?];
-        slot.read_bytes(&mut out)?;
-        Ok(out)
     }
 
     /// Every live array (py_client's `live_arrays`), in registry order.
@@ -383,12 +375,6 @@ impl ClientState {
     /// Every live loaded executable, in registry order.
     pub fn live_executables(&self) -> Vec<Arc<ExecutableCore>> {
         self.executables.collect(|weak| weak.upgrade())
-    }
-
-    /// The plugin's size of an array's buffer on its device: asked once, then kept in the
-    /// array's registry entry (where heap profiles read it).
-    pub fn on_device_size(&self, array: &ArrayCore) -> Result<usize> {
-        self.buffers.on_device_size(array)
     }
 
     /// The memory kinds device `device` supports and its default, from the plugin's memory
@@ -456,15 +442,5 @@ impl ClientState {
     /// Threads in the compiler pool.
     pub fn compile_threads(&self) -> usize {
         self.compile_threads
-    }
-}
-
-impl ArrayOwner for ClientState {
-    fn buffers(&self) -> &BufferRegistry {
-        &self.buffers
-    }
-
-    fn check_open(&self) -> Result<()> {
-        ClientState::check_open(self)
     }
 }

@@ -8,12 +8,12 @@ use actix::{Actor, Context, Handler, Message};
 use tokio::sync::oneshot;
 use tracing::Span;
 
+use crate::buffers::{ArrayCore, ArrayOwner};
 use crate::callbacks::CallbackSet;
 use crate::error::Result;
 use crate::executable::ExecutableCore;
 use crate::execute::Outputs;
 use crate::pjrt::DeviceMemoryStats;
-use crate::registry::ArrayCore;
 use crate::site::Site;
 use crate::state::ClientState;
 use crate::supervision::{count_restart, serve};
@@ -64,6 +64,8 @@ impl Handler<GetMemoryStats> for DeviceActor {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct ExecuteRequest {
+    /// Who owns the outputs: the caller's client guard.
+    pub owner: Arc<dyn ArrayOwner>,
     pub executable: Arc<ExecutableCore>,
     pub args: Vec<Vec<Arc<ArrayCore>>>,
     pub portable_device: Option<usize>,
@@ -97,6 +99,7 @@ impl Handler<ExecuteRequest> for DeviceActor {
                 .collect();
             let lists: Vec<&[&ArrayCore]> = refs.iter().map(|l| l.as_slice()).collect();
             self.state.execute(
+                &msg.owner,
                 &msg.executable,
                 &lists,
                 msg.portable_device,
@@ -123,7 +126,7 @@ impl Handler<ReadRequest> for DeviceActor {
     fn handle(&mut self, msg: ReadRequest, ctx: &mut Context<Self>) -> Self::Result {
         let _entered = msg.span.enter();
         let _span = tracing::debug_span!("device.read", device = self.index).entered();
-        serve::<Self, _>(ctx, "read", || self.state.read(&msg.array))
+        serve::<Self, _>(ctx, "read", || msg.array.read())
     }
 }
 

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use actix::{Actor, Context, Handler, Message};
 use tracing::Span;
 
+use crate::buffers::{ArrayCore, ArrayOwner};
 use crate::dtype::ElementType;
 use crate::error::Result;
 use crate::pjrt::{HostData, MemoryDescription};
-use crate::registry::ArrayCore;
 use crate::site::Site;
 use crate::state::ClientState;
 use crate::supervision::guarded;
@@ -60,6 +60,8 @@ impl Handler<DescribeMemory> for MemorySpaceActor {
 #[derive(Message)]
 #[rtype(result = "Result<Arc<ArrayCore>>")]
 pub struct UploadRequest {
+    /// Who owns the new array: the caller's client guard.
+    pub owner: Arc<dyn ArrayOwner>,
     pub site: Site,
     pub data: Arc<[u8]>,
     pub dtype: ElementType,
@@ -83,6 +85,7 @@ impl Handler<UploadRequest> for MemorySpaceActor {
         .entered();
         guarded("upload", || {
             self.state.upload(
+                msg.owner,
                 HostData::UntilTransfer(msg.data),
                 msg.dtype,
                 &msg.dims,

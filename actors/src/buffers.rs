@@ -1,0 +1,285 @@
+//! The arrays' side of the registry: every live device buffer sits in a `BufferSlot` whose
+//! content can be swapped (defragment) or taken (delete) while every handle keeps pointing at
+//! the same slot; `ArrayCore` is the core of an array handle, and `BufferEntry` what the
+//! buffer registry keeps of it for listing and heap profiles.
+
+use std::sync::{Arc, Weak};
+
+use parking_lot::{RwLock, RwLockReadGuard};
+
+use crate::dtype::ElementType;
+use crate::error::{Error, Result};
+use crate::pjrt::PjrtBuffer;
+use crate::registry::{Id, Registry};
+
+/// What a slot holds.
+pub enum SlotState {
+    /// A device buffer.
+    Live(PjrtBuffer),
+    /// The array's bytes in host memory: a defragment freed the device buffer and could not
+    /// upload it again. Nothing is lost; the next defragment puts it back on the device.
+    OnHost(Vec<u8>),
+    /// Deleted; nothing is held.
+    Deleted,
+}
+
+/// One device buffer and its immutable description. The buffer behind it may be replaced
+/// (defragment) under the write lock; readers (execute, read back) hold the read lock.
+pub struct BufferSlot {
+    state: RwLock<SlotState>,
+    pub dtype: ElementType,
+    pub dims: Arc<[i64]>,
+    /// Index of the device in the client's device list.
+    pub device: usize,
+    /// Index of the memory space in the client's memory list.
+    pub memory: usize,
+}
+
+impl BufferSlot {
+    pub fn new(
+        buffer: PjrtBuffer,
+        dtype: ElementType,
+        dims: Arc<[i64]>,
+        device: usize,
+        memory: usize,
+    ) -> Self {
+        BufferSlot {
+            state: RwLock::new(SlotState::Live(buffer)),
+            dtype,
+            dims,
+            device,
+            memory,
+        }
+    }
+
+    fn deleted_error(&self) -> Error {
+        Error::Deleted {
+            what: format!("{}{:?} array", self.dtype, self.dims),
+        }
+    }
+
+    /// Read access to the live buffer; `Error::Deleted` once deleted. Recursive, so one thread
+    /// may hold several (the same array passed twice) even while a writer waits.
+    pub fn read(&self) -> Result<RwLockReadGuard<'_, SlotState>> {
+        let guard = self.state.read_recursive();
+        match &*guard {
+            SlotState::Live(_) => Ok(guard),
+            SlotState::OnHost(_) => Err(Error::OnHost {
+                what: format!("{}{:?} array", self.dtype, self.dims),
+            }),
+            SlotState::Deleted => Err(self.deleted_error()),
+        }
+    }
+
+    /// Runs `f` on the live buffer.
+    pub fn with_buffer<R>(&self, f: impl FnOnce(&PjrtBuffer) -> Result<R>) -> Result<R> {
+        let guard = self.read()?;
+        match &*guard {
+            SlotState::Live(b) => f(b),
+            SlotState::OnHost(_) | SlotState::Deleted => unreachable!("read() checks liveness"),
+        }
+    }
+
+    /// Reads the array's dense bytes: from the device, or from the host copy a failed
+    /// defragment left.
+    pub fn read_bytes(&self, dst: &mut [u8]) -> Result<()> {
+        let guard = self.state.read_recursive();
+        match &*guard {
+            SlotState::Live(b) => b.read_into(dst, self.dims.len()),
+            SlotState::OnHost(bytes) if bytes.len() == dst.len() => {
+                dst.copy_from_slice(bytes);
+                Ok(())
+            }
+            SlotState::OnHost(_) => Err(Error::InvalidArgument("wrong destination size".into())),
+            SlotState::Deleted => Err(self.deleted_error()),
+        }
+    }
+
+    /// Reads into a typed slice of exactly the array's size and element type.
+    pub fn read_typed<T: crate::pjrt::NativeType>(&self, dst: &mut [T]) -> Result<()> {
+        if T::TYPE != self.dtype {
+            return Err(Error::InvalidArgument(format!(
+                "cannot read a {} array into a slice of {}",
+                self.dtype,
+                T::TYPE
+            )));
+        }
+        let guard = self.state.read_recursive();
+        match &*guard {
+            SlotState::Live(b) => crate::pjrt::read_typed(b, self.dtype, self.dims.len(), dst),
+            SlotState::OnHost(bytes) => crate::pjrt::copy_typed(bytes, dst),
+            SlotState::Deleted => Err(self.deleted_error()),
+        }
+    }
+
+    /// Defragment's move of one buffer: under the write lock, frees the device buffer (or the
+    /// host copy) and uploads `bytes` in its place with `upload`. If the upload fails the bytes
+    /// stay in the slot (`OnHost`). Returns `Ok(false)` for a deleted array (nothing to move).
+    pub fn relocate(
+        &self,
+        bytes: Vec<u8>,
+        upload: impl FnOnce(&[u8]) -> Result<PjrtBuffer>,
+    ) -> Result<bool> {
+        let mut state = self.state.write();
+        if matches!(*state, SlotState::Deleted) {
+            return Ok(false);
+        }
+        // Free first, so the new allocation can use the space the old one held.
+        *state = SlotState::OnHost(Vec::new());
+        match upload(&bytes) {
+            Ok(buffer) => {
+                *state = SlotState::Live(buffer);
+                Ok(true)
+            }
+            Err(e) => {
+                *state = SlotState::OnHost(bytes);
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether a failed defragment left the array's bytes in host memory.
+    pub fn is_on_host(&self) -> bool {
+        matches!(*self.state.read_recursive(), SlotState::OnHost(_))
+    }
+
+    /// Frees the device buffer now; later uses of the array fail with `Error::Deleted`.
+    pub fn delete(&self) {
+        let old = std::mem::replace(&mut *self.state.write(), SlotState::Deleted);
+        drop(old);
+    }
+
+    pub fn is_deleted(&self) -> bool {
+        matches!(*self.state.read_recursive(), SlotState::Deleted)
+    }
+}
+
+/// The registry of live arrays. It holds weak links: it lists every live buffer (and can
+/// reach it, e.g. to move it) without keeping any alive; the array handles own them.
+pub type BufferRegistry = Registry<BufferEntry>;
+
+/// What the buffer registry keeps of one array: a weak link to it, and what a heap profile
+/// counts, so that a profile reads this dense table and touches no array (no upgrade, no
+/// cache miss per array) once each array's size is known.
+#[derive(Clone)]
+pub struct BufferEntry {
+    pub array: Weak<ArrayCore>,
+    /// Where it was made.
+    pub site: crate::site::Site,
+    /// The plugin's on-device size once a heap profile asked for it; `usize::MAX` until then
+    /// (not an `Option`: the entry stays small, and listing reads every entry).
+    size: usize,
+    /// Index of the device in the client's device list.
+    pub device: u32,
+    /// Set by [`ArrayCore::delete`], the one writer, under the shard lock: the slot's state
+    /// says the same, but a heap profile reads this dense table and never the slots.
+    pub deleted: bool,
+}
+
+impl BufferEntry {
+    /// The on-device size, if a heap profile asked for it already.
+    pub fn size(&self) -> Option<usize> {
+        (self.size != usize::MAX).then_some(self.size)
+    }
+
+    pub fn set_size(&mut self, size: usize) {
+        self.size = size;
+    }
+}
+
+impl BufferRegistry {
+    /// Every live array (py_client's `live_arrays`). Upgraded under the shard locks: an
+    /// array whose last handle is being dropped is not listed, and none is dropped here.
+    pub fn live_arrays(&self) -> Vec<Arc<ArrayCore>> {
+        self.collect(|e| e.array.upgrade())
+    }
+
+    /// The plugin's size of `array`'s buffer, from its entry once known, else asked of the
+    /// plugin and written to the entry: the one place the size is kept.
+    pub fn on_device_size(&self, array: &ArrayCore) -> Result<usize> {
+        if let Ok(Some(size)) = self.get_with(array.id, |e| e.size()) {
+            return Ok(size);
+        }
+        let size = array.slot.with_buffer(|b| b.on_device_size())?;
+        self.update(array.id, |e| e.set_size(size));
+        Ok(size)
+    }
+}
+
+/// What owns a client's arrays: the state every handle of the client shares. An array keeps
+/// its owner alive (so its buffer never outlives the client) and unregisters from it on drop.
+/// One `Arc` serves both, so making or dropping an array touches one shared refcount, not two.
+pub trait ArrayOwner: Send + Sync + 'static {
+    fn buffers(&self) -> &BufferRegistry;
+    /// `Error::ShutDown` once the owning client was shut down.
+    fn check_open(&self) -> Result<()>;
+}
+
+/// The core of an array handle: its id and the slot that owns its buffer. Dropping the last
+/// reference unregisters it and frees the buffer.
+pub struct ArrayCore {
+    pub id: Id,
+    pub slot: BufferSlot,
+    owner: Arc<dyn ArrayOwner>,
+}
+
+impl ArrayCore {
+    /// Registers a new buffer with its owner and returns the handle core that owns it.
+    pub fn register(
+        owner: Arc<dyn ArrayOwner>,
+        slot: BufferSlot,
+        site: crate::site::Site,
+    ) -> Arc<ArrayCore> {
+        Arc::new_cyclic(|weak| {
+            let entry = BufferEntry {
+                array: weak.clone(),
+                site,
+                size: usize::MAX,
+                device: slot.device as u32,
+                deleted: false,
+            };
+            ArrayCore {
+                id: owner.buffers().insert(slot.device, entry),
+                slot,
+                owner,
+            }
+        })
+    }
+
+    /// Frees the device buffer now; later uses fail with `Error::Deleted`, and heap profiles
+    /// leave the array out.
+    pub fn delete(&self) {
+        self.slot.delete();
+        self.owner.buffers().update(self.id, |e| e.deleted = true);
+    }
+
+    pub fn owner(&self) -> &Arc<dyn ArrayOwner> {
+        &self.owner
+    }
+
+    /// Whether this array belongs to `owner` (by identity).
+    pub fn owned_by<T: ArrayOwner + ?Sized>(&self, owner: &Arc<T>) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(&self.owner), Arc::as_ptr(owner))
+    }
+
+    /// Reads the array's dense bytes: from its device, or from the host copy a failed
+    /// defragment left. The one read: blocking handles call it inline, the device actor for
+    /// the async form.
+    pub fn read(&self) -> Result<Vec<u8>> {
+        self.owner.check_open()?;
+        let mut out = vec![0u8; crate::dtype::byte_size(self.slot.dtype, &self.slot.dims)?];
+        self.slot.read_bytes(&mut out)?;
+        Ok(out)
+    }
+
+    /// The plugin's size of the buffer on its device, kept in the registry entry once known.
+    pub fn on_device_size(&self) -> Result<usize> {
+        self.owner.buffers().on_device_size(self)
+    }
+}
+
+impl Drop for ArrayCore {
+    fn drop(&mut self) {
+        self.owner.buffers().remove(self.id);
+    }
+}
