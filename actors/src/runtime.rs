@@ -100,7 +100,7 @@ struct Threads {
 
 impl Runtime {
     /// Starts a system on a new thread and runs `build` inside it to start the actors. `build`
-    /// may create arbiters (each a thread, from [`RuntimeTag::new_arbiter`]) and hands them
+    /// may create arbiters (each a thread, from `RuntimeTag::new_arbiter`) and hands them
     /// back so they can be joined.
     pub fn start<T, F>(name: &str, workers: WorkerCount, build: F) -> Result<(Runtime, T)>
     where

@@ -1,5 +1,5 @@
-//! Supervision: every actor handler runs under [`guarded`], so a panic fails only its own
-//! request (as `Error::Panicked`), and [`serve`] also stops a supervised actor so that its
+//! Supervision: every actor handler runs under `guarded`, so a panic fails only its own
+//! request (as `Error::Panicked`), and `serve` also stops a supervised actor so that its
 //! supervisor restarts it, mailbox kept, before the next request.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -39,7 +39,7 @@ pub(crate) fn count_restart(actor: &str) {
     RESTARTS.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Runs a handler body under [`guarded`]; if it panicked, the actor stops so its supervisor
+/// Runs a handler body under `guarded`; if it panicked, the actor stops so its supervisor
 /// restarts it (keeping its mailbox) before the next request, whatever state the panic left.
 pub(crate) fn serve<A, T>(
     ctx: &mut A::Context,

@@ -1,5 +1,5 @@
-//! XLA FFI host callbacks, the fence side: the XLA FFI C API layouts we touch, the PJRT FFI
-//! extension, one `extern "C"` handler registered per plugin for platform "Host", and the
+//! XLA FFI host callbacks, the fence side (the layouts are in `ffi_abi.rs`): registering with the
+//! PJRT FFI extension, one `extern "C"` handler registered per plugin for platform "Host", and the
 //! execute context that carries each execution's callbacks to it. The handler finds the
 //! `CallbackDispatch` of the running execution and hands it typed host views of the buffers.
 

@@ -1,7 +1,7 @@
 //! The PJRT fence: the only crate in the project that holds `unsafe` code or a raw pointer.
 //! Everything it exports is a safe owner of a PJRT object, or plain data read from one; every
-//! C call goes through [`call`]'s `unsafe fn`s. The error and element types live here too,
-//! since the fence is the lowest crate and produces both.
+//! C call goes through the `unsafe fn`s of its `call` module. The error and element types live
+//! here too, since the fence is the lowest crate and produces both.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 

@@ -526,3 +526,32 @@ fn send_recv_callbacks_on_cpu_say_to_use_ffi_callbacks() {
         vec![3.0, 6.0, 9.0, 12.0]
     );
 }
+
+#[test]
+fn a_blocking_call_inside_an_async_execution_is_refused_not_deadlocked() {
+    let client = Client::open().unwrap();
+    // The callback runs on the device actor's thread (an async execute); a blocking call that
+    // waits on an actor would wait on that very thread's mailbox.
+    let seen = Arc::new(Mutex::new(None));
+    let (inner, outcome) = (client.clone(), seen.clone());
+    let cb = pure_map("blocks", 4, move |x| {
+        let mut outcome = outcome.lock();
+        if outcome.is_none() {
+            *outcome = Some(inner.heap_profile().map(|_| ()));
+        }
+        x
+    });
+    let exe = load_around(&client, cb);
+    let a = client.devices()[0].put(&[1f32, 2., 3., 4.], &[4]).unwrap();
+    let out = common::within(std::time::Duration::from_secs(30), move || {
+        let out = pjrt_actors_core::runtime::block_on(exe.execute_async(&[&a]));
+        out.unwrap().unwrap()[0].to_vec::<f32>().unwrap()
+    });
+    assert_eq!(out, vec![2., 4., 6., 8.]);
+    match seen.lock().take() {
+        Some(Err(Error::BlockingOnRuntimeThread)) => {}
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // The same call from the caller's thread works.
+    assert!(client.heap_profile().is_ok());
+}

@@ -449,3 +449,26 @@ fn live_lists_return_to_zero() {
     assert_eq!(client.clear_compile_cache().unwrap(), 1);
     assert!(client.live_executables().is_empty());
 }
+
+#[test]
+fn a_program_that_donates_its_input_never_consumes_our_buffer() {
+    let client = Client::open().unwrap();
+    // The parameter is declared donatable to the output; the runtime must still keep it.
+    let program = r#"
+module @donates {
+  func.func public @main(%x: tensor<4xf32> {tf.aliasing_output = 0 : i32}) -> tensor<4xf32> {
+    %0 = stablehlo.add %x, %x : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}"#;
+    let exe = client
+        .compile_and_load(program, &CompileOptions::default())
+        .unwrap();
+    let x = client.devices()[0].put(&[1f32, 2., 3., 4.], &[4]).unwrap();
+    for _ in 0..3 {
+        let out = exe.execute(&[&x]).unwrap();
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2., 4., 6., 8.]);
+        assert!(!x.is_deleted());
+        assert_eq!(x.to_vec::<f32>().unwrap(), vec![1., 2., 3., 4.]);
+    }
+}

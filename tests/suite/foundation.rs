@@ -244,3 +244,25 @@ fn async_forms_from_a_tokio_service() {
         assert_eq!(space.describe_async().await.unwrap().1, vec![2]);
     });
 }
+
+#[test]
+fn an_array_alone_keeps_its_client_open_and_finds_it_again() {
+    let array = {
+        let client = Client::open().unwrap();
+        client.devices()[2].put(&[1f32, 2., 3., 4.], &[4]).unwrap()
+    };
+    // Every other handle is gone: the array still reaches its client, device and actors.
+    let client = array.client();
+    assert_eq!(client.device_count(), 4);
+    assert_eq!(array.device().id(), 2);
+    assert_eq!(array.memory_space().kind(), "device");
+    assert!(client.live_arrays().unwrap().contains(&array));
+    let bytes = pjrt_actors_core::runtime::block_on(array.to_bytes_async())
+        .unwrap()
+        .unwrap();
+    assert_eq!(bytes.len(), 16);
+    // Two clients: each array finds its own.
+    let other = Client::open().unwrap();
+    let theirs = other.devices()[0].put(&[0f32; 4], &[4]).unwrap();
+    assert!(theirs.client() == other && array.client() == client && client != other);
+}

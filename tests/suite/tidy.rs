@@ -233,3 +233,49 @@ fn no_file_grows_past_the_limit_without_a_reason() {
         over.join("\n")
     );
 }
+
+/// Every `module::test` ARCHITECTURE.md names as what enforces an invariant.
+fn named_tests(doc: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for token in doc.split('`').skip(1).step_by(2) {
+        let parts: Vec<&str> = token.split("::").collect();
+        let is_path = parts.len() >= 2
+            && parts.iter().all(|p| {
+                !p.is_empty()
+                    && p.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            });
+        // Test names are sentences: at least three words.
+        if is_path && parts.last().unwrap().matches('_').count() >= 2 {
+            out.push(token.to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn every_test_the_architecture_names_exists() {
+    let doc = std::fs::read_to_string(workspace().join("ARCHITECTURE.md")).unwrap();
+    let mut sources = String::new();
+    let mut files = Vec::new();
+    for dir in ["tests", "actors", "fence/src", "src", "cli"] {
+        rust_files(&workspace().join(dir), &mut files);
+    }
+    for f in files {
+        sources.push_str(&std::fs::read_to_string(f).unwrap());
+    }
+    let named = named_tests(&doc);
+    assert!(
+        named.len() >= 15,
+        "only {} tests named: {named:?}",
+        named.len()
+    );
+    let missing: Vec<&String> = named
+        .iter()
+        .filter(|t| !sources.contains(&format!("fn {}(", t.rsplit("::").next().unwrap())))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names tests that do not exist: {missing:?}"
+    );
+}

@@ -1,5 +1,5 @@
 //! The compile service: one actor that owns the compile queue and single flight (a
-//! [`SingleFlight`]) and is the only writer of the memory cache. A request is answered from the
+//! `SingleFlight`) and is the only writer of the memory cache. A request is answered from the
 //! memory cache, joins a compile already in flight for the same key, or is queued; the queue
 //! is handed to the compiler pool only as workers free up, so a cancelled request leaves the
 //! queue without ever compiling.
