@@ -16,6 +16,9 @@ use crate::pjrt::{PjrtClient, PjrtDevice, PjrtLoadedExecutable};
 use crate::runtime::WorkerToken;
 use crate::supervision::guarded;
 
+/// What a worker answers: the loaded executable and what was read of it.
+pub type Loaded = Result<(PjrtLoadedExecutable, ExecutableMeta)>;
+
 /// A compiler actor: one of a pool, each on its own thread, all sharing the PJRT client.
 pub struct CompilerActor {
     client: PjrtClient,
@@ -38,6 +41,8 @@ impl Actor for CompilerActor {
 }
 
 /// A compile for a worker: from the disk cache when allowed and present, else the plugin.
+#[derive(Message)]
+#[rtype(result = "Loaded")]
 pub struct CompileJob {
     pub key: CompileKey,
     pub code: Arc<Vec<u8>>,
@@ -46,12 +51,8 @@ pub struct CompileJob {
     pub span: Span,
 }
 
-impl Message for CompileJob {
-    type Result = Result<(PjrtLoadedExecutable, ExecutableMeta)>;
-}
-
 impl Handler<CompileJob> for CompilerActor {
-    type Result = Result<(PjrtLoadedExecutable, ExecutableMeta)>;
+    type Result = Loaded;
 
     fn handle(&mut self, job: CompileJob, _: &mut SyncContext<Self>) -> Self::Result {
         let _entered = job.span.enter();
@@ -66,7 +67,7 @@ impl CompilerActor {
     pub(crate) fn run_job(
         &self,
         job: &CompileJob,
-    ) -> Result<(PjrtLoadedExecutable, ExecutableMeta)> {
+    ) -> Loaded {
         let options = job.options.encode_to_vec();
         let portable = job.options.compile_portable_executable;
         let disk = job.env.disk.as_ref();
@@ -104,6 +105,8 @@ impl CompilerActor {
 }
 
 /// Loads envelope-checked bytes on a worker (the async form of deserialize).
+#[derive(Message)]
+#[rtype(result = "Loaded")]
 pub struct DeserializeJob {
     pub payload: Vec<u8>,
     pub options: Vec<u8>,
@@ -111,12 +114,8 @@ pub struct DeserializeJob {
     pub span: Span,
 }
 
-impl Message for DeserializeJob {
-    type Result = Result<(PjrtLoadedExecutable, ExecutableMeta)>;
-}
-
 impl Handler<DeserializeJob> for CompilerActor {
-    type Result = Result<(PjrtLoadedExecutable, ExecutableMeta)>;
+    type Result = Loaded;
 
     fn handle(&mut self, job: DeserializeJob, _: &mut SyncContext<Self>) -> Self::Result {
         let _entered = job.span.enter();
