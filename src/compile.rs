@@ -8,7 +8,7 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
 
-use pjrt_actors_core::actors::client::Load;
+use pjrt_actors_core::actors::client::{LiveExecutables, Load};
 use pjrt_actors_core::actors::compile_service::{ClearMemoryCache, CompileSpec, Submit};
 use pjrt_actors_core::callbacks::HostCallback;
 use pjrt_actors_core::compile::{CompileOptions, check_program};
@@ -126,7 +126,7 @@ impl CompileRequest {
     /// Compiles (or finds) and loads the program: the one implementation of every compile.
     pub async fn load_async(self) -> Result<LoadedExecutable> {
         let core = self.submit().await?;
-        LoadedExecutable::bind(self.shared, core, &self.callbacks)
+        LoadedExecutable::bind(self.shared, core, self.callbacks).await
     }
 
     /// Compiles without keeping the executable loaded: the result can be inspected,
@@ -250,7 +250,7 @@ impl Client {
         let (shared, callbacks) = (self.shared.clone(), callbacks.to_vec());
         async move {
             let core = shared.route(load?).await?;
-            LoadedExecutable::bind(shared, core, &callbacks)
+            LoadedExecutable::bind(shared, core, callbacks).await
         }
     }
 
@@ -283,11 +283,22 @@ impl Client {
     }
 
     /// Every loaded executable still alive (py_client's `live_executables`), including those
-    /// the memory compile cache keeps.
-    pub fn live_executables(&self) -> Vec<LoadedExecutable> {
-        (self.state().live_executables().into_iter())
-            .map(|core| LoadedExecutable::new(self.shared.clone(), core, None))
-            .collect()
+    /// the memory compile cache keeps, each with the host callbacks it was last bound to.
+    pub fn live_executables(&self) -> Result<Vec<LoadedExecutable>> {
+        wait(self.live_executables_async())
+    }
+
+    /// The async form of [`live_executables`](Self::live_executables): the client actor, which
+    /// keeps the callback registrations, answers.
+    pub fn live_executables_async(
+        &self,
+    ) -> impl Future<Output = Result<Vec<LoadedExecutable>>> + use<> {
+        let (shared, listing) = (self.shared.clone(), self.shared.route(LiveExecutables));
+        async move {
+            Ok((listing.await?.into_iter())
+                .map(|(core, set)| LoadedExecutable::new(shared.clone(), core, set))
+                .collect())
+        }
     }
 }
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 use tokio::sync::oneshot;
 
+use pjrt_actors_core::actors::client::BindCallbacks;
 use pjrt_actors_core::actors::device::ExecuteRequest;
 use pjrt_actors_core::buffers::ArrayCore;
 use pjrt_actors_core::callbacks::{CallbackSet, HostCallback};
@@ -41,19 +42,23 @@ impl LoadedExecutable {
 
     /// A handle that runs `core` with `callbacks`, refusing a program that calls a callback it
     /// was not given (py_client's `host_callbacks` argument). Every compile and load binds
-    /// its callbacks here.
-    pub(crate) fn bind(
+    /// its callbacks here: a program that calls none, given none, needs no registration; any
+    /// other binding goes through the client actor, which checks it and keeps it for
+    /// `live_executables`.
+    pub(crate) async fn bind(
         shared: Arc<Shared>,
         core: Arc<ExecutableCore>,
-        callbacks: &[HostCallback],
+        callbacks: Vec<HostCallback>,
     ) -> Result<Self> {
-        let needed = &core.meta.callback_ids;
-        let set = if needed.is_empty() && callbacks.is_empty() {
-            None
-        } else {
-            Some(Arc::new(CallbackSet::for_program(needed, callbacks)?))
+        if core.meta.callback_ids.is_empty() && callbacks.is_empty() {
+            return Ok(LoadedExecutable::new(shared, core, None));
+        }
+        let bind = BindCallbacks {
+            executable: core.clone(),
+            callbacks,
         };
-        Ok(LoadedExecutable::new(shared, core, set))
+        let set = shared.route(bind).await?;
+        Ok(LoadedExecutable::new(shared, core, Some(set)))
     }
 
     /// The host callbacks the program calls, by id.

@@ -176,7 +176,10 @@ fn soak() {
     run_for(&client, seconds, &callback);
     client.clear_compile_cache().unwrap();
     assert_eq!(client.live_array_count(), 0, "arrays leaked");
-    assert!(client.live_executables().is_empty(), "executables leaked");
+    assert!(
+        client.live_executables().unwrap().is_empty(),
+        "executables leaked"
+    );
     let end = resident_bytes();
     eprintln!(
         "resident after warm-up {} KiB, at the end {} KiB",

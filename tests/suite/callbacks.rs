@@ -195,28 +195,37 @@ fn a_program_naming_a_callback_it_was_not_given_is_refused() {
         .load()
         .unwrap_err();
     assert!(matches!(err, Error::UnknownCallback { .. }), "{err}");
-    // An executable found through live_executables has no callbacks: running it is refused,
-    // not a crash (the plugin would segfault looking for the missing context).
+    // An executable found through live_executables runs with the callbacks it was bound to,
+    // for as long as a handle holds them.
     let exe = client
         .compile_request(&program)
         .options(&CompileOptions::default())
         .callbacks(&[double])
         .load()
         .unwrap();
-    let bare = client
-        .live_executables()
-        .into_iter()
-        .find(|e| *e == exe)
-        .unwrap();
+    let listed = |client: &Client| {
+        let found = client.live_executables().unwrap();
+        found.into_iter().find(|e| e.id() == exe.id()).unwrap()
+    };
     let a = client.devices()[0].put(&[1f32; 4], &[4]).unwrap();
+    assert_eq!(
+        listed(&client).execute(&[&a]).unwrap()[0]
+            .to_vec::<f32>()
+            .unwrap(),
+        vec![3.; 4]
+    );
+    // Once no handle holds them, a listed executable (the compile cache keeps it loaded) has
+    // none: running it is refused, not a crash (the plugin would segfault looking for the
+    // missing context).
+    let id = exe.id();
+    drop(exe);
+    let bare = (client.live_executables().unwrap().into_iter())
+        .find(|e| e.id() == id)
+        .unwrap();
     assert!(matches!(
         bare.execute(&[&a]),
         Err(Error::UnknownCallback { .. })
     ));
-    assert_eq!(
-        exe.execute(&[&a]).unwrap()[0].to_vec::<f32>().unwrap(),
-        vec![3.; 4]
-    );
 }
 
 #[test]

@@ -1,9 +1,11 @@
 //! The client actor: the control plane's router. Compiles, loads, async executes, heap
 //! profiles, defragments and compile-cache clears enter here and go on to the actor that owns
 //! the work (the compile service, the compiler pool, a device actor, the buffer-registry
-//! actor); it owns that route table, and answers topology requests itself.
+//! actor). It owns that route table and the host-callback registrations: which callbacks each
+//! live executable was last bound to, so a listed executable runs with them.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
 
 use actix::dev::{MessageResponse, ToEnvelope};
 use actix::{Actor, Addr, Context, Handler, Message, ResponseFuture};
@@ -13,8 +15,10 @@ use super::compile_service::{ClearMemoryCache, CompileService, Submit};
 use super::compiler::{CompilerActor, DeserializeJob};
 use super::device::{DeviceActor, ExecuteRequest};
 use super::registry::{BufferRegistryActor, Defragment, DefragmentReport, HeapProfile};
+use crate::callbacks::{CallbackSet, HostCallback};
 use crate::error::{Error, Result};
 use crate::executable::ExecutableCore;
+use crate::registry::Id;
 use crate::site::Site;
 use crate::state::{ClientState, TopologyDescription};
 use crate::supervision::{guarded, mailbox_error};
@@ -31,11 +35,17 @@ pub(crate) struct Routes {
 pub struct ClientActor {
     state: Arc<ClientState>,
     routes: Routes,
+    /// Per live executable, the callbacks it was last bound to. Weak: the handles own them.
+    callbacks: HashMap<Id, Weak<CallbackSet>>,
 }
 
 impl ClientActor {
     pub(crate) fn new(state: Arc<ClientState>, routes: Routes) -> Self {
-        ClientActor { state, routes }
+        ClientActor {
+            state,
+            routes,
+            callbacks: HashMap::new(),
+        }
     }
 }
 
@@ -167,5 +177,52 @@ impl Handler<super::registry::DefragmentFailingAfter> for ClientActor {
         _: &mut Context<Self>,
     ) -> Self::Result {
         forward(&self.routes.buffer_registry, msg)
+    }
+}
+
+/// Binds host callbacks to a loaded executable (py_client's `host_callbacks` argument): checks
+/// that every callback the program calls is given, and registers the set as the executable's,
+/// so that `live_executables` hands out handles that run with it.
+#[derive(Message)]
+#[rtype(result = "Result<Arc<CallbackSet>>")]
+pub struct BindCallbacks {
+    pub executable: Arc<ExecutableCore>,
+    pub callbacks: Vec<HostCallback>,
+}
+
+impl Handler<BindCallbacks> for ClientActor {
+    type Result = Result<Arc<CallbackSet>>;
+
+    fn handle(&mut self, msg: BindCallbacks, _: &mut Context<Self>) -> Self::Result {
+        guarded("bind callbacks", || {
+            let needed = &msg.executable.meta.callback_ids;
+            let set = Arc::new(CallbackSet::for_program(needed, &msg.callbacks)?);
+            self.callbacks.retain(|_, set| set.strong_count() > 0);
+            self.callbacks
+                .insert(msg.executable.id, Arc::downgrade(&set));
+            Ok(set)
+        })
+    }
+}
+
+/// Every live loaded executable, with the callbacks it was last bound to (if any handle still
+/// holds them).
+#[derive(Message)]
+#[rtype(result = "Result<Vec<(Arc<ExecutableCore>, Option<Arc<CallbackSet>>)>>")]
+pub struct LiveExecutables;
+
+impl Handler<LiveExecutables> for ClientActor {
+    type Result = Result<Vec<(Arc<ExecutableCore>, Option<Arc<CallbackSet>>)>>;
+
+    fn handle(&mut self, _: LiveExecutables, _: &mut Context<Self>) -> Self::Result {
+        guarded("live executables", || {
+            self.state.check_open()?;
+            Ok((self.state.live_executables().into_iter())
+                .map(|core| {
+                    let set = self.callbacks.get(&core.id).and_then(Weak::upgrade);
+                    (core, set)
+                })
+                .collect())
+        })
     }
 }

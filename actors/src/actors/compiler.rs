@@ -64,10 +64,7 @@ impl Handler<CompileJob> for CompilerActor {
 }
 
 impl CompilerActor {
-    pub(crate) fn run_job(
-        &self,
-        job: &CompileJob,
-    ) -> Loaded {
+    pub(crate) fn run_job(&self, job: &CompileJob) -> Loaded {
         let options = job.options.encode_to_vec();
         let portable = job.options.compile_portable_executable;
         let disk = job.env.disk.as_ref();
