@@ -395,3 +395,42 @@ fn layouts_dma_and_memory_statistics() {
         );
     }
 }
+
+#[test]
+fn arrays_made_by_async_calls_are_sited_at_the_callers_line() {
+    let client = Client::open().unwrap();
+    let device = client.devices()[1].clone();
+    let exe = client
+        .compile_and_load(
+            common::add_f32x4(),
+            &CompileOptions {
+                devices: Some(vec![device.id()]),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let data: Arc<[u8]> = [1f32; 4].iter().flat_map(|v| v.to_ne_bytes()).collect();
+    // Each future is made on the marked line and awaited later, elsewhere: the site must be
+    // where the call was made, not somewhere inside the library.
+    let upload =
+        client.buffer_from_host_async(data, pjrt_actors::ElementType::F32, &[4], &device, None);
+    let upload_line = line!() - 1;
+    let a = pjrt_actors_core::runtime::block_on(upload)
+        .unwrap()
+        .unwrap();
+    let run = exe.execute_async(&[&a, &a]);
+    let run_line = line!() - 1;
+    let out = pjrt_actors_core::runtime::block_on(run).unwrap().unwrap();
+    let profile = samples(&client.heap_profile().unwrap());
+    let buffers_at = |line: u32| {
+        profile
+            .iter()
+            .filter(|s| s.labels["kind"] == "buffer")
+            .filter(|s| s.file.ends_with("tests/suite/memory.rs") && s.line == line as i64)
+            .map(|s| s.count)
+            .sum::<i64>()
+    };
+    assert_eq!(buffers_at(upload_line), 1, "{profile:#?}");
+    assert_eq!(buffers_at(run_line), 1, "{profile:#?}");
+    drop((a, out));
+}
