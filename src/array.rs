@@ -162,13 +162,15 @@ impl Client {
         )
     }
 
-    /// The async form of [`buffer_from_host`](Self::buffer_from_host): the upload is served by
-    /// the memory space's actor. The data is owned, so it may be read until the transfer ends.
-    /// The allocation site is the caller of this function, taken before the future is built.
+    /// The async form of [`buffer_from_host`](Self::buffer_from_host), with the same
+    /// arguments: the upload is served by the memory space's actor. `HostBuffer::Copy` is
+    /// copied before this returns (the future does not borrow it); the other two hand their
+    /// owner to the runtime as in the blocking form. The allocation site is the caller of this
+    /// function, taken before the future is built.
     #[track_caller]
     pub fn buffer_from_host_async(
         &self,
-        data: Arc<[u8]>,
+        data: HostBuffer<'_>,
         dtype: ElementType,
         dims: &[i64],
         device: &Device,
@@ -177,6 +179,11 @@ impl Client {
         let site = self.site();
         let checked = check_len(dtype, dims, data.len())
             .and_then(|()| placement(&self.shared, device, memory));
+        let data: HostData<'static> = match data {
+            HostBuffer::Copy(bytes) => HostData::UntilTransfer(Arc::from(bytes)),
+            HostBuffer::UntilTransferCompletes(bytes) => HostData::UntilTransfer(bytes),
+            HostBuffer::ZeroCopy(bytes) => HostData::ZeroCopy(bytes),
+        };
         let (client, dims, explicit_memory) = (self.clone(), dims.to_vec(), memory.is_some());
         async move {
             let (device, memory) = checked?;

@@ -123,7 +123,8 @@ pub enum HostData<'a> {
 }
 
 impl HostData<'_> {
-    fn bytes(&self) -> &[u8] {
+    /// The bytes, whatever their owner.
+    pub fn bytes(&self) -> &[u8] {
         match self {
             HostData::Borrowed(b) => b,
             HostData::UntilTransfer(b) | HostData::ZeroCopy(b) => b,

@@ -412,7 +412,7 @@ fn async_forms() {
             .collect::<Vec<_>>()
             .into();
         let a = client
-            .buffer_from_host_async(data, ElementType::F32, &[4], &d, None)
+            .buffer_from_host_async(HostBuffer::ZeroCopy(data), ElementType::F32, &[4], &d, None)
             .await
             .unwrap();
         let out = exe.execute_async(&[&a, &a]).await.unwrap();
@@ -423,6 +423,18 @@ fn async_forms() {
             .collect();
         assert_eq!(sums, vec![2., 4., 6., 8.]);
         assert_eq!(client.live_arrays_async().await.unwrap().len(), 2);
+        // A borrowed buffer is copied before the call returns: the future outlives the borrow.
+        let upload = {
+            let scratch = vec![7u8; 16];
+            client.buffer_from_host_async(
+                HostBuffer::Copy(&scratch),
+                ElementType::U8,
+                &[16],
+                &d,
+                None,
+            )
+        };
+        assert_eq!(upload.await.unwrap().to_vec::<u8>().unwrap(), vec![7u8; 16]);
     });
 }
 

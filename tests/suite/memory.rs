@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use pjrt_actors::{Array, Client, CompileOptions, Error, SiteCapture};
+use pjrt_actors::{Array, Client, CompileOptions, ElementType, Error, HostBuffer, SiteCapture};
 use pjrt_actors_core::heap_profile::pprof::Profile;
 use prost::Message;
 
@@ -412,8 +412,8 @@ fn arrays_made_by_async_calls_are_sited_at_the_callers_line() {
     let data: Arc<[u8]> = [1f32; 4].iter().flat_map(|v| v.to_ne_bytes()).collect();
     // Each future is made on the marked line and awaited later, elsewhere: the site must be
     // where the call was made, not somewhere inside the library.
-    let upload =
-        client.buffer_from_host_async(data, pjrt_actors::ElementType::F32, &[4], &device, None);
+    let (h, ty) = (HostBuffer::UntilTransferCompletes(data), ElementType::F32);
+    let upload = client.buffer_from_host_async(h, ty, &[4], &device, None);
     let upload_line = line!() - 1;
     let a = pjrt_actors_core::runtime::block_on(upload)
         .unwrap()

@@ -56,14 +56,15 @@ impl Handler<DescribeMemory> for MemorySpaceActor {
 }
 
 /// Uploads host data (already checked against dtype and dims) into this memory space, on
-/// `device`. The data is owned, so the plugin may read it until the transfer completes.
+/// `device`. The data is owned (no borrowed form), so the plugin may read it for as long as its
+/// semantics allow.
 #[derive(Message)]
 #[rtype(result = "Result<Arc<ArrayCore>>")]
 pub struct UploadRequest {
     /// Who owns the new array: the caller's client guard.
     pub owner: Arc<dyn ArrayOwner>,
     pub site: Site,
-    pub data: Arc<[u8]>,
+    pub data: HostData<'static>,
     pub dtype: ElementType,
     pub dims: Vec<i64>,
     pub device: usize,
@@ -80,13 +81,13 @@ impl Handler<UploadRequest> for MemorySpaceActor {
         let _span = tracing::debug_span!(
             "memory_space.upload",
             memory = self.index,
-            bytes = msg.data.len()
+            bytes = msg.data.bytes().len()
         )
         .entered();
         guarded("upload", || {
             self.state.upload(
                 msg.owner,
-                HostData::UntilTransfer(msg.data),
+                msg.data,
                 msg.dtype,
                 &msg.dims,
                 (msg.device, self.index),
