@@ -1,6 +1,5 @@
 //! Compile options: `CompileOptions` turned into a `CompileOptionsProto` the plugin cannot
-//! abort on (checked against the client's devices), and the checks a program gets before the
-//! plugin parses it.
+//! abort on, checked against the client's devices.
 
 use pjrt_sys::protos::xla::{
     CompileOptionsProto, DeviceAssignmentProto, ExecutableBuildOptionsProto,
@@ -165,14 +164,6 @@ fn check_assignment(
     Ok(())
 }
 
-/// Checks a program before the plugin parses it: empty input is refused here.
-pub fn check_program(code: &[u8]) -> Result<()> {
-    if code.iter().all(|b| b.is_ascii_whitespace()) {
-        return Err(Error::InvalidArgument("the program is empty".into()));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,13 +263,5 @@ mod tests {
             .map(|c| c.replica_device_ids.clone())
             .collect();
         assert_eq!(per_partition, vec![vec![0, 2], vec![1, 3]]);
-    }
-
-    #[test]
-    fn an_empty_program_is_refused_before_the_plugin_sees_it() {
-        for program in [&b""[..], b"   \n\t "] {
-            assert!(check_program(program).is_err());
-        }
-        assert!(check_program(b"module {}").is_ok());
     }
 }

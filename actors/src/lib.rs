@@ -18,6 +18,7 @@ pub mod guard;
 pub mod heap_profile;
 pub mod hlo_text;
 pub mod open;
+pub mod program_check;
 pub mod registry;
 pub mod runtime;
 pub mod send_recv;

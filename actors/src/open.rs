@@ -19,6 +19,7 @@ use crate::envelope;
 use crate::error::{Error, Result};
 use crate::guard::ClientGuard;
 use crate::pjrt::{PjrtClient, Plugin};
+use crate::program_check::COMPILE_STACK_BYTES;
 use crate::runtime::{Runtime, WorkerCount};
 use crate::state::{ClientState, StateParts, read_snapshot};
 
@@ -115,7 +116,11 @@ pub fn open_client(config: ClientConfig) -> Result<ClientGuard> {
                 .map(|index| MemorySpaceActor::new(st.clone(), index).start())
                 .collect::<Vec<_>>();
             let (pjrt, pjrt_devices) = (st.pjrt.clone(), st.devices.clone());
-            let name = || std::thread::Builder::new().name("pjrt-actors-compile".into());
+            let name = || {
+                std::thread::Builder::new()
+                    .name("pjrt-actors-compile".into())
+                    .stack_size(COMPILE_STACK_BYTES)
+            };
             let compiler =
                 SyncArbiter::start_with_thread_builder(compile_threads, name, move || {
                     tag.mark_current_thread();

@@ -12,6 +12,7 @@ mod foundation;
 mod invalid_inputs;
 mod memory;
 mod plugin_loading;
+mod red_team;
 mod reliability;
 mod stress;
 mod tidy;

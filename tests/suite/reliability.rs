@@ -13,24 +13,24 @@ use pjrt_actors::{
     LoadedExecutable, NamedValue, PluginError,
 };
 
-struct Fixture {
-    client: Client,
-    other: Client,
-    add: LoadedExecutable,
-    portable: LoadedExecutable,
-    good: pjrt_actors::Array,
-    serialized: Vec<u8>,
+pub(crate) struct Fixture {
+    pub client: Client,
+    pub other: Client,
+    pub add: LoadedExecutable,
+    pub portable: LoadedExecutable,
+    pub good: pjrt_actors::Array,
+    pub serialized: Vec<u8>,
 }
 
 /// What a case must do: succeed (valid inputs), or fail with an error the matcher accepts.
-enum Expect {
+pub(crate) enum Expect {
     Valid,
     Fails(fn(&Error) -> bool),
 }
 
-type Case = (&'static str, fn(&Fixture) -> Result<(), Error>, Expect);
+pub(crate) type Case = (&'static str, fn(&Fixture) -> Result<(), Error>, Expect);
 
-fn compile(f: &Fixture, program: &[u8]) -> Result<(), Error> {
+pub(crate) fn compile(f: &Fixture, program: &[u8]) -> Result<(), Error> {
     f.client
         .compile_and_load(program, &CompileOptions::default())
         .map(|_| ())
@@ -601,7 +601,11 @@ fn every_bad_input_is_a_typed_error_and_leaves_nothing_behind() {
         good,
         serialized,
     };
-    let cases = cases();
+    // The first table, and the red-team pass's (issue 13) in `red_team.rs`.
+    let cases: Vec<Case> = cases()
+        .into_iter()
+        .chain(crate::red_team::cases())
+        .collect();
     assert!(cases.len() >= 40, "{} cases", cases.len());
     for (name, case, expected) in cases {
         let arrays = f.client.live_array_count();
