@@ -13,7 +13,6 @@ use pjrt_actors_core::actors::compile_service::{ClearMemoryCache, CompileSpec, S
 use pjrt_actors_core::callbacks::HostCallback;
 use pjrt_actors_core::compile::CompileOptions;
 pub use pjrt_actors_core::compile_cache::CancelToken;
-use pjrt_actors_core::compile_cache::CompileKey;
 use pjrt_actors_core::envelope;
 use pjrt_actors_core::executable::{ExecutableCore, ExecutableMeta};
 use pjrt_actors_core::pjrt::{ArrayType, NamedValue};
@@ -150,7 +149,7 @@ impl CompileRequest {
             return Err(pjrt_actors_core::send_recv::unsupported_here(platform));
         }
         let proto = self.options.to_proto(&state.device_facts())?;
-        let key = CompileKey::new(state.identity(), &self.program, &proto.encode_to_vec());
+        let key = state.compile_key(&self.program, &proto.encode_to_vec());
         if let Some(hit) = state.cached_executable(&key) {
             return Ok(hit);
         }

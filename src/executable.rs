@@ -142,6 +142,7 @@ impl LoadedExecutable {
             options: self.core.meta.compile_options.clone(),
             topology: state.topology().to_vec(),
             payload: self.core.exe.serialize()?,
+            cache_key: Vec::new(),
         }))
     }
 

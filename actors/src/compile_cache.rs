@@ -152,6 +152,9 @@ impl CancelToken {
     }
 }
 
+/// How old a temporary file must be before the disk cache takes it for a dead store's.
+const STALE_TEMPORARY: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// The persistent cache: one file per key, written atomically, bounded in bytes with the
 /// least recently used entries (by modification time, refreshed on every hit) evicted first.
 /// Several processes may share a directory: readers only ever see whole files.
@@ -167,11 +170,30 @@ impl DiskCache {
             path: dir.display().to_string(),
             reason: e.to_string(),
         })?;
-        Ok(DiskCache {
+        let cache = DiskCache {
             dir: dir.to_owned(),
             max_bytes,
             stats,
-        })
+        };
+        cache.remove_stale_temporaries();
+        Ok(cache)
+    }
+
+    /// Removes temporary files a store left behind when its process died mid-write (`kill
+    /// -9`): a store takes milliseconds, so one older than `STALE_TEMPORARY` is nobody's.
+    fn remove_stale_temporaries(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let now = SystemTime::now();
+        for entry in entries.flatten() {
+            let is_temporary = entry.file_name().to_string_lossy().starts_with(".tmp-");
+            let age = (entry.metadata().and_then(|m| m.modified()).ok())
+                .and_then(|modified| now.duration_since(modified).ok());
+            if is_temporary && age.is_some_and(|age| age > STALE_TEMPORARY) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
     }
 
     fn path(&self, key: &CompileKey) -> PathBuf {
@@ -218,6 +240,7 @@ impl DiskCache {
     }
 
     fn evict(&self) {
+        self.remove_stale_temporaries();
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
         };
@@ -253,11 +276,12 @@ pub struct CompileEnv {
     pub stats: Arc<CacheStats>,
 }
 
-/// Serializes a loaded executable into our envelope.
+/// Serializes a loaded executable into our envelope, under the cache key it is stored as.
 pub fn serialize(
     exe: &PjrtLoadedExecutable,
     portable: bool,
     options: &[u8],
+    key: &CompileKey,
     env: &CompileEnv,
 ) -> Result<Vec<u8>> {
     Ok(envelope::encode(&Envelope {
@@ -266,6 +290,7 @@ pub fn serialize(
         options: options.to_vec(),
         topology: env.topology.to_vec(),
         payload: exe.serialize()?,
+        cache_key: key.0.to_vec(),
     }))
 }
 
@@ -330,5 +355,35 @@ mod tests {
         assert!(woke.join().unwrap());
         // Cancelled before anyone waits: resolves at once.
         crate::runtime::block_on(token.cancelled()).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod disk_tests {
+    use super::*;
+
+    #[test]
+    fn temporaries_a_dead_store_left_are_removed_and_live_ones_kept() {
+        let dir = std::env::temp_dir().join(format!("pjrt-actors-tmp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (stale, fresh, entry) = (
+            dir.join(".tmp-aa-1-x"),
+            dir.join(".tmp-bb-2-y"),
+            dir.join("cc.pjx"),
+        );
+        for path in [&stale, &fresh, &entry] {
+            std::fs::write(path, b"bytes").unwrap();
+        }
+        let an_hour_ago = SystemTime::now() - std::time::Duration::from_secs(3600);
+        for path in [&stale, &entry] {
+            let f = std::fs::File::options().write(true).open(path).unwrap();
+            f.set_modified(an_hour_ago).unwrap();
+        }
+        DiskCache::open(&dir, 1 << 20, Arc::new(CacheStats::default())).unwrap();
+        assert!(!stale.exists(), "a dead store's temporary stays behind");
+        assert!(fresh.exists(), "a store in progress lost its file");
+        assert!(entry.exists(), "an old entry is not a temporary");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -7,7 +7,8 @@ use sha2::{Digest, Sha256};
 use crate::error::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"PJRTACTX";
-const FORMAT: u32 = 1;
+/// 2: the compile-cache key travels inside the checksummed body.
+const FORMAT: u32 = 2;
 const DIGEST: usize = 32;
 
 /// What a serialized executable carries besides the plugin's own bytes.
@@ -22,6 +23,9 @@ pub struct Envelope {
     pub topology: Vec<u8>,
     /// `PJRT_Executable_Serialize`'s bytes.
     pub payload: Vec<u8>,
+    /// The compile-cache key it was stored under (empty outside the cache), so an entry that
+    /// holds another key's executable is caught on load, whatever tier it came from.
+    pub cache_key: Vec<u8>,
 }
 
 /// A plugin's identity for serialized executables: platform, platform version, XLA version and
@@ -45,7 +49,11 @@ fn put(out: &mut Vec<u8>, bytes: &[u8]) {
 
 pub fn encode(e: &Envelope) -> Vec<u8> {
     let mut out = Vec::with_capacity(
-        64 + e.identity.len() + e.options.len() + e.topology.len() + e.payload.len(),
+        72 + e.identity.len()
+            + e.options.len()
+            + e.topology.len()
+            + e.payload.len()
+            + e.cache_key.len(),
     );
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&FORMAT.to_le_bytes());
@@ -54,6 +62,7 @@ pub fn encode(e: &Envelope) -> Vec<u8> {
     put(&mut out, &e.options);
     put(&mut out, &e.topology);
     put(&mut out, &e.payload);
+    put(&mut out, &e.cache_key);
     let digest = Sha256::digest(&out);
     out.extend_from_slice(&digest);
     out
@@ -121,6 +130,7 @@ pub fn decode(bytes: &[u8], expected_identity: &str) -> Result<Envelope> {
     let options = r.field()?.to_vec();
     let topology = r.field()?.to_vec();
     let payload = r.field()?.to_vec();
+    let cache_key = r.field()?.to_vec();
     if !r.bytes.is_empty() {
         return Err(bad("it has trailing bytes"));
     }
@@ -139,6 +149,7 @@ pub fn decode(bytes: &[u8], expected_identity: &str) -> Result<Envelope> {
         options,
         topology,
         payload,
+        cache_key,
     })
 }
 
@@ -153,6 +164,7 @@ mod tests {
             options: vec![1, 2, 3],
             topology: vec![9; 40],
             payload: vec![7; 100],
+            cache_key: vec![5; 32],
         }
     }
 

@@ -42,7 +42,7 @@ pub fn open_client(config: ClientConfig) -> Result<ClientGuard> {
     };
     let cache_stats = Arc::new(CacheStats::default());
     let cache_dir =
-        (config.cache_dir.clone()).or_else(|| std::env::var_os(CACHE_DIR_ENV).map(PathBuf::from));
+        (config.cache_dir.clone()).or_else(|| cache_dir_from_env(std::env::var_os(CACHE_DIR_ENV)));
     let disk = match &cache_dir {
         Some(dir) => Some(Arc::new(DiskCache::open(
             dir,
@@ -69,10 +69,12 @@ pub fn open_client(config: ClientConfig) -> Result<ClientGuard> {
         snapshot.plugin_api_version,
     );
     let topology = Arc::new(pjrt.topology()?.serialize()?);
+    let compile_context = compile_context(&identity, &snapshot.plugin_path);
     let state = Arc::new(ClientState::new(StateParts {
         pjrt,
         site_capture: config.site_capture,
         identity,
+        compile_context,
         topology,
         snapshot,
         devices,
@@ -144,4 +146,54 @@ pub fn open_client(config: ClientConfig) -> Result<ClientGuard> {
             ((client, devices, memories), arbiters)
         })?;
     Ok(ClientGuard::new(runtime, state, client, devices, memories))
+}
+
+/// The cache directory the environment names: an empty value counts as unset (it would
+/// otherwise put cache files in the current directory), as `PJRT_PLUGIN_PATH` does.
+fn cache_dir_from_env(value: Option<std::ffi::OsString>) -> Option<PathBuf> {
+    value.filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// What besides the program and its options changes the code a compile produces: the plugin's
+/// identity, `XLA_FLAGS` (read here, at open, as the plugin reads it once per process), and
+/// the plugin file's build (its size and modification time; a rebuilt plugin of the same
+/// version differs in both). JAX's cache key covers the flags too.
+fn compile_context(identity: &str, plugin: &std::path::Path) -> String {
+    let flags = std::env::var("XLA_FLAGS").unwrap_or_default();
+    let build = std::fs::metadata(plugin)
+        .map(|m| {
+            let modified = (m.modified().ok())
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            format!("{} bytes, modified {modified}", m.len())
+        })
+        .unwrap_or_default();
+    format!("{identity}; XLA_FLAGS={flags}; plugin file {build}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_cache_dir_variable_counts_as_unset() {
+        assert_eq!(cache_dir_from_env(None), None);
+        assert_eq!(cache_dir_from_env(Some("".into())), None);
+        assert_eq!(
+            cache_dir_from_env(Some("/tmp/cache".into())),
+            Some(PathBuf::from("/tmp/cache"))
+        );
+    }
+
+    #[test]
+    fn the_compile_context_names_the_plugin_build() {
+        let here = std::env::current_exe().unwrap();
+        let context = compile_context("platform cpu", &here);
+        assert!(context.starts_with("platform cpu; XLA_FLAGS="), "{context}");
+        let len = std::fs::metadata(&here).unwrap().len();
+        assert!(
+            context.contains(&format!("plugin file {len} bytes")),
+            "{context}"
+        );
+    }
 }

@@ -166,6 +166,10 @@ pub struct ClientState {
     pub(crate) site_capture: SiteCapture,
     /// Who serialized executables must come from (see `envelope::identity`).
     pub(crate) identity: String,
+    /// Everything besides the program and its options that changes what a compile produces:
+    /// the identity, `XLA_FLAGS` as the plugin saw them, and the plugin file's build. Part of
+    /// every compile-cache key.
+    compile_context: String,
     /// The client's serialized topology.
     pub(crate) topology: Arc<Vec<u8>>,
     pub(crate) snapshot: ClientSnapshot,
@@ -189,6 +193,7 @@ pub(crate) struct StateParts {
     pub pjrt: PjrtClient,
     pub site_capture: SiteCapture,
     pub identity: String,
+    pub compile_context: String,
     pub topology: Arc<Vec<u8>>,
     pub snapshot: ClientSnapshot,
     pub devices: Vec<PjrtDevice>,
@@ -218,6 +223,7 @@ impl ClientState {
             pjrt: p.pjrt,
             site_capture: p.site_capture,
             identity: p.identity,
+            compile_context: p.compile_context,
             topology: p.topology,
             snapshot: p.snapshot,
             devices: p.devices,
@@ -402,6 +408,12 @@ impl ClientState {
     pub fn dma_map(&self, memory: Box<[u8]>) -> Result<crate::pjrt::DmaMapping> {
         self.check_open()?;
         self.pjrt.dma_map(memory)
+    }
+
+    /// The compile-cache key of `program` compiled with `options` (a serialized
+    /// `CompileOptionsProto`) on this client, flags and plugin build included.
+    pub fn compile_key(&self, program: &[u8], options: &[u8]) -> CompileKey {
+        CompileKey::new(&self.compile_context, program, options)
     }
 
     /// The memory compile cache's executable for `key`, if it holds one (a read lock; the

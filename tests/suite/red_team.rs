@@ -48,3 +48,90 @@ pub(crate) fn cases() -> Vec<Case> {
         ),
     ]
 }
+
+/// The `.pjx` files of a cache directory.
+fn entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = (std::fs::read_dir(dir).unwrap().flatten())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pjx"))
+        .collect();
+    files.sort();
+    files
+}
+
+fn cache_client(dir: &std::path::Path) -> pjrt_actors::Client {
+    pjrt_actors::Client::builder()
+        .compile_cache_dir(dir)
+        .memory_cache_entries(0)
+        .open()
+        .unwrap()
+}
+
+#[test]
+fn a_cache_entry_holding_another_programs_executable_is_refused() {
+    use crate::common::{check_distinct, distinct_module};
+    let dir = crate::common::scratch_dir("swapped-entry");
+    let _ = std::fs::remove_dir_all(&dir);
+    let options = pjrt_actors::CompileOptions::default();
+    let ((m1, dims1), (m2, _)) = (distinct_module(1, 1), distinct_module(2, 1));
+    let writer = cache_client(&dir);
+    writer.compile_and_load(&m1, &options).unwrap();
+    let [m1_file] = entries(&dir).try_into().unwrap();
+    writer.compile_and_load(&m2, &options).unwrap();
+    let m2_file = entries(&dir).into_iter().find(|p| *p != m1_file).unwrap();
+    drop(writer);
+    // m2's entry copied over m1's: asking for m1 must not run m2.
+    std::fs::copy(&m2_file, &m1_file).unwrap();
+    let reader = cache_client(&dir);
+    let exe = reader.compile_and_load(&m1, &options).unwrap();
+    check_distinct(&exe, &reader.devices()[0], &dims1, 1);
+    let stats = reader.compile_cache_stats();
+    assert_eq!(
+        (stats.corrupt_entries, stats.compiles, stats.disk_hits),
+        (1, 1, 0)
+    );
+}
+
+#[test]
+fn flagged_cache_writer_child() {
+    let Ok(dir) = std::env::var("PJRT_ACTORS_TEST_FLAGGED_CHILD") else {
+        return; // only does anything when run as the child, with XLA_FLAGS set
+    };
+    let client = cache_client(std::path::Path::new(&dir));
+    let (program, _) = crate::common::distinct_module(7, 1);
+    client
+        .compile_and_load(&program, &pjrt_actors::CompileOptions::default())
+        .unwrap();
+}
+
+#[test]
+fn xla_flags_are_part_of_the_cache_key() {
+    let dir = crate::common::scratch_dir("flagged-cache");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // A process with fast math on writes the entry...
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "red_team::flagged_cache_writer_child",
+            "--nocapture",
+        ])
+        .env("PJRT_ACTORS_TEST_FLAGGED_CHILD", &dir)
+        .env("XLA_FLAGS", "--xla_cpu_enable_fast_math=true")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "the flagged child failed");
+    assert_eq!(entries(&dir).len(), 1);
+    // ...and this one, without the flags, must not load it.
+    let client = cache_client(&dir);
+    let (program, dims) = crate::common::distinct_module(7, 1);
+    let exe = client
+        .compile_and_load(&program, &pjrt_actors::CompileOptions::default())
+        .unwrap();
+    crate::common::check_distinct(&exe, &client.devices()[0], &dims, 1);
+    let stats = client.compile_cache_stats();
+    assert_eq!((stats.disk_hits, stats.compiles), (0, 1));
+    assert_eq!(entries(&dir).len(), 2, "one entry per flag setting");
+}

@@ -10,7 +10,7 @@ use tracing::Span;
 
 use crate::compile_cache::{CompileEnv, CompileKey, bump, serialize};
 use crate::envelope;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::executable::ExecutableMeta;
 use crate::pjrt::{PjrtClient, PjrtDevice, PjrtLoadedExecutable};
 use crate::runtime::WorkerToken;
@@ -70,9 +70,17 @@ impl CompilerActor {
         let disk = job.env.disk.as_ref();
         if let Some(disk) = disk {
             if let Some(bytes) = disk.load(&job.key) {
-                match envelope::decode(&bytes, &job.env.identity)
-                    .and_then(|e| self.client.deserialize_and_load(&e.payload, Some(&options)))
-                {
+                let opened = envelope::decode(&bytes, &job.env.identity).and_then(|e| {
+                    // An entry is bound to its key: another program's executable copied or
+                    // renamed into this file is refused, never run.
+                    if e.cache_key != job.key.0 {
+                        return Err(Error::Deserialize {
+                            reason: "the entry was stored under another key".into(),
+                        });
+                    }
+                    self.client.deserialize_and_load(&e.payload, Some(&options))
+                });
+                match opened {
                     Ok(exe) => {
                         bump(&job.env.stats.disk_hits);
                         let meta = ExecutableMeta::read(&exe, &self.devices, portable, &options)?;
@@ -91,7 +99,7 @@ impl CompilerActor {
         let exe = self.client.compile(&job.code, "mlir", &options)?;
         let meta = ExecutableMeta::read(&exe, &self.devices, portable, &options)?;
         if let Some(disk) = disk {
-            let stored = serialize(&exe, portable, &options, &job.env)
+            let stored = serialize(&exe, portable, &options, &job.key, &job.env)
                 .and_then(|bytes| disk.store(&job.key, &bytes));
             if let Err(e) = stored {
                 tracing::warn!(error = %e, "could not write the compile cache");
