@@ -260,6 +260,31 @@ unsafe fn buffers<'a>(list: &'a XlaList) -> std::result::Result<Vec<FrameBuffer<
     Ok(out)
 }
 
+/// Fails when any result's bytes overlap any operand's or another result's.
+fn refuse_aliasing(
+    operands: &[FrameBuffer<'_>],
+    results: &[FrameBuffer<'_>],
+) -> std::result::Result<(), String> {
+    let range = |b: &FrameBuffer<'_>| (b.data as usize, b.data as usize + b.len);
+    let overlaps = |a: (usize, usize), b: (usize, usize)| a.0 < b.1 && b.0 < a.1;
+    for (r, result) in results.iter().enumerate() {
+        let mine = range(result);
+        if let Some(o) = operands.iter().position(|o| overlaps(mine, range(o))) {
+            return Err(format!(
+                "result {r} shares memory with operand {o} (output_operand_aliases): host \
+                 callbacks take operands and results in separate buffers"
+            ));
+        }
+        if results[..r]
+            .iter()
+            .any(|other| overlaps(mine, range(other)))
+        {
+            return Err(format!("result {r} shares memory with another result"));
+        }
+    }
+    Ok(())
+}
+
 /// The one XLA FFI handler: answers the metadata query, then on execute finds the callback id
 /// attribute and this execution's dispatch, and runs the callback on typed views.
 unsafe extern "C" fn host_callback_handler(frame: *mut XlaCallFrame) -> *mut c_void {
@@ -322,6 +347,10 @@ unsafe extern "C" fn host_callback_handler(frame: *mut XlaCallFrame) -> *mut c_v
             let dispatch: &dyn CallbackDispatch = *(get.data as *const &dyn CallbackDispatch);
             let operands = buffers(&frame.args)?;
             let results = buffers(&frame.rets)?;
+            // A result that shares memory with an operand (a custom call declaring
+            // `output_operand_aliases`) would hand the closure a `&[u8]` and a `&mut [u8]` over
+            // the same bytes: refused before either view exists.
+            refuse_aliasing(&operands, &results)?;
             let views: Vec<HostView<'_>> = operands
                 .iter()
                 .map(|b| HostView {
@@ -336,14 +365,20 @@ unsafe extern "C" fn host_callback_handler(frame: *mut XlaCallFrame) -> *mut c_v
                 .collect();
             let mut outs: Vec<HostViewMut<'_>> = results
                 .iter()
-                .map(|b| HostViewMut {
-                    dtype: b.dtype,
-                    dims: b.dims,
-                    data: if b.len == 0 {
+                .map(|b| {
+                    let data: &mut [u8] = if b.len == 0 {
                         &mut []
                     } else {
                         std::slice::from_raw_parts_mut(b.data, b.len)
-                    },
+                    };
+                    // Results start zeroed: a callback that writes nothing returns zeros, never
+                    // whatever the allocator left there.
+                    data.fill(0);
+                    HostViewMut {
+                        dtype: b.dtype,
+                        dims: b.dims,
+                        data,
+                    }
                 })
                 .collect();
             dispatch.call(id, &views, &mut outs)

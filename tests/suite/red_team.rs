@@ -2,9 +2,36 @@
 //! typed error (or work) and leave the client working with nothing leaked. Runs in
 //! `reliability::every_bad_input_is_a_typed_error_and_leaves_nothing_behind`.
 
-use pjrt_actors::Error;
+use pjrt_actors::{ArrayType, CallbackKind, CompileOptions, ElementType, Error, HostCallback};
 
-use crate::reliability::{Case, Expect, compile};
+use crate::reliability::{Case, Expect, Fixture, compile};
+
+fn f32x4() -> ArrayType {
+    ArrayType {
+        dtype: ElementType::F32,
+        dims: vec![4],
+    }
+}
+
+/// Runs `main(x) = cb(x)` on the fixture's good array, with `extra` spliced into the custom
+/// call's attributes, and returns the result.
+fn through_callback(f: &Fixture, cb: HostCallback, extra: &str) -> Result<Vec<f32>, Error> {
+    let call = cb.call_text("%r", &["%x"]).replacen(
+        "api_version = 4 : i32, ",
+        &format!("api_version = 4 : i32, {extra}"),
+        1,
+    );
+    let program = format!(
+        "module @cb {{ func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> {{ {call} \n return %r : tensor<4xf32> }} }}"
+    );
+    let exe = f
+        .client
+        .compile_request(&program)
+        .options(&CompileOptions::default())
+        .callbacks(&[cb])
+        .load()?;
+    exe.execute(&[&f.good])?[0].to_vec::<f32>()
+}
 
 fn nested_modules(depth: usize) -> String {
     format!("{}{}", "module {".repeat(depth), "}".repeat(depth))
@@ -16,6 +43,43 @@ fn refused(e: &Error, words: &str) -> bool {
 
 pub(crate) fn cases() -> Vec<Case> {
     vec![
+        (
+            // Results held whatever the allocator left there, pointer-like values included.
+            "a callback that writes no result returns zeros",
+            |f| {
+                let lazy = HostCallback::new(
+                    "lazy",
+                    CallbackKind::Pure,
+                    vec![f32x4()],
+                    vec![f32x4()],
+                    |_, _| Ok(()),
+                );
+                match through_callback(f, lazy.unwrap(), "")? {
+                    zeros if zeros == [0.0; 4] => Ok(()),
+                    other => Err(Error::InvalidArgument(format!("results were {other:?}"))),
+                }
+            },
+            Expect::Valid,
+        ),
+        (
+            // The closure got `&[u8]` and `&mut [u8]` over the same bytes: undefined behaviour.
+            "a callback call whose result aliases its operand is refused",
+            |f| {
+                let writes = HostCallback::new(
+                    "writes",
+                    CallbackKind::Pure,
+                    vec![f32x4()],
+                    vec![f32x4()],
+                    |_, outs| {
+                        outs[0].data.fill(0xAB);
+                        Ok(())
+                    },
+                );
+                let alias = "output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], ";
+                through_callback(f, writes.unwrap(), alias).map(|_| ())
+            },
+            Expect::Fails(|e| e.to_string().contains("shares memory with operand 0")),
+        ),
         (
             // 1,000 levels overflowed the compile thread's default stack and killed the process.
             "modules nested 1,000 deep reach the plugin and fail there, typed",
