@@ -32,10 +32,10 @@ pub enum HostBuffer<'a> {
 }
 
 impl<'a> HostBuffer<'a> {
-    fn len(&self) -> usize {
+    fn bytes(&self) -> &[u8] {
         match self {
-            HostBuffer::Copy(b) => b.len(),
-            HostBuffer::UntilTransferCompletes(b) | HostBuffer::ZeroCopy(b) => b.len(),
+            HostBuffer::Copy(b) => b,
+            HostBuffer::UntilTransferCompletes(b) | HostBuffer::ZeroCopy(b) => b,
         }
     }
 
@@ -52,12 +52,24 @@ impl<'a> HostBuffer<'a> {
 pub type ArrayId = Id;
 
 /// Checks `len` bytes against `dtype` × `dims` without overflowing on huge shapes.
-fn check_len(dtype: ElementType, dims: &[i64], len: usize) -> Result<()> {
+/// Checks host data against `dtype` × `dims`: its length (without overflowing on huge
+/// shapes), and for `pred` that every byte is 0 or 1 (XLA reads any other byte inconsistently:
+/// `convert` keeps it, `not` treats it as true).
+fn check_host_data(dtype: ElementType, dims: &[i64], bytes: &[u8]) -> Result<()> {
     let expected = byte_size(dtype, dims)?;
-    if expected != len {
+    if expected != bytes.len() {
         return Err(Error::InvalidArgument(format!(
-            "a {dtype}{dims:?} array is {expected} bytes; got {len} bytes of host data"
+            "a {dtype}{dims:?} array is {expected} bytes; got {} bytes of host data",
+            bytes.len()
         )));
+    }
+    if dtype == ElementType::Pred {
+        if let Some(at) = bytes.iter().position(|&b| b > 1) {
+            return Err(Error::InvalidArgument(format!(
+                "a pred array holds 0 or 1 in each byte; byte {at} is {}",
+                bytes[at]
+            )));
+        }
     }
     Ok(())
 }
@@ -108,7 +120,7 @@ pub(crate) fn upload(
     (device, memory): (&Device, Option<&MemorySpace>),
     site: Site,
 ) -> Result<Array> {
-    check_len(dtype, dims, data.len())?;
+    check_host_data(dtype, dims, data.bytes())?;
     let placement = placement(shared, device, memory)?;
     let core = shared.state().upload(
         shared.clone(),
@@ -177,7 +189,7 @@ impl Client {
         memory: Option<&MemorySpace>,
     ) -> impl Future<Output = Result<Array>> + use<> {
         let site = self.site();
-        let checked = check_len(dtype, dims, data.len())
+        let checked = check_host_data(dtype, dims, data.bytes())
             .and_then(|()| placement(&self.shared, device, memory));
         let data: HostData<'static> = match data {
             HostBuffer::Copy(bytes) => HostData::UntilTransfer(Arc::from(bytes)),

@@ -95,6 +95,17 @@ fn parse_value(
         t.parse::<f64>()
             .map_err(|_| format!("`{t}` is not a number"))
     };
+    // A finite literal that rounds to infinity in its type is refused, as an integer literal
+    // out of range is; `inf` and `nan` written as such are kept.
+    let narrow = |max: f64| {
+        let v = float()?;
+        if v.is_finite() && v.abs() > max {
+            return Err(format!(
+                "`{t}` is out of the range of {dtype} (largest {max:e})"
+            ));
+        }
+        Ok::<f64, String>(v)
+    };
     macro_rules! push_int {
         ($ty:ty) => {{
             let v = int()?;
@@ -116,9 +127,11 @@ fn parse_value(
         U16 => push_int!(u16),
         U32 => push_int!(u32),
         U64 => push_int!(u64),
-        F16 => out.extend_from_slice(&f32_to_f16(float()? as f32).to_le_bytes()),
-        BF16 => out.extend_from_slice(&f32_to_bf16(float()? as f32).to_le_bytes()),
-        F32 => out.extend_from_slice(&(float()? as f32).to_le_bytes()),
+        F16 => out.extend_from_slice(&f32_to_f16(narrow(65504.0)? as f32).to_le_bytes()),
+        BF16 => {
+            out.extend_from_slice(&f32_to_bf16(narrow(3.3895313892515355e38)? as f32).to_le_bytes())
+        }
+        F32 => out.extend_from_slice(&(narrow(f32::MAX as f64)? as f32).to_le_bytes()),
         F64 => out.extend_from_slice(&float()?.to_le_bytes()),
         C64 | C128 => {
             return Err(format!(

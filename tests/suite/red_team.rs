@@ -81,6 +81,49 @@ pub(crate) fn cases() -> Vec<Case> {
             Expect::Fails(|e| e.to_string().contains("shares memory with operand 0")),
         ),
         (
+            // `convert` to i32 gave [2, -1, 7, 1] and `not` gave all false.
+            "pred bytes other than 0 and 1",
+            |f| {
+                let d = &f.client.devices()[0];
+                let data = pjrt_actors::HostBuffer::Copy(&[2, 255, 7, 1]);
+                f.client
+                    .buffer_from_host(data, ElementType::Pred, &[4], d, None)
+                    .map(|_| ())
+            },
+            Expect::Fails(|e| refused(e, "byte 0 is 2")),
+        ),
+        (
+            "canonical pred bytes",
+            |f| {
+                let d = &f.client.devices()[0];
+                let data = pjrt_actors::HostBuffer::Copy(&[0, 1, 1, 0]);
+                let a = f
+                    .client
+                    .buffer_from_host(data, ElementType::Pred, &[4], d, None)?;
+                match a.to_vec::<bool>()? == [false, true, true, false] {
+                    true => Ok(()),
+                    false => Err(Error::InvalidArgument("read back differently".into())),
+                }
+            },
+            Expect::Valid,
+        ),
+        (
+            // It silently became inf, while integer literals were range-checked.
+            "an f32 literal beyond f32's range",
+            |_| pjrt_actors::host_data::parse_literal("f32=1e40").map(|_| ()),
+            Expect::Fails(|e| refused(e, "out of the range of f32")),
+        ),
+        (
+            "an f16 literal beyond f16's range",
+            |_| pjrt_actors::host_data::parse_literal("2xf16=1,70000").map(|_| ()),
+            Expect::Fails(|e| refused(e, "out of the range of f16")),
+        ),
+        (
+            "inf and nan written as such",
+            |_| pjrt_actors::host_data::parse_literal("3xf32=inf,-inf,nan").map(|_| ()),
+            Expect::Valid,
+        ),
+        (
             // 1,000 levels overflowed the compile thread's default stack and killed the process.
             "modules nested 1,000 deep reach the plugin and fail there, typed",
             |f| compile(f, nested_modules(1000).as_bytes()),
