@@ -213,6 +213,11 @@ pub fn parse_literal(text: &str) -> Result<HostData> {
     Ok(HostData { dtype, dims, bytes })
 }
 
+/// Whether a `.npy` file can hold `dtype` (NumPy has no bf16).
+pub fn npy_supports(dtype: ElementType) -> bool {
+    npy_descr(dtype).is_some()
+}
+
 fn npy_descr(dtype: ElementType) -> Option<&'static str> {
     use ElementType::*;
     Some(match dtype {

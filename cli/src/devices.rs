@@ -9,7 +9,7 @@ use crate::{Cli, open};
 pub fn devices(cli: &Cli, json: bool) -> Result<()> {
     let client = open(cli)?;
     if json {
-        println!(
+        out!(
             "{}",
             serde_json::to_string_pretty(&devices_json(&client)).unwrap_or_default()
         );
@@ -66,15 +66,21 @@ fn devices_json(client: &Client) -> Value {
 
 fn print_devices_table(client: &Client) {
     let (major, minor) = client.plugin_api_version();
-    println!(
+    out!(
         "platform {} (version {}), PJRT C API {major}.{minor}, plugin {}",
         client.platform(),
         client.platform_version(),
         client.plugin_path().display()
     );
-    println!(
+    out!(
         "{:>3}  {:<6} {:>5}  {:<28} {:>4}  {:<14} {:<8}",
-        "id", "kind", "hw id", "device", "mem", "memory kind", "default"
+        "id",
+        "kind",
+        "hw id",
+        "device",
+        "mem",
+        "memory kind",
+        "default"
     );
     for d in client.devices() {
         let default = d.default_memory_space().ok();
@@ -94,7 +100,7 @@ fn print_devices_table(client: &Client) {
             } else {
                 ""
             };
-            println!(
+            out!(
                 "{id:>3}  {kind:<6} {hw:>5}  {name:<28} {:>4}  {:<14} {is_default:<8}",
                 m.id(),
                 m.kind()

@@ -4,6 +4,11 @@
 
 #![forbid(unsafe_code)]
 
+/// Prints a line to standard output; see [`print_line`].
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::print_line(format_args!($($arg)*)) };
+}
+
 mod bench;
 mod compile_stress;
 mod devices;
@@ -90,6 +95,44 @@ enum Command {
         #[arg(long, default_value_t = 8)]
         concurrency: usize,
     },
+}
+
+/// Writes one line to standard output. When the reader has gone (`pjrt-actors run … | head`),
+/// the command exits at once and quietly, as command-line tools do, instead of panicking.
+pub fn print_line(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = writeln!(stdout, "{args}").and_then(|()| stdout.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("pjrt-actors: error: writing the output: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// The most worker threads `bench` and `compile-stress` start: past this they measure the
+/// scheduler, not the runtime, and the system may refuse the threads.
+pub const MAX_WORKERS: usize = 1024;
+
+/// Checks a worker-thread count flag.
+pub fn worker_count(flag: &str, n: usize) -> Result<usize> {
+    if n == 0 || n > MAX_WORKERS {
+        return Err(usage(format!(
+            "{flag} must be between 1 and {MAX_WORKERS}, got {n}"
+        )));
+    }
+    Ok(n)
+}
+
+/// Starts a scoped worker thread; a thread the system refuses is an error, not an abort.
+pub fn spawn_worker<'scope, T: Send + 'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    f: impl FnOnce() -> T + Send + 'scope,
+) -> Result<std::thread::ScopedJoinHandle<'scope, T>> {
+    std::thread::Builder::new()
+        .spawn_scoped(scope, f)
+        .map_err(|e| usage(format!("cannot start a worker thread: {e}")))
 }
 
 pub fn open(cli: &Cli) -> Result<Client> {

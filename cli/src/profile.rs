@@ -19,7 +19,7 @@ pub fn profile(cli: &Cli, out: &Path) -> Result<()> {
     keep.extend(exe.execute(&[&keep[0]])?);
     let bytes = client.heap_profile()?;
     std::fs::write(out, &bytes).map_err(|e| usage(format!("writing {}: {e}", out.display())))?;
-    println!(
+    out!(
         "wrote {} ({} bytes): {} arrays, 1 executable; open with `go tool pprof -http=: {}`",
         out.display(),
         bytes.len(),

@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use pjrt_actors::host_data::{HostData, json_values, parse_literal, read_npy, write_npy};
+use pjrt_actors::host_data::{
+    HostData, LITERAL_LIMIT, json_values, npy_supports, parse_literal, read_npy, write_npy,
+};
 use pjrt_actors::{Array, Client, CompileOptions, HostBuffer, LoadedExecutable, Result};
 
 use crate::{Cli, open, usage};
@@ -17,22 +19,25 @@ pub fn run(
     json: bool,
     outputs: &[String],
 ) -> Result<()> {
-    // Check every --output before doing any work.
+    // Check every --output before doing any work: its form, and that it can be written.
     let output_paths = outputs
         .iter()
-        .map(|o| {
-            o.strip_prefix('@')
-                .map(PathBuf::from)
-                .ok_or_else(|| usage(format!("--output `{o}`: expected @path.npy")))
-        })
+        .map(|o| check_output(o))
         .collect::<Result<Vec<_>>>()?;
-    // Inputs parse before anything is compiled.
-    for text in inputs {
-        read_input(text)?;
-    }
+    // Inputs are read (each once: `@/dev/stdin` works) and parsed before anything compiles.
+    let parsed = read_inputs(inputs)?;
     let client = open(cli)?;
     let exe = load_module(&client, module, device)?;
-    let inputs = inputs_for(&exe, inputs, false)?;
+    let inputs = check_inputs(&exe, inputs, parsed)?;
+    // And the outputs' types, known once compiled, before anything runs.
+    for (i, (o, t)) in outputs.iter().zip(exe.output_types()).enumerate() {
+        if !npy_supports(t.dtype) {
+            return Err(usage(format!(
+                "--output `{o}`: output {i} is {}, which .npy files cannot hold",
+                t.dtype
+            )));
+        }
+    }
     let args = upload(&exe, &inputs)?;
     let refs: Vec<&Array> = args.iter().collect();
     let results = exe.execute(&refs)?;
@@ -69,7 +74,7 @@ pub fn run(
                 )
             })
             .collect();
-        println!("{{\"outputs\":[{}]}}", items.join(","));
+        out!("{{\"outputs\":[{}]}}", items.join(","));
     } else {
         for (i, h) in host.iter().enumerate() {
             let dims: Vec<String> = h.dims.iter().map(|d| d.to_string()).collect();
@@ -78,7 +83,7 @@ pub fn run(
             } else {
                 format!("{}x{}", dims.join("x"), h.dtype)
             };
-            println!("result[{i}]: {ty}={}", json_values(h));
+            out!("result[{i}]: {ty}={}", json_values(h));
         }
     }
     Ok(())
@@ -112,31 +117,67 @@ pub fn load_module(client: &Client, path: &Path, device: i32) -> Result<LoadedEx
     client.compile_and_load(program, &options)
 }
 
-/// The inputs, checked against the program's parameters; zeros when `texts` is empty and
-/// `zeros_if_none`.
-pub fn inputs_for(
+/// An `--output` flag: `@path.npy`, where a file can be created (its folder exists, and the
+/// path is not a folder).
+fn check_output(flag: &str) -> Result<PathBuf> {
+    let path = flag
+        .strip_prefix('@')
+        .map(PathBuf::from)
+        .ok_or_else(|| usage(format!("--output `{flag}`: expected @path.npy")))?;
+    if path.is_dir() {
+        return Err(usage(format!(
+            "--output `{flag}`: {} is a folder",
+            path.display()
+        )));
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !parent.is_dir() {
+        return Err(usage(format!(
+            "--output `{flag}`: the folder {} does not exist",
+            parent.display()
+        )));
+    }
+    Ok(path)
+}
+
+/// Reads and parses every `--input`, each exactly once.
+pub fn read_inputs(texts: &[String]) -> Result<Vec<HostData>> {
+    texts.iter().map(|t| read_input(t)).collect()
+}
+
+/// Zeros of every parameter's type (what `bench` runs on without inputs), each at most
+/// `LITERAL_LIMIT` bytes, as a literal may describe: a larger parameter needs a `.npy` input.
+pub fn zeros_for(exe: &LoadedExecutable) -> Result<Vec<HostData>> {
+    (exe.parameter_types().iter().enumerate())
+        .map(|(i, p)| {
+            let bytes = p.byte_size()?;
+            if bytes > LITERAL_LIMIT {
+                return Err(usage(format!(
+                    "parameter {i} ({}{:?}) is {bytes} bytes; zeros are made for at most {} MiB: give --input @file.npy",
+                    p.dtype,
+                    p.dims,
+                    LITERAL_LIMIT >> 20
+                )));
+            }
+            Ok(HostData {
+                dtype: p.dtype,
+                dims: p.dims.clone(),
+                bytes: vec![0; bytes],
+            })
+        })
+        .collect()
+}
+
+/// Parsed inputs checked against the program's parameters (count, then each one's type).
+pub fn check_inputs(
     exe: &LoadedExecutable,
     texts: &[String],
-    zeros_if_none: bool,
+    inputs: Vec<HostData>,
 ) -> Result<Vec<HostData>> {
     let params = exe.parameter_types();
-    if texts.is_empty() && zeros_if_none {
-        return params
-            .iter()
-            .map(|p| {
-                Ok(HostData {
-                    dtype: p.dtype,
-                    dims: p.dims.clone(),
-                    bytes: vec![0; p.byte_size()?],
-                })
-            })
-            .collect();
-    }
-    // Each input parses (and names itself in its error) before the count is checked.
-    let inputs = texts
-        .iter()
-        .map(|t| read_input(t))
-        .collect::<Result<Vec<_>>>()?;
     if texts.len() != params.len() {
         return Err(usage(format!(
             "the module takes {} inputs, {} --input given",

@@ -247,3 +247,125 @@ fn profile_writes_a_pprof_file() {
     let counts: i64 = profile.sample.iter().map(|s| s.value[0]).sum();
     assert_eq!(counts, 2 * 2 + 1 + 1);
 }
+
+/// The red-team pass's command lines (issue 13): each fails with one error line naming the
+/// problem, before any work where it can be known before.
+#[test]
+fn hostile_flags_fail_with_one_line_and_never_a_panic() {
+    let m = add_module();
+    let huge = module(
+        "huge.mlir",
+        "module @huge {\n  func.func public @main(%a: tensor<100000x100000xf32>) -> tensor<100000x100000xf32> {\n    return %a : tensor<100000x100000xf32>\n  }\n}\n",
+    );
+    let to_bf16 = module(
+        "to_bf16.mlir",
+        "module @to_bf16 {\n  func.func public @main(%a: tensor<2xf32>) -> tensor<2xbf16> {\n    %0 = stablehlo.convert %a : (tensor<2xf32>) -> tensor<2xbf16>\n    return %0 : tensor<2xbf16>\n  }\n}\n",
+    );
+    let folder = scratch_dir("cli-out-folder");
+    let (folder_out, missing_out) = (
+        format!("@{}", folder.display()),
+        "@/nonexistent-folder/y.npy".to_string(),
+    );
+    let two_inputs = ["--input", "2x2xf32=1", "--input", "2x2xf32=2"];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["bench", &m, "--duration", "nan"], "--duration must be"),
+        (vec!["bench", &m, "--duration", "inf"], "--duration must be"),
+        (vec!["bench", &m, "--duration=-1"], "--duration must be"),
+        (
+            vec!["bench", &m, "--duration", "1e300"],
+            "--duration must be",
+        ),
+        (
+            vec!["bench", &m, "--threads", "100000"],
+            "--threads must be between 1 and 1024",
+        ),
+        (
+            vec!["compile-stress", "--concurrency", "100000"],
+            "--concurrency must be between",
+        ),
+        (
+            vec!["bench", &huge, "--requests", "1"],
+            "zeros are made for at most 64 MiB",
+        ),
+        (
+            [&["run", &m][..], &two_inputs, &["--output", &folder_out]].concat(),
+            "is a folder",
+        ),
+        (
+            [&["run", &m][..], &two_inputs, &["--output", &missing_out]].concat(),
+            "does not exist",
+        ),
+        (
+            vec![
+                "run",
+                &to_bf16,
+                "--input",
+                "2xf32=1",
+                "--output",
+                "@/tmp/y.npy",
+            ],
+            "output 0 is bf16, which .npy files cannot hold",
+        ),
+        (
+            vec!["run", &m, "--input", "2x2xf32=1e40", "--input", "2x2xf32=1"],
+            "out of the range of f32",
+        ),
+    ];
+    for (args, needle) in cases {
+        let o = cli(&args);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        let line = error_line(&o);
+        assert!(line.contains(needle), "{args:?}: {line:?} lacks {needle:?}");
+    }
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_the_command_quietly() {
+    use std::io::Read;
+    // A million values printed as text: far more than a pipe holds.
+    let m = module(
+        "wide.mlir",
+        "module @wide {\n  func.func public @main(%a: tensor<f32>) -> tensor<1000000xf32> {\n    %0 = stablehlo.broadcast_in_dim %a, dims = [] : (tensor<f32>) -> tensor<1000000xf32>\n    return %0 : tensor<1000000xf32>\n  }\n}\n",
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+        .args(["run", &m, "--input", "f32=1.5"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 10];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap(); // then the pipe closes
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(&first, b"result[0]:");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(o.status.success(), "{:?}: {stderr}", o.status);
+}
+
+#[test]
+fn an_input_from_standard_input_is_read_once() {
+    use std::io::Write;
+    let m = add_module();
+    let npy = pjrt_actors::host_data::write_npy(&HostData {
+        dtype: ElementType::F32,
+        dims: vec![2, 2],
+        bytes: [1f32, 2., 3., 4.]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+    })
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+        .args(["run", &m, "--input", "@/dev/stdin", "--input", "2x2xf32=10"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&npy).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(stdout(&o).trim(), "result[0]: 2x2xf32=[11,12,13,14]");
+}
