@@ -50,14 +50,27 @@ fn registry() -> &'static Mutex<HashMap<PathBuf, Arc<Plugin>>> {
     LOADED.get_or_init(Default::default)
 }
 
-/// The places searched, in order, when no explicit path is given.
-pub fn discovery_candidates() -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Some(path) = std::env::var_os(PLUGIN_PATH_ENV) {
-        out.push(PathBuf::from(path));
-    }
+/// The plugin file the environment names; an empty value counts as unset.
+fn env_plugin() -> Option<PathBuf> {
+    std::env::var_os(PLUGIN_PATH_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The places that cost nothing to look at: the env var, then the bootstrap folder.
+fn quick_candidates() -> Vec<PathBuf> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    out.push(workspace.join(BOOTSTRAP_PLUGIN));
+    env_plugin()
+        .into_iter()
+        .chain([workspace.join(BOOTSTRAP_PLUGIN)])
+        .collect()
+}
+
+/// `xla_plugins/*/*.so` under Python's site-packages: asking Python where those are starts a
+/// `python3` process (about 80 ms, and a fork from a multi-threaded process), so it is looked
+/// at last, only when nothing else is found.
+fn python_candidates() -> Vec<PathBuf> {
+    let mut out = Vec::new();
     for site in python_site_packages() {
         if let Ok(entries) = std::fs::read_dir(site.join("xla_plugins")) {
             let mut found: Vec<PathBuf> = entries
@@ -71,6 +84,13 @@ pub fn discovery_candidates() -> Vec<PathBuf> {
             out.extend(found);
         }
     }
+    out
+}
+
+/// The places searched, in order, when no explicit path is given.
+pub fn discovery_candidates() -> Vec<PathBuf> {
+    let mut out = quick_candidates();
+    out.extend(python_candidates());
     out
 }
 
@@ -111,20 +131,28 @@ impl Plugin {
     }
 
     /// Finds a plugin in the documented order: env `PJRT_PLUGIN_PATH`, the bootstrap folder,
-    /// `xla_plugins/*/` in Python's site-packages.
+    /// `xla_plugins/*/` in Python's site-packages (asked of Python only if nothing came before).
     pub fn discover() -> Result<Arc<Plugin>> {
-        let candidates = discovery_candidates();
+        Self::discover_from(env_plugin(), quick_candidates(), python_candidates)
+    }
+
+    fn discover_from(
+        env: Option<PathBuf>,
+        quick: Vec<PathBuf>,
+        slow: impl FnOnce() -> Vec<PathBuf>,
+    ) -> Result<Arc<Plugin>> {
         // An explicit env var is a promise: if it names nothing, say so rather than fall back.
-        if let Some(env_path) = std::env::var_os(PLUGIN_PATH_ENV) {
-            return Self::load(Path::new(&env_path));
+        if let Some(env_path) = env {
+            return Self::load(&env_path);
         }
-        for candidate in &candidates {
-            if candidate.is_file() {
-                return Self::load(candidate);
-            }
+        if let Some(found) = quick.iter().find(|c| c.is_file()) {
+            return Self::load(found);
         }
-        let searched = candidates
-            .iter()
+        let slow = slow();
+        if let Some(found) = slow.iter().find(|c| c.is_file()) {
+            return Self::load(found);
+        }
+        let searched = (quick.iter().chain(&slow))
             .map(|p| p.display().to_string())
             .collect::<Vec<_>>()
             .join(", ");
@@ -242,5 +270,36 @@ impl Plugin {
     /// Whether the plugin's function table reaches the 0.81 slot at `offset`.
     pub(crate) fn has_slot(&self, offset: usize) -> bool {
         self.api.base.struct_size > offset
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_is_asked_only_when_nothing_quicker_is_found() {
+        let here = std::env::current_exe().unwrap(); // a file, and not a plugin
+        let never = || -> Vec<PathBuf> { panic!("python was asked although a candidate exists") };
+        let err = Plugin::discover_from(None, vec![here.clone()], never).unwrap_err();
+        assert!(
+            matches!(err, Error::Plugin(PluginError::NotAPlugin { .. })),
+            "{err}"
+        );
+        let err = Plugin::discover_from(Some(here), vec![], never).unwrap_err();
+        assert!(matches!(err, Error::Plugin(PluginError::NotAPlugin { .. })));
+        let asked = std::cell::Cell::new(false);
+        let err = Plugin::discover_from(None, vec!["/nonexistent/a.so".into()], || {
+            asked.set(true);
+            vec!["/nonexistent/b.so".into()]
+        })
+        .unwrap_err();
+        assert!(asked.get());
+        match err {
+            Error::Plugin(PluginError::NoneDiscovered { searched }) => {
+                assert_eq!(searched, "/nonexistent/a.so, /nonexistent/b.so")
+            }
+            other => panic!("{other}"),
+        }
     }
 }
