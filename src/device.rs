@@ -148,12 +148,14 @@ impl Device {
     #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
     pub fn poison_actor(&self) -> Result<()> {
+        self.shared.refuse_blocking_on_device(self.index)?;
         wait(ask(self.actor()?, pjrt_actors_core::actors::device::Poison))
     }
 
     /// The device allocator's statistics, asked of the device actor; `None` where the plugin
     /// keeps none (the CPU plugin).
     pub fn memory_stats(&self) -> Result<Option<DeviceMemoryStats>> {
+        self.shared.refuse_blocking_on_device(self.index)?;
         wait(self.memory_stats_async())
     }
 

@@ -19,14 +19,20 @@ pub enum SlotState {
     /// The array's bytes in host memory: a defragment freed the device buffer and could not
     /// upload it again. Nothing is lost; the next defragment puts it back on the device.
     OnHost(Vec<u8>),
-    /// Deleted; nothing is held.
+    /// Deleted, and the buffer freed.
     Deleted,
 }
 
 /// One device buffer and its immutable description. The buffer behind it may be replaced
-/// (defragment) under the write lock; readers (execute, read back) hold the read lock.
+/// (defragment) under the write lock; readers (execute, read back) hold the read lock. No
+/// writer ever waits for a reader: an execute can run for as long as its program does, and a
+/// callback inside it may delete or defragment its own arguments.
 pub struct BufferSlot {
     state: RwLock<SlotState>,
+    /// Whether `delete` was called: the one record of it. The state follows (`Deleted`, the
+    /// buffer freed) as soon as no operation holds the buffer: at once if none does, else at
+    /// the first access after, or with the slot.
+    deleted: std::sync::atomic::AtomicBool,
     pub dtype: ElementType,
     pub dims: Arc<[i64]>,
     /// Index of the device in the client's device list.
@@ -45,6 +51,7 @@ impl BufferSlot {
     ) -> Self {
         BufferSlot {
             state: RwLock::new(SlotState::Live(buffer)),
+            deleted: std::sync::atomic::AtomicBool::new(false),
             dtype,
             dims,
             device,
@@ -58,10 +65,32 @@ impl BufferSlot {
         }
     }
 
-    /// Read access to the live buffer; `Error::Deleted` once deleted. Recursive, so one thread
-    /// may hold several (the same array passed twice) even while a writer waits.
-    pub fn read(&self) -> Result<RwLockReadGuard<'_, SlotState>> {
+    /// Frees the buffer of a deleted array if no operation holds it; never waits.
+    fn settle(&self) {
+        if self.is_deleted() {
+            if let Some(mut state) = self.state.try_write() {
+                let old = std::mem::replace(&mut *state, SlotState::Deleted);
+                drop(state);
+                drop(old);
+            }
+        }
+    }
+
+    /// The read lock, refusing a deleted array (whose buffer may still be held by an
+    /// operation that started before the delete).
+    fn read_live(&self) -> Result<RwLockReadGuard<'_, SlotState>> {
+        self.settle();
         let guard = self.state.read_recursive();
+        if self.is_deleted() {
+            return Err(self.deleted_error());
+        }
+        Ok(guard)
+    }
+
+    /// Read access to the live buffer; `Error::Deleted` once deleted. Recursive, so one thread
+    /// may hold several (the same array passed twice).
+    pub fn read(&self) -> Result<RwLockReadGuard<'_, SlotState>> {
+        let guard = self.read_live()?;
         match &*guard {
             SlotState::Live(_) => Ok(guard),
             SlotState::OnHost(_) => Err(Error::OnHost {
@@ -83,7 +112,7 @@ impl BufferSlot {
     /// Reads the array's dense bytes: from the device, or from the host copy a failed
     /// defragment left.
     pub fn read_bytes(&self, dst: &mut [u8]) -> Result<()> {
-        let guard = self.state.read_recursive();
+        let guard = self.read_live()?;
         match &*guard {
             SlotState::Live(b) => b.read_into(dst, self.dims.len()),
             SlotState::OnHost(bytes) if bytes.len() == dst.len() => {
@@ -104,7 +133,7 @@ impl BufferSlot {
                 T::TYPE
             )));
         }
-        let guard = self.state.read_recursive();
+        let guard = self.read_live()?;
         match &*guard {
             SlotState::Live(b) => crate::pjrt::read_typed(b, self.dtype, self.dims.len(), dst),
             SlotState::OnHost(bytes) => crate::pjrt::copy_typed(bytes, dst),
@@ -114,22 +143,25 @@ impl BufferSlot {
 
     /// Defragment's move of one buffer: under the write lock, frees the device buffer (or the
     /// host copy) and uploads `bytes` in its place with `upload`. If the upload fails the bytes
-    /// stay in the slot (`OnHost`). Returns `Ok(false)` for a deleted array (nothing to move).
+    /// stay in the slot (`OnHost`). Never waits: a buffer an operation holds is left `InUse`.
     pub fn relocate(
         &self,
         bytes: Vec<u8>,
         upload: impl FnOnce(&[u8]) -> Result<PjrtBuffer>,
-    ) -> Result<bool> {
-        let mut state = self.state.write();
-        if matches!(*state, SlotState::Deleted) {
-            return Ok(false);
+    ) -> Result<Relocation> {
+        self.settle();
+        let Some(mut state) = self.state.try_write() else {
+            return Ok(Relocation::InUse(bytes));
+        };
+        if self.is_deleted() || matches!(*state, SlotState::Deleted) {
+            return Ok(Relocation::Deleted);
         }
         // Free first, so the new allocation can use the space the old one held.
         *state = SlotState::OnHost(Vec::new());
         match upload(&bytes) {
             Ok(buffer) => {
                 *state = SlotState::Live(buffer);
-                Ok(true)
+                Ok(Relocation::Moved)
             }
             Err(e) => {
                 *state = SlotState::OnHost(bytes);
@@ -143,15 +175,27 @@ impl BufferSlot {
         matches!(*self.state.read_recursive(), SlotState::OnHost(_))
     }
 
-    /// Frees the device buffer now; later uses of the array fail with `Error::Deleted`.
+    /// Deletes the array: every later use fails with `Error::Deleted`. Never waits: the buffer
+    /// is freed now if no operation holds it, else as soon as one can tell it is free.
     pub fn delete(&self) {
-        let old = std::mem::replace(&mut *self.state.write(), SlotState::Deleted);
-        drop(old);
+        self.deleted
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.settle();
     }
 
     pub fn is_deleted(&self) -> bool {
-        matches!(*self.state.read_recursive(), SlotState::Deleted)
+        self.deleted.load(std::sync::atomic::Ordering::Acquire)
     }
+}
+
+/// What defragment's move did with one buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Relocation {
+    Moved,
+    /// Deleted meanwhile: nothing to move.
+    Deleted,
+    /// An operation (an execute, a read) holds it: left where it is; the bytes come back.
+    InUse(Vec<u8>),
 }
 
 /// The registry of live arrays. It holds weak links: it lists every live buffer (and can

@@ -105,6 +105,16 @@ impl ClientGuard {
             })
     }
 
+    /// `Error::BlockingOnRuntimeThread` when called on device `index`'s own actor thread (a
+    /// host callback inside an async execute there), where a blocking request to that actor
+    /// would wait on the thread that has to serve it. Everything else may block there.
+    pub fn refuse_blocking_on_device(&self, index: usize) -> Result<()> {
+        if self.runtime.tag().serves_device_here(index) {
+            return Err(Error::BlockingOnRuntimeThread);
+        }
+        Ok(())
+    }
+
     /// The actor of memory space `index`.
     pub fn memory_actor(&self, index: usize) -> &Addr<MemorySpaceActor> {
         &self.memories[index]

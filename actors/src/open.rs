@@ -103,7 +103,7 @@ pub fn open_client(config: ClientConfig) -> Result<ClientGuard> {
                 .map(|(index, s)| {
                     // Non-addressable devices have no work to serve here.
                     s.is_addressable.then(|| {
-                        let arbiter = tag.new_arbiter();
+                        let arbiter = tag.new_device_arbiter(index);
                         let st = st.clone();
                         let addr =
                             actix::Supervisor::start_in_arbiter(&arbiter.handle(), move |_| {

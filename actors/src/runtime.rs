@@ -10,9 +10,11 @@ use std::thread::{self, JoinHandle, Thread};
 use crate::error::{Error, Result};
 
 thread_local! {
-    /// The tag of the runtime that owns this thread (0: none): a blocking call there would
-    /// wait on its own mailbox, and a runtime stopped there must not join its own thread.
+    /// The tag of the runtime that owns this thread (0: none): a runtime stopped there must not
+    /// join its own thread, and a blocking call there may wait on its own mailbox.
     static RUNTIME_TAG: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// On a device actor's thread, the device it serves (its index in the client).
+    static SERVED_DEVICE: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
 }
 
 /// Names one runtime; every thread it starts (system, arbiters, sync workers) carries it.
@@ -35,11 +37,20 @@ impl RuntimeTag {
         RUNTIME_TAG.with(|t| t.get()) == self.0
     }
 
-    /// Starts an arbiter (a thread with its own event loop) that carries this tag.
-    pub(crate) fn new_arbiter(self) -> actix_rt::Arbiter {
+    /// Starts the arbiter (a thread with its own event loop) of device `device`'s actor,
+    /// carrying this tag and the device it serves.
+    pub(crate) fn new_device_arbiter(self, device: usize) -> actix_rt::Arbiter {
         let arbiter = actix_rt::Arbiter::new();
-        arbiter.spawn_fn(move || self.mark_current_thread());
+        arbiter.spawn_fn(move || {
+            self.mark_current_thread();
+            SERVED_DEVICE.with(|d| d.set(Some(device)));
+        });
         arbiter
+    }
+
+    /// Whether the current thread is this runtime's actor thread for `device`.
+    pub fn serves_device_here(self, device: usize) -> bool {
+        self.owns_current_thread() && SERVED_DEVICE.with(|d| d.get()) == Some(device)
     }
 }
 
@@ -100,7 +111,7 @@ struct Threads {
 
 impl Runtime {
     /// Starts a system on a new thread and runs `build` inside it to start the actors. `build`
-    /// may create arbiters (each a thread, from `RuntimeTag::new_arbiter`) and hands them
+    /// may create arbiters (each a thread, from `RuntimeTag::new_device_arbiter`) and hands them
     /// back so they can be joined.
     pub fn start<T, F>(name: &str, workers: WorkerCount, build: F) -> Result<(Runtime, T)>
     where
@@ -142,6 +153,11 @@ impl Runtime {
             },
             value,
         ))
+    }
+
+    /// The tag its threads carry.
+    pub fn tag(&self) -> RuntimeTag {
+        self.tag
     }
 
     /// Stops every actor and joins the threads; idempotent (the first call does the work).
@@ -208,9 +224,12 @@ impl Wake for ThreadWaker {
 }
 
 /// Runs a future to completion on the calling thread, parking between polls. The blocking façade
-/// of every handle uses this; it refuses to run on a runtime thread, where it would deadlock.
+/// of every handle uses this. It refuses to run on the system thread or a compile worker, which
+/// serve what such a call would wait for. On a device actor's thread (a host callback inside an
+/// async execute) it runs: nothing but that device's own requests is served there, and those
+/// are refused by their callers (`ClientGuard::refuse_blocking_on_device`).
 pub fn block_on<F: Future>(fut: F) -> Result<F::Output> {
-    if on_runtime_thread() {
+    if on_runtime_thread() && SERVED_DEVICE.with(|d| d.get()).is_none() {
         return Err(Error::BlockingOnRuntimeThread);
     }
     let waker = Waker::from(Arc::new(ThreadWaker(thread::current())));

@@ -11,6 +11,7 @@ mod execute;
 mod foundation;
 mod invalid_inputs;
 mod memory;
+mod no_deadlock;
 mod plugin_loading;
 mod red_team;
 mod reliability;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use actix::{Actor, Context, Handler, Message};
 use tracing::Span;
 
+use crate::buffers::{ArrayCore, Relocation};
 use crate::error::{Error, Result};
 use crate::heap_profile::{self, ExecutableSample};
 use crate::pjrt::HostData;
@@ -74,6 +75,9 @@ pub struct DefragmentReport {
     pub moved: usize,
     /// Their bytes.
     pub bytes: usize,
+    /// Buffers an operation held (an execute, a callback inside it) through the whole pass:
+    /// left where they were, for the next defragment.
+    pub skipped: usize,
 }
 
 /// Moves every live buffer: all copied to host first, then each freed and uploaded again.
@@ -111,12 +115,14 @@ impl Handler<DefragmentFailingAfter> for BufferRegistryActor {
 }
 
 impl BufferRegistryActor {
-    /// Never holds more than one slot's lock: requests using other buffers go on, requests
-    /// using the buffer being moved wait for it, and nothing can deadlock against an execute
-    /// (which may hold several read locks) or a callback calling back into the runtime.
+    /// Never holds more than one slot's lock, and never waits for one: a buffer an operation
+    /// holds (an execute of any length, a callback inside it) is skipped, tried once more at
+    /// the end of the pass, and reported; the next defragment moves it. So nothing deadlocks
+    /// against an execute, and nothing queued behind this request waits on one.
     fn defragment(&self, fail_after: Option<usize>) -> Result<DefragmentReport> {
         let arrays = self.state.buffers.live_arrays();
-        // 1. Copy every buffer to host (an array deleted meanwhile is skipped).
+        // 1. Copy every buffer to host (an array deleted meanwhile is skipped). Arrays never
+        // change in place (nothing is donated), so a copy stays right until it is moved.
         let mut copies = Vec::with_capacity(arrays.len());
         for array in arrays {
             let slot = &array.slot;
@@ -128,41 +134,29 @@ impl BufferRegistryActor {
             }
         }
         // 2. Free each device copy and upload it again; a failure keeps the host copy.
-        let res = &self.state;
         let mut report = DefragmentReport::default();
         let mut on_host = Vec::new();
         let mut first_error = None;
-        for (array, bytes) in copies {
-            let slot = &array.slot;
-            let len = bytes.len();
-            let fail = fail_after.is_some_and(|n| report.moved >= n);
-            let moved = slot.relocate(bytes, |bytes| {
-                if fail {
-                    return Err(Error::Pjrt {
-                        function: "PJRT_Client_BufferFromHostBuffer",
-                        code: crate::PjrtCode::ResourceExhausted,
-                        message: "injected by a test hook".into(),
-                    });
-                }
-                res.pjrt.upload(
-                    HostData::Borrowed(bytes),
-                    slot.dtype,
-                    &slot.dims,
-                    &res.devices[slot.device],
-                    Some(&res.memories[slot.memory]),
-                )
-            });
-            match moved {
-                Ok(true) => {
-                    report.moved += 1;
-                    report.bytes += len;
-                }
-                Ok(false) => {}
-                Err(e) => {
-                    on_host.push(array.id.to_string());
-                    first_error.get_or_insert(e);
+        for last_try in [false, true] {
+            let mut in_use = Vec::new();
+            for (array, bytes) in copies {
+                let len = bytes.len();
+                let fail = fail_after.is_some_and(|n| report.moved >= n);
+                match self.relocate(&array, bytes, fail) {
+                    Ok(Relocation::Moved) => {
+                        report.moved += 1;
+                        report.bytes += len;
+                    }
+                    Ok(Relocation::Deleted) => {}
+                    Ok(Relocation::InUse(bytes)) if !last_try => in_use.push((array, bytes)),
+                    Ok(Relocation::InUse(_)) => report.skipped += 1,
+                    Err(e) => {
+                        on_host.push(array.id.to_string());
+                        first_error.get_or_insert(e);
+                    }
                 }
             }
+            copies = in_use;
         }
         match first_error {
             None => Ok(report),
@@ -172,5 +166,25 @@ impl BufferRegistryActor {
                 reason: e.to_string(),
             }),
         }
+    }
+
+    fn relocate(&self, array: &ArrayCore, bytes: Vec<u8>, fail: bool) -> Result<Relocation> {
+        let (res, slot) = (&self.state, &array.slot);
+        slot.relocate(bytes, |bytes| {
+            if fail {
+                return Err(Error::Pjrt {
+                    function: "PJRT_Client_BufferFromHostBuffer",
+                    code: crate::PjrtCode::ResourceExhausted,
+                    message: "injected by a test hook".into(),
+                });
+            }
+            res.pjrt.upload(
+                HostData::Borrowed(bytes),
+                slot.dtype,
+                &slot.dims,
+                &res.devices[slot.device],
+                Some(&res.memories[slot.memory]),
+            )
+        })
     }
 }

@@ -1,0 +1,201 @@
+//! No call from inside a host callback deadlocks, and nothing waits on a running execute
+//! (issue 13, B): each call either works or returns a typed error, under `execute` and under
+//! `execute_async` alike. Every test runs under a watchdog.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use pjrt_actors::{Array, Client, Error, LoadedExecutable};
+use pjrt_actors_core::runtime::block_on;
+
+use crate::callbacks::{load_around, pure_map};
+use crate::common::within;
+
+/// Whatever a callback's call returned, kept for the test to look at.
+type Seen<T> = Arc<Mutex<Vec<Result<T, Error>>>>;
+
+/// A client, an executable whose callback runs `call` once per execution and records what it
+/// returned, and an argument on device 0.
+fn around<T: Send + 'static>(
+    call: impl Fn(&Client) -> Result<T, Error> + Send + Sync + 'static,
+) -> (Client, LoadedExecutable, Array, Seen<T>) {
+    let client = Client::open().unwrap();
+    let seen: Seen<T> = Arc::default();
+    let (inner, record) = (client.clone(), seen.clone());
+    let cb = pure_map("calls_back", 4, move |x| {
+        // Once per execution: the first element's call.
+        if x == 1.0 {
+            record.lock().push(call(&inner));
+        }
+        x
+    });
+    let exe = load_around(&client, cb);
+    let a = client.devices()[0].put(&[1f32, 2., 3., 4.], &[4]).unwrap();
+    (client, exe, a, seen)
+}
+
+/// Runs `exe` on `a` blocking, then async, and checks both computed `x + x`.
+fn run_both_ways(exe: &LoadedExecutable, a: &Array) {
+    for out in [
+        exe.execute(&[a]).unwrap(),
+        block_on(exe.execute_async(&[a])).unwrap().unwrap(),
+    ] {
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2., 4., 6., 8.]);
+    }
+}
+
+#[test]
+fn blocking_calls_inside_a_callback_work_under_execute_and_execute_async() {
+    within(Duration::from_secs(60), || {
+        let (_client, exe, a, seen) = around(|c| {
+            let profile = c.heap_profile()?;
+            let topology = c.topology()?;
+            let listed = c.live_executables()?;
+            Ok((
+                profile.len(),
+                topology.device_descriptions.len(),
+                listed.len(),
+            ))
+        });
+        run_both_ways(&exe, &a);
+        let seen = seen.lock();
+        assert_eq!(seen.len(), 2);
+        for outcome in seen.iter() {
+            let (profile, devices, executables) = outcome.as_ref().unwrap();
+            assert!(*profile > 0 && *devices == 4 && *executables >= 1);
+        }
+    });
+}
+
+#[test]
+fn only_a_blocking_request_to_the_callbacks_own_device_actor_is_refused() {
+    within(Duration::from_secs(60), || {
+        let (_client, exe, a, seen) = around(|c| {
+            let own = c.devices()[0].memory_stats().map(|_| ());
+            let other = c.devices()[1].memory_stats().map(|_| ());
+            Ok((own, other))
+        });
+        run_both_ways(&exe, &a);
+        let seen = seen.lock();
+        let (blocking, under_async) = (seen[0].as_ref().unwrap(), seen[1].as_ref().unwrap());
+        // On the caller's thread every device actor is free to answer.
+        assert!(blocking.0.is_ok() && blocking.1.is_ok(), "{blocking:?}");
+        // On device 0's actor thread, device 0's actor cannot answer: refused, not hung.
+        assert!(
+            matches!(under_async.0, Err(Error::BlockingOnRuntimeThread)),
+            "{under_async:?}"
+        );
+        assert!(under_async.1.is_ok(), "{under_async:?}");
+    });
+}
+
+#[test]
+fn a_callback_that_defragments_moves_what_it_can_and_skips_its_own_arguments() {
+    within(Duration::from_secs(60), || {
+        let (client, exe, a, seen) = around(|c| c.defragment());
+        let bystander = client.devices()[1].put(&[9f32; 4], &[4]).unwrap();
+        run_both_ways(&exe, &a);
+        for report in seen.lock().iter() {
+            let report = report.as_ref().unwrap();
+            // The running execution holds `a`: skipped, never waited for.
+            assert!(report.skipped >= 1, "{report:?}");
+            assert!(report.moved >= 1, "{report:?}");
+        }
+        assert_eq!(bystander.to_vec::<f32>().unwrap(), vec![9.; 4]);
+        // Once nothing holds it, the next defragment moves it.
+        let after = client.defragment().unwrap();
+        assert_eq!(after.skipped, 0);
+        assert_eq!(a.to_vec::<f32>().unwrap(), vec![1., 2., 3., 4.]);
+    });
+}
+
+#[test]
+fn a_callback_that_deletes_its_own_argument_does_not_wait_for_itself() {
+    within(Duration::from_secs(60), || {
+        let client = Client::open().unwrap();
+        let target: Arc<Mutex<Option<Array>>> = Arc::default();
+        let slot = target.clone();
+        let cb = pure_map("deletes", 4, move |x| {
+            if let Some(a) = slot.lock().as_ref() {
+                a.delete();
+            }
+            x
+        });
+        let exe = load_around(&client, cb);
+        let a = client.devices()[0].put(&[1f32, 2., 3., 4.], &[4]).unwrap();
+        *target.lock() = Some(a.clone());
+        // The execution already holds the buffer: it finishes on it.
+        let out = exe.execute(&[&a]).unwrap();
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2., 4., 6., 8.]);
+        assert!(a.is_deleted());
+        assert!(matches!(a.to_vec::<f32>(), Err(Error::Deleted { .. })));
+        assert!(matches!(exe.execute(&[&a]), Err(Error::Deleted { .. })));
+    });
+}
+
+#[test]
+fn heap_profiles_and_defragments_never_wait_on_a_long_execute() {
+    within(Duration::from_secs(60), || {
+        let started = Arc::new(AtomicBool::new(false));
+        let flag = started.clone();
+        let client = Client::open().unwrap();
+        let cb = pure_map("slow", 4, move |x| {
+            if x == 1.0 {
+                flag.store(true, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(1500));
+            }
+            x
+        });
+        let exe = load_around(&client, cb);
+        let a = client.devices()[0].put(&[1f32, 2., 3., 4.], &[4]).unwrap();
+        let runner = {
+            let (exe, a) = (exe.clone(), a.clone());
+            std::thread::spawn(move || exe.execute(&[&a]).map(|o| o.len()))
+        };
+        while !started.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // The execution holds `a` for a second and a half; meanwhile, from another thread:
+        let t0 = Instant::now();
+        let report = client.defragment().unwrap();
+        let profile = client.heap_profile().unwrap();
+        let listed = client.live_arrays().unwrap();
+        let waited = t0.elapsed();
+        assert!(
+            waited < Duration::from_millis(1000),
+            "waited {waited:?} on an execute"
+        );
+        assert_eq!(report.skipped, 1, "{report:?}");
+        assert!(!profile.is_empty() && listed.contains(&a));
+        assert_eq!(runner.join().unwrap().unwrap(), 1);
+    });
+}
+
+#[test]
+fn profiles_from_callbacks_while_another_thread_defragments_in_a_loop() {
+    within(Duration::from_secs(60), || {
+        let (client, exe, a, seen) = around(|c| c.heap_profile().map(|p| p.len()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let looper = {
+            let (client, stop) = (client.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut rounds = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    client.defragment().unwrap();
+                    rounds += 1;
+                }
+                rounds
+            })
+        };
+        for _ in 0..20 {
+            run_both_ways(&exe, &a);
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(looper.join().unwrap() > 0);
+        assert!(seen.lock().iter().all(|p| p.is_ok()));
+        // The registry actor still answers.
+        assert!(client.heap_profile().is_ok() && client.defragment().is_ok());
+    });
+}
