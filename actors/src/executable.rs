@@ -41,6 +41,7 @@ impl ExecutableMeta {
         compile_options: &[u8],
     ) -> Result<Self> {
         let module = exe.optimized_module()?;
+        refuse_feeds(&module)?;
         let parameter_types = crate::pjrt::parameter_types(&module)?;
         let output_types = exe.output_types()?;
         let may_donate = module
@@ -80,6 +81,24 @@ impl ExecutableMeta {
             callback_ids,
             transfers,
         })
+    }
+}
+
+/// Refuses a program that reads infeed or writes outfeed: nothing here feeds or drains those
+/// queues, so its execute would wait forever.
+fn refuse_feeds(module: &pjrt_sys::protos::xla::HloModuleProto) -> Result<()> {
+    let feeds = (module.computations.iter())
+        .flat_map(|c| &c.instructions)
+        .find(|i| i.opcode == "infeed" || i.opcode == "outfeed");
+    match feeds {
+        None => Ok(()),
+        Some(i) => Err(crate::error::Error::Unsupported {
+            what: "infeed and outfeed",
+            hint: format!(
+                " (the program's `{}` would wait forever: nothing feeds or drains it; pass the data as arguments and results, or through a host callback)",
+                i.opcode
+            ),
+        }),
     }
 }
 

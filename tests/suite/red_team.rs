@@ -124,6 +124,43 @@ pub(crate) fn cases() -> Vec<Case> {
             Expect::Valid,
         ),
         (
+            // It compiled, then its execute waited forever for data nobody sends.
+            "a program that reads infeed",
+            |f| {
+                compile(f, br#"module @feeds { func.func public @main() -> tensor<4xf32> {
+  %t = stablehlo.create_token : !stablehlo.token
+  %0:2 = "stablehlo.infeed"(%t) {infeed_config = "", layout = [[0]]} : (!stablehlo.token) -> (tensor<4xf32>, !stablehlo.token)
+  return %0#0 : tensor<4xf32> } }"#)
+            },
+            Expect::Fails(|e| {
+                matches!(
+                    e,
+                    Error::Unsupported {
+                        what: "infeed and outfeed",
+                        ..
+                    }
+                )
+            }),
+        ),
+        (
+            "a program that writes outfeed",
+            |f| {
+                compile(f, br#"module @feeds { func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %t = stablehlo.create_token : !stablehlo.token
+  %0 = "stablehlo.outfeed"(%x, %t) {outfeed_config = ""} : (tensor<4xf32>, !stablehlo.token) -> !stablehlo.token
+  return %x : tensor<4xf32> } }"#)
+            },
+            Expect::Fails(|e| {
+                matches!(
+                    e,
+                    Error::Unsupported {
+                        what: "infeed and outfeed",
+                        ..
+                    }
+                )
+            }),
+        ),
+        (
             // 1,000 levels overflowed the compile thread's default stack and killed the process.
             "modules nested 1,000 deep reach the plugin and fail there, typed",
             |f| compile(f, nested_modules(1000).as_bytes()),
