@@ -109,6 +109,41 @@ fn main() {
     let (compile_ms, disk_hit_ms) = (median(compiles), median(disk_hits));
     let _ = std::fs::remove_dir_all(&dir);
 
+    // Compile isolation: the same distinct modules compiled in this process and in a worker
+    // process (one compile thread each side, so each has one worker, started before timing:
+    // spawn amortised). Interleaved, so drift hits both alike.
+    let one_thread = |worker: bool| {
+        let builder = Client::builder().compile_threads(1).memory_cache_entries(0);
+        let builder = match worker {
+            true => builder.compile_in_worker(env!("CARGO_BIN_EXE_pjrt-actors-compile-worker")),
+            false => builder,
+        };
+        builder.open().unwrap()
+    };
+    let (here, isolated) = (one_thread(false), one_thread(true));
+    isolated.compile_and_load(module(0, 80), &options).unwrap(); // starts the worker
+    let (mut in_process, mut in_worker) = (Vec::new(), Vec::new());
+    for i in 0..12 {
+        let program = module(i % 12, 90 + i);
+        in_process.push(ms(|| {
+            drop(here.compile_and_load(&program, &options).unwrap())
+        }));
+        in_worker.push(ms(|| {
+            drop(isolated.compile_and_load(&program, &options).unwrap())
+        }));
+    }
+    let (in_process_ms, in_worker_ms) = (median(in_process), median(in_worker));
+    let worker_start_ms = ms(|| {
+        let fresh = one_thread(true);
+        drop(fresh.compile_and_load(module(1, 200), &options).unwrap());
+    }) - ms(|| {
+        drop(
+            one_thread(false)
+                .compile_and_load(module(1, 201), &options)
+                .unwrap(),
+        )
+    });
+
     // Single flight: 32 concurrent identical requests.
     let flight = Client::open().unwrap();
     let program = module(5, 70);
@@ -152,7 +187,19 @@ fn main() {
         single_flight
     );
     println!(
-        "{{\"seq_ms\":{},\"pool_ms\":{},\"pool_speedup\":{},\"compile_threads\":{},\"memory_hit_us\":{memory_hit_us},\"compile_ms\":{},\"disk_hit_ms\":{},\"disk_hit_ratio\":{},\"single_flight\":{single_flight}}}",
+        "{:<46} {:>10.2}",
+        "compile in this process (ms)", in_process_ms
+    );
+    println!(
+        "{:<46} {:>10.2}",
+        "compile in a worker process (ms)", in_worker_ms
+    );
+    println!(
+        "{:<46} {:>10.1}",
+        "starting a worker, first compile (ms)", worker_start_ms
+    );
+    println!(
+        "{{\"seq_ms\":{},\"pool_ms\":{},\"pool_speedup\":{},\"compile_threads\":{},\"memory_hit_us\":{memory_hit_us},\"compile_ms\":{},\"disk_hit_ms\":{},\"disk_hit_ratio\":{},\"single_flight\":{single_flight},\"in_process_compile_ms\":{},\"isolated_compile_ms\":{},\"isolated_compile_overhead\":{},\"worker_start_ms\":{}}}",
         round3(seq_ms),
         round3(pool_ms),
         round3(pool_speedup),
@@ -160,5 +207,9 @@ fn main() {
         round3(compile_ms),
         round3(disk_hit_ms),
         round3(disk_hit_ratio),
+        round3(in_process_ms),
+        round3(in_worker_ms),
+        round3(in_worker_ms / in_process_ms),
+        round3(worker_start_ms),
     );
 }

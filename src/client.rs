@@ -74,6 +74,25 @@ impl ClientBuilder {
         self
     }
 
+    /// Compiles in worker processes started from `binary` (the `pjrt-actors-compile-worker`
+    /// this package builds): a program that crashes the compiler (a failed check, an uncaught
+    /// C++ exception) kills one worker and comes back as `Error::CompilerCrashed`; the client
+    /// and every other request go on. Each compile pays for serializing the executable in the
+    /// worker and loading it here (see the README's benchmarks). A crash while *executing* is
+    /// not contained.
+    pub fn compile_in_worker(mut self, binary: impl Into<PathBuf>) -> Self {
+        self.config.compile_worker = Some(binary.into());
+        self
+    }
+
+    /// [`compile_in_worker`](Self::compile_in_worker) with the worker binary found by
+    /// env `PJRT_ACTORS_COMPILE_WORKER`, else beside the running executable; in-process
+    /// compiles when there is none.
+    pub fn compile_in_worker_if_found(mut self) -> Self {
+        self.config.compile_worker = pjrt_actors_core::compile_worker::find_worker();
+        self
+    }
+
     /// Threads in the compiler actor pool (default: the number of cores).
     pub fn compile_threads(mut self, n: usize) -> Self {
         self.config.compile_threads = Some(n);

@@ -25,6 +25,10 @@ pub struct ClientConfig {
     pub compile_queue_bound: Option<usize>,
     /// How allocation sites are recorded for heap profiles.
     pub site_capture: crate::site::SiteCapture,
+    /// Compile in worker processes started from this binary (`pjrt-actors-compile-worker`),
+    /// so a program that crashes the compiler kills a worker, not the client; `None`: compile
+    /// in this process.
+    pub compile_worker: Option<PathBuf>,
 }
 
 /// The environment variable naming a persistent compile cache directory.

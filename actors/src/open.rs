@@ -14,6 +14,7 @@ use crate::actors::device::DeviceActor;
 use crate::actors::memory_space::MemorySpaceActor;
 use crate::actors::registry::BufferRegistryActor;
 use crate::compile_cache::{CacheStats, CompileEnv, DiskCache};
+use crate::compile_worker::WorkerSpec;
 use crate::config::{CACHE_DIR_ENV, ClientConfig, validate_options};
 use crate::envelope;
 use crate::error::{Error, Result};
@@ -36,6 +37,14 @@ pub fn open_client(config: ClientConfig) -> Result<ClientGuard> {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(2, |n| n.get()),
     };
+    if let Some(worker) = &config.compile_worker {
+        if !worker.is_file() {
+            return Err(Error::InvalidOption {
+                name: "compile_worker".into(),
+                reason: format!("no compile worker binary at {}", worker.display()),
+            });
+        }
+    }
     let plugin = match &config.plugin_path {
         Some(path) => Plugin::load(path)?,
         None => Plugin::discover()?,
@@ -84,6 +93,11 @@ pub fn open_client(config: ClientConfig) -> Result<ClientGuard> {
         compile_queue_bound: config.compile_queue_bound.unwrap_or(256).max(1),
         compile_threads,
     }));
+    let isolation = config.compile_worker.as_ref().map(|binary| WorkerSpec {
+        binary: binary.clone(),
+        plugin: state.snapshot.plugin_path.clone(),
+        options: config.options.clone(),
+    });
     let env = CompileEnv {
         identity: state.identity.clone(),
         topology: state.topology.clone(),
@@ -128,7 +142,7 @@ pub fn open_client(config: ClientConfig) -> Result<ClientGuard> {
                     tag.mark_current_thread();
                     // A restarted worker (after a panic) takes a fresh token.
                     let token = tokens.lock().pop().unwrap_or_else(|| wk.token());
-                    CompilerActor::new(pjrt.clone(), pjrt_devices.clone(), token)
+                    CompilerActor::new(pjrt.clone(), pjrt_devices.clone(), isolation.clone(), token)
                 });
             let routes = Routes {
                 compile_service: CompileService::new(

@@ -369,3 +369,21 @@ fn an_input_from_standard_input_is_read_once() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(stdout(&o).trim(), "result[0]: 2x2xf32=[11,12,13,14]");
 }
+
+#[test]
+fn a_program_that_crashes_the_compiler_is_an_error_line_not_a_crash() {
+    let worker = std::path::Path::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+        .with_file_name("pjrt-actors-compile-worker");
+    assert!(
+        worker.is_file(),
+        "{} is built with the workspace (cargo build --workspace)",
+        worker.display()
+    );
+    let m = module(
+        "topk.mlir",
+        "module @crashes { func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n  %0 = stablehlo.custom_call @TopK(%a) : (tensor<4xf32>) -> tensor<4xf32>\n  return %0 : tensor<4xf32> } }",
+    );
+    let o = cli(&["run", &m, "--input", "4xf32=1"]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(error_line(&o).contains("the compiler crashed on this program"));
+}

@@ -202,6 +202,16 @@ pub enum Error {
     /// The operating system refused a thread the runtime needs.
     #[error("cannot start the {what} thread: {reason}")]
     ThreadSpawn { what: &'static str, reason: String },
+    /// The compiler crashed on this program, in an isolated compile worker: the worker died
+    /// (killed by `signal`, or exiting with `status`), was restarted, and nothing else was
+    /// affected. In-process, the same program would have ended the whole process.
+    #[error("the compiler crashed on this program ({how}); its worker process was restarted")]
+    CompilerCrashed {
+        /// The signal that killed the worker (6: SIGABRT, a failed CHECK; 11: SIGSEGV), if any.
+        signal: Option<i32>,
+        /// How the worker ended, in words.
+        how: String,
+    },
     /// The plugin reported something the runtime cannot place (a fact that broke an
     /// assumption, not bad input); the message says which.
     #[error("internal error: {0}")]

@@ -10,6 +10,7 @@ mod executables;
 mod execute;
 mod foundation;
 mod invalid_inputs;
+mod isolation;
 mod memory;
 mod no_deadlock;
 mod plugin_loading;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use tracing::Span;
 
 use crate::compile_cache::{CompileEnv, CompileKey, bump, serialize};
+use crate::compile_worker::{CompileWorker, WorkerSpec};
 use crate::envelope;
 use crate::error::{Error, Result};
 use crate::executable::ExecutableMeta;
@@ -19,19 +20,51 @@ use crate::supervision::guarded;
 /// What a worker answers: the loaded executable and what was read of it.
 pub type Loaded = Result<(PjrtLoadedExecutable, ExecutableMeta)>;
 
-/// A compiler actor: one of a pool, each on its own thread, all sharing the PJRT client.
+/// A compiler actor: one of a pool, each on its own thread, all sharing the PJRT client. With
+/// compile isolation each owns one compile worker process, started on its first compile and
+/// again after one crashes.
 pub struct CompilerActor {
     client: PjrtClient,
     devices: Vec<PjrtDevice>,
+    isolation: Option<WorkerSpec>,
+    worker: Option<CompileWorker>,
     _token: WorkerToken,
 }
 
 impl CompilerActor {
-    pub(crate) fn new(client: PjrtClient, devices: Vec<PjrtDevice>, token: WorkerToken) -> Self {
+    pub(crate) fn new(
+        client: PjrtClient,
+        devices: Vec<PjrtDevice>,
+        isolation: Option<WorkerSpec>,
+        token: WorkerToken,
+    ) -> Self {
         CompilerActor {
             client,
             devices,
+            isolation,
+            worker: None,
             _token: token,
+        }
+    }
+
+    /// Compiles in this process, or in this actor's worker process with isolation: then the
+    /// executable comes back serialized and is loaded here, and a crash is a typed error.
+    fn compile(&mut self, code: &[u8], options: &[u8]) -> Result<PjrtLoadedExecutable> {
+        let Some(spec) = &self.isolation else {
+            return self.client.compile(code, "mlir", options);
+        };
+        let worker = match &mut self.worker {
+            Some(worker) => worker,
+            None => self.worker.insert(CompileWorker::start(spec)?),
+        };
+        match worker.compile(code, options) {
+            Ok(serialized) => self.client.deserialize_and_load(&serialized, Some(options)),
+            Err(crashed @ Error::CompilerCrashed { .. }) => {
+                tracing::warn!(error = %crashed, "a compile worker died; the next compile starts another");
+                self.worker = None;
+                Err(crashed)
+            }
+            Err(e) => Err(e),
         }
     }
 }
@@ -64,7 +97,7 @@ impl Handler<CompileJob> for CompilerActor {
 }
 
 impl CompilerActor {
-    pub(crate) fn run_job(&self, job: &CompileJob) -> Loaded {
+    pub(crate) fn run_job(&mut self, job: &CompileJob) -> Loaded {
         let options = job.options.encode_to_vec();
         let portable = job.options.compile_portable_executable;
         let disk = job.env.disk.as_ref();
@@ -96,7 +129,7 @@ impl CompilerActor {
             }
         }
         bump(&job.env.stats.compiles);
-        let exe = self.client.compile(&job.code, "mlir", &options)?;
+        let exe = self.compile(&job.code, &options)?;
         let meta = ExecutableMeta::read(&exe, &self.devices, portable, &options)?;
         if let Some(disk) = disk {
             let stored = serialize(&exe, portable, &options, &job.key, &job.env)

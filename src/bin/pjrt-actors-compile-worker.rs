@@ -1,0 +1,79 @@
+//! The compile worker: a process that loads a PJRT plugin, compiles the programs it is sent on
+//! stdin and answers with serialized executables on stdout, so that a program that crashes the
+//! compiler kills this process and not the client (see `pjrt_actors_core::compile_worker`).
+
+#![forbid(unsafe_code)]
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use pjrt_actors_core::compile_worker::{decode_option, read_frame, write_frame};
+use pjrt_actors_core::pjrt::{PjrtClient, Plugin};
+use pjrt_actors_core::program_check::COMPILE_STACK_BYTES;
+
+fn serve(
+    plugin: PathBuf,
+    options: Vec<(String, pjrt_actors_core::pjrt::NamedValue)>,
+) -> Result<(), String> {
+    let plugin = Plugin::load(&plugin).map_err(|e| e.to_string())?;
+    // Programs that call host callbacks name the FFI handler; it must be registered to compile.
+    let _ = plugin.host_callbacks();
+    let client = PjrtClient::create(plugin, &options).map_err(|e| e.to_string())?;
+    let (mut input, mut output) = (std::io::stdin().lock(), std::io::stdout().lock());
+    loop {
+        // The client closing our stdin is the end of the work.
+        let Ok(code) = read_frame(&mut input) else {
+            return Ok(());
+        };
+        let compile_options = read_frame(&mut input).map_err(|e| e.to_string())?;
+        let answer = client
+            .compile(&code, "mlir", &compile_options)
+            .and_then(|exe| exe.serialize());
+        let written = match answer {
+            Ok(executable) => output
+                .write_all(&[0])
+                .and_then(|()| write_frame(&mut output, &executable)),
+            Err(e) => output
+                .write_all(&[1])
+                .and_then(|()| write_frame(&mut output, e.to_string().as_bytes())),
+        };
+        written
+            .and_then(|()| output.flush())
+            .map_err(|e| e.to_string())?;
+    }
+}
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let (mut plugin, mut options) = (None, Vec::new());
+    while let Some(arg) = args.next() {
+        match (arg.as_str(), args.next()) {
+            ("--plugin", Some(path)) => plugin = Some(PathBuf::from(path)),
+            ("--option", Some(text)) => match decode_option(&text) {
+                Ok(option) => options.push(option),
+                Err(e) => return fail(&e),
+            },
+            _ => return fail(&format!("unexpected argument `{arg}`")),
+        }
+    }
+    let Some(plugin) = plugin else {
+        return fail("--plugin PATH is required");
+    };
+    // Compiles run on a thread with the stack the client's own compile workers get.
+    let worker = std::thread::Builder::new()
+        .name("pjrt-actors-compile-worker".into())
+        .stack_size(COMPILE_STACK_BYTES)
+        .spawn(move || serve(plugin, options));
+    match worker.map(|w| w.join()) {
+        Ok(Ok(Ok(()))) => ExitCode::SUCCESS,
+        Ok(Ok(Err(e))) => fail(&e),
+        Ok(Err(_)) => fail("the compile thread panicked"),
+        Err(e) => fail(&format!("cannot start the compile thread: {e}")),
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("pjrt-actors-compile-worker: {message}");
+    ExitCode::FAILURE
+}
