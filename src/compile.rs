@@ -22,7 +22,7 @@ use pjrt_actors_core::{Error, Result, TopologyDescription};
 use prost::Message as _;
 use tokio::sync::oneshot;
 
-use crate::handles::{Client, LoadedExecutable, Shared, wait};
+use crate::handles::{Caller, Client, LoadedExecutable, Shared, wait};
 
 /// One compile, described by a builder: the program, its options, the host callbacks it is
 /// run with, a cancellation token, and whether to wait for a queue slot. `load` and
@@ -44,6 +44,8 @@ pub struct CompileRequest {
     wait_for_slot: bool,
     /// Where the request was made: the executable's allocation site.
     site: Site,
+    /// Who made it, for its errors.
+    caller: Caller,
 }
 
 impl Client {
@@ -61,6 +63,7 @@ impl Client {
             cancel: None,
             wait_for_slot: true,
             site: self.site(),
+            caller: Caller::here(),
         }
     }
 
@@ -125,7 +128,8 @@ impl CompileRequest {
 
     /// Compiles (or finds) and loads the program: the one implementation of every compile.
     pub async fn load_async(self) -> Result<LoadedExecutable> {
-        let core = self.submit().await?;
+        let caller = self.caller;
+        let core = (self.submit().await).map_err(|e| e.with_context(|| caller.describe()))?;
         LoadedExecutable::bind(self.shared, core, self.callbacks).await
     }
 
@@ -233,7 +237,7 @@ impl Client {
         options: Option<&CompileOptions>,
         callbacks: &[HostCallback],
     ) -> impl Future<Output = Result<LoadedExecutable>> + use<> {
-        let site = self.site();
+        let (site, caller) = (self.site(), Caller::here());
         let state = self.state();
         let load = state.check_open().and_then(|()| {
             let envelope = envelope::decode(bytes, state.identity())?;
@@ -251,7 +255,8 @@ impl Client {
         });
         let (shared, callbacks) = (self.shared.clone(), callbacks.to_vec());
         async move {
-            let core = shared.route(load?).await?;
+            let core =
+                (shared.route(load?).await).map_err(|e| e.with_context(|| caller.describe()))?;
             LoadedExecutable::bind(shared, core, callbacks).await
         }
     }

@@ -21,7 +21,7 @@ use pjrt_actors_core::pjrt::{ArrayType, CompiledMemoryStats, NamedValue};
 use pjrt_actors_core::registry::Id;
 use pjrt_actors_core::{Error, Result};
 
-use crate::handles::{Array, Client, Device, LoadedExecutable, Shared};
+use crate::handles::{Array, Caller, Client, Device, LoadedExecutable, Shared};
 
 /// One output list per device, as handles.
 type Outputs = Vec<Vec<Array>>;
@@ -222,14 +222,18 @@ impl LoadedExecutable {
             core_lists.push(list.as_slice());
         }
         let state = self.shared.state();
-        state.execute(
-            &self.owner,
-            &self.core,
-            &core_lists,
-            portable_device,
-            self.callbacks.as_deref(),
-            state.site(),
-        )
+        // Free to take; the span is looked up only if there is an error to name it in.
+        let at = std::panic::Location::caller();
+        state
+            .execute(
+                &self.owner,
+                &self.core,
+                &core_lists,
+                portable_device,
+                self.callbacks.as_deref(),
+                state.site(),
+            )
+            .map_err(|e| e.with_context(|| Caller::at(at).describe()))
     }
 
     /// Runs through the client actor, which hands the run to the (first) device's actor, in

@@ -108,3 +108,38 @@ pub struct LoadedExecutable {
     /// The host callbacks this handle runs the program with.
     pub(crate) callbacks: Option<Arc<CallbackSet>>,
 }
+
+/// Who made a request: the caller's tracing span and call site, taken where the request is
+/// made, and attached to the errors the plugin or the compiler gives it (so that a server's log
+/// says whose program failed).
+#[derive(Clone, Copy)]
+pub(crate) struct Caller {
+    span: Option<&'static str>,
+    at: &'static std::panic::Location<'static>,
+}
+
+impl Caller {
+    /// The caller of the calling function, in the span current now.
+    #[track_caller]
+    pub(crate) fn here() -> Self {
+        Self::at(std::panic::Location::caller())
+    }
+
+    /// A caller at `at`, in the span current now (for error paths, which take the span only
+    /// when there is an error to name it in).
+    pub(crate) fn at(at: &'static std::panic::Location<'static>) -> Self {
+        Caller {
+            span: tracing::Span::current().metadata().map(|m| m.name()),
+            at,
+        }
+    }
+
+    /// `span at file:line`, or `file:line` outside any span.
+    pub(crate) fn describe(self) -> String {
+        let at = format!("{}:{}", self.at.file(), self.at.line());
+        match self.span {
+            Some(span) => format!("{span} at {at}"),
+            None => at,
+        }
+    }
+}

@@ -155,11 +155,21 @@ pub fn parse_literal(text: &str) -> Result<HostData> {
             "expected DIMSxDTYPE=VALUES, e.g. 2x2xf32=1,2,3,4 or f32=5".into(),
         )
     })?;
-    let mut parts: Vec<&str> = ty.split('x').collect();
-    let dtype_name = parts
-        .pop()
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| bad(&what, "no element type".into()))?;
+    // The element type is what follows the last `x`, except for the names that hold one.
+    let (dims_text, dtype_name) = match ["complex128", "complex64"]
+        .into_iter()
+        .find(|name| ty.ends_with(name))
+    {
+        Some(name) => (ty[..ty.len() - name.len()].trim_end_matches('x'), name),
+        None => ty.rsplit_once('x').unwrap_or(("", ty)),
+    };
+    if dtype_name.is_empty() {
+        return Err(bad(&what, "no element type".into()));
+    }
+    let parts: Vec<&str> = match dims_text {
+        "" => Vec::new(),
+        dims => dims.split('x').collect(),
+    };
     let dtype = ElementType::from_name(dtype_name).ok_or_else(|| {
         bad(
             &what,
@@ -175,7 +185,7 @@ pub fn parse_literal(text: &str) -> Result<HostData> {
                 .ok_or_else(|| bad(&what, format!("`{d}` is not a dimension")))
         })
         .collect::<Result<Vec<_>>>()?;
-    let size = byte_size(dtype, &dims).map_err(|e| bad(&what, e.to_string()))?;
+    let size = byte_size(dtype, &dims).map_err(|e| bad(&what, e.detail()))?;
     // A single value fills the shape: without a bound, a few characters could ask for
     // terabytes (found by fuzzing).
     if size > LITERAL_LIMIT {

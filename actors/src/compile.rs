@@ -39,11 +39,14 @@ impl CompileOptions {
         let bad = |m: String| Error::InvalidArgument(format!("compile options: {m}"));
         let mut proto = self.proto.clone().unwrap_or_default();
         let mut build = proto.executable_build_options.take().unwrap_or_default();
+        let count = |name: &str, n: usize| {
+            i64::try_from(n).map_err(|_| bad(format!("{name} = {n} is more than any client has")))
+        };
         if let Some(n) = self.num_replicas {
-            build.num_replicas = n as i64;
+            build.num_replicas = count("num_replicas", n)?;
         }
         if let Some(n) = self.num_partitions {
-            build.num_partitions = n as i64;
+            build.num_partitions = count("num_partitions", n)?;
         }
         // The plugin CHECK-fails (aborts the process) on 0; an unset field is 0.
         if build.num_replicas == 0 {
@@ -225,6 +228,11 @@ mod tests {
                 "portable with ids",
                 portable_on(vec![0]),
                 Some("takes its device at execute time"),
+            ),
+            (
+                "usize::MAX replicas",
+                options(usize::MAX, 1, None),
+                Some("= 18446744073709551615 is more"),
             ),
         ];
         for (name, opts, refused) in cases {

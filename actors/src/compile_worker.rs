@@ -134,6 +134,7 @@ impl CompileWorker {
                 function: "PJRT_Client_Compile (in a compile worker)",
                 code: crate::PjrtCode::InvalidArgument,
                 message: String::from_utf8_lossy(&message).into_owned(),
+                context: None,
             }),
             Err(_) => Err(self.crash()),
         }
@@ -155,11 +156,16 @@ impl CompileWorker {
                     (None, Some(c)) => format!("exited with status {c}"),
                     (None, None) => "ended".into(),
                 };
-                Error::CompilerCrashed { signal, how }
+                Error::CompilerCrashed {
+                    signal,
+                    how,
+                    context: None,
+                }
             }
             Err(e) => Error::CompilerCrashed {
                 signal: None,
                 how: format!("could not be waited for: {e}"),
+                context: None,
             },
         }
     }

@@ -95,7 +95,7 @@ fn read_input(text: &str) -> Result<HostData> {
         Some(path) => {
             let bytes = std::fs::read(path)
                 .map_err(|e| usage(format!("input `{text}`: cannot read {path}: {e}")))?;
-            read_npy(&bytes).map_err(|e| usage(format!("input `{text}`: {e}")))
+            read_npy(&bytes).map_err(|e| usage(format!("input `{text}`: {}", e.detail())))
         }
         None => parse_literal(text),
     }

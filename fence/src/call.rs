@@ -117,7 +117,8 @@ impl Plugin {
         Err(Error::Pjrt {
             function,
             code,
-            message,
+            message: crate::error::cut_message(message),
+            context: None,
         })
     }
 }

@@ -69,10 +69,20 @@ impl PjrtCode {
 }
 
 impl fmt::Display for PjrtCode {
+    /// PJRT's own name for the code: `INVALID_ARGUMENT`, `RESOURCE_EXHAUSTED`, …
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Other(code) => write!(f, "code {code}"),
-            known => write!(f, "{}", format!("{known:?}").to_uppercase()),
+            known => {
+                let name = format!("{known:?}");
+                for (i, c) in name.chars().enumerate() {
+                    if c.is_uppercase() && i > 0 {
+                        f.write_str("_")?;
+                    }
+                    write!(f, "{}", c.to_ascii_uppercase())?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -109,12 +119,15 @@ pub enum PluginError {
 pub enum Error {
     #[error(transparent)]
     Plugin(#[from] PluginError),
-    /// The plugin returned an error from a C API function.
-    #[error("{function} failed with {code}: {message}")]
+    /// The plugin returned an error from a C API function. Its message is cut to
+    /// [`MESSAGE_LIMIT`] bytes (a compiler diagnostic can echo a whole program).
+    #[error("{function} failed with {code}: {message}{}", in_context(context))]
     Pjrt {
         function: &'static str,
         code: PjrtCode,
         message: String,
+        /// Whose request failed: the caller's tracing span and call site, where known.
+        context: Option<String>,
     },
     /// The plugin does not offer this function or extension.
     #[error("{what} is not supported by this plugin{hint}")]
@@ -205,12 +218,17 @@ pub enum Error {
     /// The compiler crashed on this program, in an isolated compile worker: the worker died
     /// (killed by `signal`, or exiting with `status`), was restarted, and nothing else was
     /// affected. In-process, the same program would have ended the whole process.
-    #[error("the compiler crashed on this program ({how}); its worker process was restarted")]
+    #[error(
+        "the compiler crashed on this program ({how}); its worker process was restarted{}",
+        in_context(context)
+    )]
     CompilerCrashed {
         /// The signal that killed the worker (6: SIGABRT, a failed CHECK; 11: SIGSEGV), if any.
         signal: Option<i32>,
         /// How the worker ended, in words.
         how: String,
+        /// Whose request failed: the caller's tracing span and call site, where known.
+        context: Option<String>,
     },
     /// The plugin reported something the runtime cannot place (a fact that broke an
     /// assumption, not bad input); the message says which.
@@ -218,7 +236,61 @@ pub enum Error {
     Internal(String),
 }
 
+/// The most of a plugin message an error keeps: its head and its tail, with how much was cut.
+pub const MESSAGE_LIMIT: usize = 4096;
+
+fn in_context(context: &Option<String>) -> String {
+    context
+        .as_ref()
+        .map(|c| format!(" (in {c})"))
+        .unwrap_or_default()
+}
+
+/// Cuts `message` to at most about [`MESSAGE_LIMIT`] bytes, keeping its head and tail.
+pub fn cut_message(message: String) -> String {
+    if message.len() <= MESSAGE_LIMIT {
+        return message;
+    }
+    let floor = |i: usize| {
+        (0..=i)
+            .rev()
+            .find(|&i| message.is_char_boundary(i))
+            .unwrap_or(0)
+    };
+    let head_end = floor(MESSAGE_LIMIT * 3 / 4);
+    let tail_start = floor(message.len() - MESSAGE_LIMIT / 4);
+    format!(
+        "{} [… {} bytes cut …] {}",
+        &message[..head_end],
+        tail_start - head_end,
+        &message[tail_start..]
+    )
+}
+
 impl Error {
+    /// Attaches whose request failed (the caller's span and call site) to an error from the
+    /// plugin or the compiler, where none is attached yet.
+    pub fn with_context(mut self, caller: impl FnOnce() -> String) -> Self {
+        match &mut self {
+            Error::Pjrt { context, .. } | Error::CompilerCrashed { context, .. }
+                if context.is_none() =>
+            {
+                *context = Some(caller());
+            }
+            _ => {}
+        }
+        self
+    }
+
+    /// The error's own words, without the prefix its kind adds (for an error that another
+    /// message wraps: "input `x`: …" rather than "input `x`: invalid argument: …").
+    pub fn detail(&self) -> String {
+        match self {
+            Error::InvalidArgument(message) => message.clone(),
+            other => other.to_string(),
+        }
+    }
+
     /// The PJRT code, where the error came from the plugin.
     pub fn pjrt_code(&self) -> Option<PjrtCode> {
         match self {
@@ -229,3 +301,34 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_plugin_messages_keep_their_head_and_tail() {
+        assert_eq!(cut_message("short".into()), "short");
+        let long = format!("head {} tail", "é".repeat(50_000));
+        let cut = cut_message(long);
+        assert!(cut.len() < MESSAGE_LIMIT + 100, "{}", cut.len());
+        assert!(cut.starts_with("head ") && cut.ends_with(" tail"));
+        assert!(cut.contains("bytes cut"));
+    }
+
+    #[test]
+    fn context_is_attached_once_and_shown() {
+        let e = Error::Pjrt {
+            function: "PJRT_Client_Compile",
+            code: PjrtCode::InvalidArgument,
+            message: "bad".into(),
+            context: None,
+        };
+        let e = e.with_context(|| "serve at main.rs:3".into());
+        let e = e.with_context(|| "somewhere else".into());
+        assert_eq!(
+            e.to_string(),
+            "PJRT_Client_Compile failed with INVALID_ARGUMENT: bad (in serve at main.rs:3)"
+        );
+    }
+}

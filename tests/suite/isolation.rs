@@ -26,7 +26,7 @@ fn a_program_that_crashes_the_compiler_kills_a_worker_not_the_client() {
     let options = CompileOptions::default();
     for round in 0..2 {
         match client.compile_and_load(TOP_K, &options) {
-            Err(Error::CompilerCrashed { signal, how }) => {
+            Err(Error::CompilerCrashed { signal, how, .. }) => {
                 assert_eq!(signal, Some(6), "round {round}: {how}");
             }
             other => panic!("round {round}: {other:?}"),

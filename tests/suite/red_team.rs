@@ -161,6 +161,41 @@ pub(crate) fn cases() -> Vec<Case> {
             }),
         ),
         (
+            // It said "unknown element type `64`".
+            "a complex literal names its type",
+            |_| pjrt_actors::host_data::parse_literal("2xcomplex64=1").map(|_| ()),
+            Expect::Fails(|e| refused(e, "c64 values cannot be written as text")),
+        ),
+        (
+            "a literal's own error has one prefix",
+            |_| {
+                pjrt_actors::host_data::parse_literal("9999999999999x9999999999999xf32=1")
+                    .map(|_| ())
+            },
+            Expect::Fails(|e| e.to_string().matches("invalid argument").count() == 1),
+        ),
+        (
+            // A 700-deep module's diagnostic echoed the whole module: a 1 MB error.
+            "a plugin diagnostic is cut to a few kilobytes",
+            |f| {
+                compile(
+                    f,
+                    format!("{}{}", "module {".repeat(700), "}".repeat(700)).as_bytes(),
+                )
+            },
+            Expect::Fails(|e| matches!(e, Error::Pjrt { .. }) && e.to_string().len() < 5000),
+        ),
+        (
+            "a compile error names whose program failed",
+            |f| {
+                compile(
+                    f,
+                    b"module { func.func public @main() { %0 = stablehlo.frobnicate } }",
+                )
+            },
+            Expect::Fails(|e| e.to_string().contains("reliability.rs:")),
+        ),
+        (
             // 1,000 levels overflowed the compile thread's default stack and killed the process.
             "modules nested 1,000 deep reach the plugin and fail there, typed",
             |f| compile(f, nested_modules(1000).as_bytes()),

@@ -176,6 +176,7 @@ impl BufferRegistryActor {
                     function: "PJRT_Client_BufferFromHostBuffer",
                     code: crate::PjrtCode::ResourceExhausted,
                     message: "injected by a test hook".into(),
+                    context: None,
                 });
             }
             res.pjrt.upload(
