@@ -6,8 +6,8 @@
 //!
 //! The protocol, over the worker's stdin and stdout: a request is the program and the
 //! serialized `CompileOptionsProto`, each a little-endian u64 length then the bytes; an answer
-//! is one status byte (0: the executable's serialized bytes follow; 1: an error message
-//! follows) and a length-prefixed payload.
+//! is one status byte, then (0) the executable's serialized bytes, or (1) the plugin's error
+//! code (u32) and its message, each length-prefixed.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -126,16 +126,23 @@ impl CompileWorker {
         let answer = sent.and_then(|()| {
             let mut status = [0u8; 1];
             self.stdout.read_exact(&mut status)?;
-            Ok((status[0], read_frame(&mut self.stdout)?))
+            let first = read_frame(&mut self.stdout)?;
+            match status[0] {
+                0 => Ok(Ok(first)),
+                _ => Ok(Err((first, read_frame(&mut self.stdout)?))),
+            }
         });
         match answer {
-            Ok((0, executable)) => Ok(executable),
-            Ok((_, message)) => Err(Error::Pjrt {
-                function: "PJRT_Client_Compile (in a compile worker)",
-                code: crate::PjrtCode::InvalidArgument,
-                message: String::from_utf8_lossy(&message).into_owned(),
-                context: None,
-            }),
+            Ok(Ok(executable)) => Ok(executable),
+            Ok(Err((code, message))) => {
+                let code = u32::from_le_bytes(code.try_into().unwrap_or([0; 4]));
+                Err(Error::Pjrt {
+                    function: "PJRT_Client_Compile (in a compile worker)",
+                    code: crate::PjrtCode::from_raw(code),
+                    message: String::from_utf8_lossy(&message).into_owned(),
+                    context: None,
+                })
+            }
             Err(_) => Err(self.crash()),
         }
     }

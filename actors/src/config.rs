@@ -34,6 +34,9 @@ pub struct ClientConfig {
 /// The environment variable naming a persistent compile cache directory.
 pub const CACHE_DIR_ENV: &str = "PJRT_ACTORS_CACHE_DIR";
 
+/// The most devices the CPU plugin can compile for in one process.
+pub const MAX_CPU_DEVICES: i64 = 2048;
+
 /// Create options we know the type of. A value of the wrong type makes a plugin throw a C++
 /// exception through the C API, which aborts the process, so these are checked first.
 const KNOWN_OPTIONS: &[(&str, &str)] = &[
@@ -75,10 +78,12 @@ pub fn validate_options(options: &[(String, NamedValue)]) -> Result<()> {
         }
         if name == "cpu_device_count" {
             if let NamedValue::Int64(n) = value {
-                if !(1..=4096).contains(n) {
+                // XLA's CPU backend gives each process a block of 2,048 device ids: a device
+                // past 2,047 opens, then fails every compile as "multiprocess".
+                if !(1..=MAX_CPU_DEVICES).contains(n) {
                     return Err(Error::InvalidOption {
                         name: name.clone(),
-                        reason: format!("must be between 1 and 4096, got {n}"),
+                        reason: format!("must be between 1 and {MAX_CPU_DEVICES}, got {n}"),
                     });
                 }
             }
@@ -123,12 +128,13 @@ mod tests {
             ),
             (
                 &[("cpu_device_count", Int64(0))],
-                Some("between 1 and 4096"),
+                Some("between 1 and 2048"),
             ),
             (
-                &[("cpu_device_count", Int64(5000))],
-                Some("between 1 and 4096"),
+                &[("cpu_device_count", Int64(2049))],
+                Some("between 1 and 2048"),
             ),
+            (&[("cpu_device_count", Int64(2048))], None),
             (
                 &[("memory_fraction", Float(0.0))],
                 Some("must be in (0, 1]"),

@@ -44,26 +44,43 @@ pub enum PjrtCode {
     Other(u32),
 }
 
+/// `PJRT_Error_Code`'s numbers, in one table both directions read.
+const CODES: [(u32, PjrtCode); 16] = [
+    (1, PjrtCode::Cancelled),
+    (2, PjrtCode::Unknown),
+    (3, PjrtCode::InvalidArgument),
+    (4, PjrtCode::DeadlineExceeded),
+    (5, PjrtCode::NotFound),
+    (6, PjrtCode::AlreadyExists),
+    (7, PjrtCode::PermissionDenied),
+    (8, PjrtCode::ResourceExhausted),
+    (9, PjrtCode::FailedPrecondition),
+    (10, PjrtCode::Aborted),
+    (11, PjrtCode::OutOfRange),
+    (12, PjrtCode::Unimplemented),
+    (13, PjrtCode::Internal),
+    (14, PjrtCode::Unavailable),
+    (15, PjrtCode::DataLoss),
+    (16, PjrtCode::Unauthenticated),
+];
+
 impl PjrtCode {
-    pub(crate) fn from_raw(code: u32) -> Self {
-        match code {
-            1 => Self::Cancelled,
-            2 => Self::Unknown,
-            3 => Self::InvalidArgument,
-            4 => Self::DeadlineExceeded,
-            5 => Self::NotFound,
-            6 => Self::AlreadyExists,
-            7 => Self::PermissionDenied,
-            8 => Self::ResourceExhausted,
-            9 => Self::FailedPrecondition,
-            10 => Self::Aborted,
-            11 => Self::OutOfRange,
-            12 => Self::Unimplemented,
-            13 => Self::Internal,
-            14 => Self::Unavailable,
-            15 => Self::DataLoss,
-            16 => Self::Unauthenticated,
-            other => Self::Other(other),
+    /// From `PJRT_Error_Code`'s number.
+    pub fn from_raw(code: u32) -> Self {
+        CODES
+            .iter()
+            .find(|(n, _)| *n == code)
+            .map_or(Self::Other(code), |(_, c)| *c)
+    }
+
+    /// `PJRT_Error_Code`'s number.
+    pub fn to_raw(self) -> u32 {
+        match self {
+            Self::Other(code) => code,
+            known => CODES
+                .iter()
+                .find(|(_, c)| *c == known)
+                .map_or(0, |(n, _)| *n),
         }
     }
 }
@@ -291,6 +308,14 @@ impl Error {
         }
     }
 
+    /// The plugin's own message for an error from the plugin; else the whole error's words.
+    pub fn detail_of_plugin(&self) -> String {
+        match self {
+            Error::Pjrt { message, .. } => message.clone(),
+            other => other.to_string(),
+        }
+    }
+
     /// The PJRT code, where the error came from the plugin.
     pub fn pjrt_code(&self) -> Option<PjrtCode> {
         match self {
@@ -330,5 +355,20 @@ mod tests {
             e.to_string(),
             "PJRT_Client_Compile failed with INVALID_ARGUMENT: bad (in serve at main.rs:3)"
         );
+    }
+}
+
+#[cfg(test)]
+mod code_tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_and_show_pjrts_names() {
+        for raw in 0..20 {
+            assert_eq!(PjrtCode::from_raw(raw).to_raw(), raw);
+        }
+        assert_eq!(PjrtCode::from_raw(3).to_string(), "INVALID_ARGUMENT");
+        assert_eq!(PjrtCode::from_raw(8).to_string(), "RESOURCE_EXHAUSTED");
+        assert_eq!(PjrtCode::from_raw(99).to_string(), "code 99");
     }
 }

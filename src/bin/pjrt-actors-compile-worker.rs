@@ -34,9 +34,12 @@ fn serve(
             Ok(executable) => output
                 .write_all(&[0])
                 .and_then(|()| write_frame(&mut output, &executable)),
-            Err(e) => output
-                .write_all(&[1])
-                .and_then(|()| write_frame(&mut output, e.to_string().as_bytes())),
+            // The plugin's code, then its own words: the client rebuilds the same error.
+            Err(e) => output.write_all(&[1]).and_then(|()| {
+                let code = e.pjrt_code().map_or(0, |c| c.to_raw());
+                write_frame(&mut output, &code.to_le_bytes())?;
+                write_frame(&mut output, e.detail_of_plugin().as_bytes())
+            }),
         };
         written
             .and_then(|()| output.flush())

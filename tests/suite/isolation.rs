@@ -53,7 +53,18 @@ fn isolated_compiles_give_the_same_results_errors_and_callbacks() {
         "module { func.func public @main() { %0 = stablehlo.frobnicate } }",
         &options,
     );
-    assert!(matches!(bad, Err(Error::Pjrt { .. })), "{bad:?}");
+    match bad {
+        Err(e @ Error::Pjrt { .. }) => {
+            // The plugin's code and words, once: not the worker's whole error inside ours.
+            let here = Client::open().unwrap().compile_and_load(
+                "module { func.func public @main() { %0 = stablehlo.frobnicate } }",
+                &options,
+            );
+            assert_eq!(e.pjrt_code(), here.unwrap_err().pjrt_code(), "{e}");
+            assert_eq!(e.to_string().matches("failed with").count(), 1, "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
     // Host callbacks compile in the worker and run here.
     let f32x4 = || pjrt_actors::ArrayType {
         dtype: pjrt_actors::ElementType::F32,

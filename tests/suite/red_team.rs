@@ -196,6 +196,19 @@ pub(crate) fn cases() -> Vec<Case> {
             Expect::Fails(|e| e.to_string().contains("reliability.rs:")),
         ),
         (
+            // It opened, then every compile for device 2,048 failed as "multiprocess".
+            "more CPU devices than one process can compile for",
+            |_| {
+                pjrt_actors::Client::builder()
+                    .cpu_device_count(2049)
+                    .open()
+                    .map(|_| ())
+            },
+            Expect::Fails(
+                |e| matches!(e, Error::InvalidOption { reason, .. } if reason.contains("between 1 and 2048")),
+            ),
+        ),
+        (
             // 1,000 levels overflowed the compile thread's default stack and killed the process.
             "modules nested 1,000 deep reach the plugin and fail there, typed",
             |f| compile(f, nested_modules(1000).as_bytes()),
