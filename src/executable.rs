@@ -288,6 +288,32 @@ impl LoadedExecutable {
         async move { Ok(this.flat(run.await?)) }
     }
 
+    /// Runs like [`execute`](Self::execute), but gives up waiting once `timeout` has passed:
+    /// `Error::DeadlineExceeded`. The program is not cancelled (PJRT cannot stop a running
+    /// program): it runs to its end on the device's actor, where later async work waits behind
+    /// it, and its outputs are dropped. Shutting the client down waits for it too.
+    #[track_caller]
+    pub fn execute_within(
+        &self,
+        args: &[&Array],
+        timeout: std::time::Duration,
+    ) -> Result<Vec<Array>> {
+        let deadline = std::time::Instant::now() + timeout;
+        let exceeded = || Error::DeadlineExceeded {
+            what: self.name().to_string(),
+            after: timeout,
+        };
+        let run = self.run_async(&[args], None);
+        let outputs =
+            pjrt_actors_core::runtime::block_on_until(run, deadline)?.ok_or_else(exceeded)??;
+        for output in &outputs {
+            if !output.wait_ready_until(deadline)? {
+                return Err(exceeded());
+            }
+        }
+        Ok(self.flat(outputs))
+    }
+
     /// Runs a portable executable on `device`.
     #[track_caller]
     pub fn execute_on(&self, device: &Device, args: &[&Array]) -> Result<Vec<Array>> {

@@ -316,6 +316,23 @@ impl ArrayCore {
         Ok(out)
     }
 
+    /// Waits until the buffer's contents are computed or `deadline` passes (`Ok(false)`); a
+    /// failed computation's error comes back. The wait is a ready callback and a channel, so
+    /// giving up leaves nothing blocked.
+    pub fn wait_ready_until(&self, deadline: std::time::Instant) -> Result<bool> {
+        let (ready, fired) = crossbeam_channel::bounded(1);
+        self.slot.with_buffer(|b| {
+            b.ready_event()?.on_ready(Box::new(move || {
+                let _ = ready.send(());
+            }))
+        })?;
+        match fired.recv_deadline(deadline) {
+            // Ready: the wait returns at once, with the computation's error if it failed.
+            Ok(()) => self.slot.with_buffer(|b| b.wait_ready()).map(|()| true),
+            Err(_) => Ok(false),
+        }
+    }
+
     /// The plugin's size of the buffer on its device, kept in the registry entry once known.
     pub fn on_device_size(&self) -> Result<usize> {
         self.owner.buffers().on_device_size(self)

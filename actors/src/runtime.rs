@@ -223,6 +223,29 @@ impl Wake for ThreadWaker {
     }
 }
 
+/// Like [`block_on`], but gives up at `deadline`: `Ok(None)` then, and the future is dropped.
+pub fn block_on_until<F: Future>(
+    fut: F,
+    deadline: std::time::Instant,
+) -> Result<Option<F::Output>> {
+    if on_runtime_thread() && SERVED_DEVICE.with(|d| d.get()).is_none() {
+        return Err(Error::BlockingOnRuntimeThread);
+    }
+    let waker = Waker::from(Arc::new(ThreadWaker(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = pin!(fut);
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return Ok(Some(v));
+        }
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return Ok(None);
+        }
+        thread::park_timeout(deadline - now);
+    }
+}
+
 /// Runs a future to completion on the calling thread, parking between polls. The blocking façade
 /// of every handle uses this. It refuses to run on the system thread or a compile worker, which
 /// serve what such a call would wait for. On a device actor's thread (a host callback inside an

@@ -65,6 +65,10 @@ enum Command {
         /// Write output i to `@path.npy` (repeat, in output order).
         #[arg(long = "output")]
         outputs: Vec<String>,
+        /// Give up after this many seconds (the program itself cannot be stopped; the command
+        /// exits without waiting for it).
+        #[arg(long)]
+        timeout: Option<f64>,
     },
     /// Run a module from many threads and report throughput and latency percentiles.
     Bench {
@@ -163,7 +167,8 @@ fn dispatch(cli: &Cli) -> Result<()> {
             device,
             json,
             outputs,
-        } => run::run(cli, module, inputs, *device, *json, outputs),
+            timeout,
+        } => run::run(cli, module, inputs, *device, *json, outputs, *timeout),
         Command::Bench {
             module,
             inputs,

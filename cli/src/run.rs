@@ -18,7 +18,9 @@ pub fn run(
     device: i32,
     json: bool,
     outputs: &[String],
+    timeout: Option<f64>,
 ) -> Result<()> {
+    let timeout = timeout.map(timeout_of).transpose()?;
     // Check every --output before doing any work: its form, and that it can be written.
     let output_paths = outputs
         .iter()
@@ -40,7 +42,17 @@ pub fn run(
     }
     let args = upload(&exe, &inputs)?;
     let refs: Vec<&Array> = args.iter().collect();
-    let results = exe.execute(&refs)?;
+    let results = match timeout {
+        None => exe.execute(&refs)?,
+        Some(limit) => match exe.execute_within(&refs, limit) {
+            // The program runs on: exit now rather than wait for it as the client closes.
+            Err(e @ pjrt_actors::Error::DeadlineExceeded { .. }) => {
+                eprintln!("pjrt-actors: error: {e}");
+                std::process::exit(1);
+            }
+            other => other?,
+        },
+    };
     if output_paths.len() > results.len() {
         return Err(usage(format!(
             "{} --output given; the module has {} outputs",
@@ -115,6 +127,18 @@ pub fn load_module(client: &Client, path: &Path, device: i32) -> Result<LoadedEx
         ..Default::default()
     };
     client.compile_and_load(program, &options)
+}
+
+/// A `--timeout` in seconds: finite and above 0.
+fn timeout_of(secs: f64) -> Result<std::time::Duration> {
+    std::time::Duration::try_from_secs_f64(secs)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            usage(format!(
+                "--timeout must be a number of seconds above 0, got {secs}"
+            ))
+        })
 }
 
 /// An `--output` flag: `@path.npy`, where a file can be created (its folder exists, and the

@@ -387,3 +387,29 @@ fn a_program_that_crashes_the_compiler_is_an_error_line_not_a_crash() {
     assert_eq!(o.status.code(), Some(1), "{o:?}");
     assert!(error_line(&o).contains("the compiler crashed on this program"));
 }
+
+#[test]
+fn a_run_past_its_timeout_ends_with_an_error_line_at_once() {
+    // 10^10 iterations of a loop XLA cannot shorten: minutes of work.
+    let m = module(
+        "spin.mlir",
+        "module @spin {\n  func.func public @main(%n: tensor<i64>) -> tensor<f32> {\n    %c0 = stablehlo.constant dense<0> : tensor<i64>\n    %one = stablehlo.constant dense<1> : tensor<i64>\n    %x0 = stablehlo.constant dense<1.0> : tensor<f32>\n    %k = stablehlo.constant dense<1.0000001> : tensor<f32>\n    %r:2 = stablehlo.while(%i = %c0, %x = %x0) : tensor<i64>, tensor<f32>\n      cond {\n        %lt = stablehlo.compare LT, %i, %n : (tensor<i64>, tensor<i64>) -> tensor<i1>\n        stablehlo.return %lt : tensor<i1>\n      } do {\n        %next = stablehlo.add %i, %one : tensor<i64>\n        %y = stablehlo.multiply %x, %k : tensor<f32>\n        %z = stablehlo.sine %y : tensor<f32>\n        stablehlo.return %next, %z : tensor<i64>, tensor<f32>\n      }\n    return %r#1 : tensor<f32>\n  }\n}\n",
+    );
+    let t0 = std::time::Instant::now();
+    let o = cli(&["run", &m, "--input", "i64=10000000000", "--timeout", "0.5"]);
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(
+        error_line(&o).contains("did not finish within 500ms"),
+        "{o:?}"
+    );
+    // A short run within its timeout works; a bad timeout is refused.
+    let o = cli(&["run", &m, "--input", "i64=1000", "--timeout", "30"]);
+    assert!(o.status.success(), "{o:?}");
+    let o = cli(&["run", &m, "--input", "i64=1", "--timeout", "nan"]);
+    assert!(error_line(&o).contains("--timeout must be"));
+}

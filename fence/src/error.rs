@@ -247,6 +247,13 @@ pub enum Error {
         /// Whose request failed: the caller's tracing span and call site, where known.
         context: Option<String>,
     },
+    /// A program did not finish within the time its caller gave it. It is not cancelled (PJRT
+    /// cannot stop a running program): it runs to its end and its results are dropped.
+    #[error("`{what}` did not finish within {after:?}; it runs on to its end, its results dropped")]
+    DeadlineExceeded {
+        what: String,
+        after: std::time::Duration,
+    },
     /// The plugin reported something the runtime cannot place (a fact that broke an
     /// assumption, not bad input); the message says which.
     #[error("internal error: {0}")]

@@ -199,3 +199,37 @@ fn profiles_from_callbacks_while_another_thread_defragments_in_a_loop() {
         assert!(client.heap_profile().is_ok() && client.defragment().is_ok());
     });
 }
+
+#[test]
+fn an_execute_with_a_deadline_gives_up_waiting_and_the_client_goes_on() {
+    within(Duration::from_secs(60), || {
+        let client = Client::open().unwrap();
+        let cb = pure_map("sleeps", 4, move |x| {
+            if x == 1.0 {
+                std::thread::sleep(Duration::from_millis(1500));
+            }
+            x
+        });
+        let exe = load_around(&client, cb);
+        let a = client.devices()[0].put(&[1f32, 2., 3., 4.], &[4]).unwrap();
+        let t0 = Instant::now();
+        match exe.execute_within(&[&a], Duration::from_millis(200)) {
+            Err(Error::DeadlineExceeded { what, after }) => {
+                assert_eq!(
+                    (what.as_str(), after),
+                    ("around", Duration::from_millis(200))
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            t0.elapsed() < Duration::from_millis(1000),
+            "{:?}",
+            t0.elapsed()
+        );
+        // The client goes on, and a deadline long enough is met.
+        assert!(client.heap_profile().is_ok());
+        let out = exe.execute_within(&[&a], Duration::from_secs(20)).unwrap();
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2., 4., 6., 8.]);
+    });
+}
