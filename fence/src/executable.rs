@@ -497,13 +497,19 @@ pub fn parameter_types(module: &pjrt_sys::protos::xla::HloModuleProto) -> Result
     shape
         .parameters
         .iter()
-        .map(|p| {
+        .enumerate()
+        .map(|(i, p)| {
             let dtype =
                 ElementType::from_xla(p.element_type).ok_or_else(|| Error::Unsupported {
-                    what: "a parameter of this element type",
+                    what: "a parameter that is not an array",
                     hint: format!(
-                        " (XLA primitive type {}; tuples are not supported)",
-                        p.element_type
+                        " (parameter {i} is {}: programs take arrays of the element types this runtime knows)",
+                        match p.element_type {
+                            13 => "a tuple".to_string(),
+                            14 => "an opaque value".to_string(),
+                            17 => "a token".to_string(),
+                            other => format!("of XLA primitive type {other}"),
+                        }
                     ),
                 })?;
             Ok(ArrayType {

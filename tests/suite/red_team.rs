@@ -209,6 +209,14 @@ pub(crate) fn cases() -> Vec<Case> {
             ),
         ),
         (
+            // It was called a tuple.
+            "a token parameter is named a token",
+            |f| {
+                compile(f, b"module @tok { func.func public @main(%t: !stablehlo.token) -> !stablehlo.token { return %t : !stablehlo.token } }")
+            },
+            Expect::Fails(|e| e.to_string().contains("parameter 0 is a token")),
+        ),
+        (
             // 1,000 levels overflowed the compile thread's default stack and killed the process.
             "modules nested 1,000 deep reach the plugin and fail there, typed",
             |f| compile(f, nested_modules(1000).as_bytes()),
