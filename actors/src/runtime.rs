@@ -228,6 +228,20 @@ pub fn block_on_until<F: Future>(
     fut: F,
     deadline: std::time::Instant,
 ) -> Result<Option<F::Output>> {
+    drive(fut, Some(deadline))
+}
+
+/// Runs a future to completion on the calling thread, parking between polls. The blocking façade
+/// of every handle uses this. It refuses to run on the system thread or a compile worker, which
+/// serve what such a call would wait for. On a device actor's thread (a host callback inside an
+/// async execute) it runs: nothing but that device's own requests is served there, and those
+/// are refused by their callers (`ClientGuard::refuse_blocking_on_device`).
+pub fn block_on<F: Future>(fut: F) -> Result<F::Output> {
+    Ok(drive(fut, None)?.expect("without a deadline the future runs to its end"))
+}
+
+/// Polls `fut` on this thread until it is ready or `deadline` passes.
+fn drive<F: Future>(fut: F, deadline: Option<std::time::Instant>) -> Result<Option<F::Output>> {
     if on_runtime_thread() && SERVED_DEVICE.with(|d| d.get()).is_none() {
         return Err(Error::BlockingOnRuntimeThread);
     }
@@ -238,30 +252,15 @@ pub fn block_on_until<F: Future>(
         if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
             return Ok(Some(v));
         }
-        let now = std::time::Instant::now();
-        if now >= deadline {
-            return Ok(None);
-        }
-        thread::park_timeout(deadline - now);
-    }
-}
-
-/// Runs a future to completion on the calling thread, parking between polls. The blocking façade
-/// of every handle uses this. It refuses to run on the system thread or a compile worker, which
-/// serve what such a call would wait for. On a device actor's thread (a host callback inside an
-/// async execute) it runs: nothing but that device's own requests is served there, and those
-/// are refused by their callers (`ClientGuard::refuse_blocking_on_device`).
-pub fn block_on<F: Future>(fut: F) -> Result<F::Output> {
-    if on_runtime_thread() && SERVED_DEVICE.with(|d| d.get()).is_none() {
-        return Err(Error::BlockingOnRuntimeThread);
-    }
-    let waker = Waker::from(Arc::new(ThreadWaker(thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut fut = pin!(fut);
-    loop {
-        match fut.as_mut().poll(&mut cx) {
-            Poll::Ready(v) => return Ok(v),
-            Poll::Pending => thread::park(),
+        match deadline {
+            None => thread::park(),
+            Some(deadline) => {
+                let now = std::time::Instant::now();
+                if now >= deadline {
+                    return Ok(None);
+                }
+                thread::park_timeout(deadline - now);
+            }
         }
     }
 }

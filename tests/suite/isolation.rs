@@ -2,8 +2,9 @@
 //! CHECK) kill a compile worker process, come back as `Error::CompilerCrashed`, and leave the
 //! client compiling and running everything else (issue 13, A3).
 
-use pjrt_actors::{CallbackKind, Client, CompileOptions, Error, HostCallback};
+use pjrt_actors::{Client, CompileOptions, Error};
 
+use crate::callbacks::pure_map;
 use crate::common::{add_f32x4, check_distinct, distinct_module};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_pjrt-actors-compile-worker");
@@ -66,29 +67,7 @@ fn isolated_compiles_give_the_same_results_errors_and_callbacks() {
         other => panic!("{other:?}"),
     }
     // Host callbacks compile in the worker and run here.
-    let f32x4 = || pjrt_actors::ArrayType {
-        dtype: pjrt_actors::ElementType::F32,
-        dims: vec![4],
-    };
-    let square = HostCallback::new(
-        "square",
-        CallbackKind::Pure,
-        vec![f32x4()],
-        vec![f32x4()],
-        |ins, outs| {
-            let x = ins[0].as_slice::<f32>().ok_or("not f32")?;
-            for (o, v) in outs[0]
-                .as_mut_slice::<f32>()
-                .ok_or("not f32")?
-                .iter_mut()
-                .zip(x)
-            {
-                *o = v * v;
-            }
-            Ok(())
-        },
-    )
-    .unwrap();
+    let square = pure_map("square", 4, |v| v * v);
     let program = format!(
         "module @sq {{ func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> {{ {} \n return %r : tensor<4xf32> }} }}",
         square.call_text("%r", &["%x"])
