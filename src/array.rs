@@ -46,12 +46,21 @@ impl<'a> HostBuffer<'a> {
             HostBuffer::ZeroCopy(b) => HostData::ZeroCopy(b),
         }
     }
+
+    /// The same, owning what it holds (for an upload served later, by an actor): a borrow is
+    /// copied now.
+    fn into_owned_host_data(self) -> HostData<'static> {
+        match self {
+            HostBuffer::Copy(b) => HostData::UntilTransfer(Arc::from(b)),
+            HostBuffer::UntilTransferCompletes(b) => HostData::UntilTransfer(b),
+            HostBuffer::ZeroCopy(b) => HostData::ZeroCopy(b),
+        }
+    }
 }
 
 /// A typed id of a live array: registry index plus epoch, so a stale id never names a new array.
 pub type ArrayId = Id;
 
-/// Checks `len` bytes against `dtype` × `dims` without overflowing on huge shapes.
 /// Checks host data against `dtype` × `dims`: its length (without overflowing on huge
 /// shapes), and for `pred` that every byte is 0 or 1 (XLA reads any other byte inconsistently:
 /// `convert` keeps it, `not` treats it as true).
@@ -191,11 +200,7 @@ impl Client {
         let site = self.site();
         let checked = check_host_data(dtype, dims, data.bytes())
             .and_then(|()| placement(&self.shared, device, memory));
-        let data: HostData<'static> = match data {
-            HostBuffer::Copy(bytes) => HostData::UntilTransfer(Arc::from(bytes)),
-            HostBuffer::UntilTransferCompletes(bytes) => HostData::UntilTransfer(bytes),
-            HostBuffer::ZeroCopy(bytes) => HostData::ZeroCopy(bytes),
-        };
+        let data = data.into_owned_host_data();
         let (client, dims, explicit_memory) = (self.clone(), dims.to_vec(), memory.is_some());
         async move {
             let (device, memory) = checked?;
@@ -210,7 +215,7 @@ impl Client {
                 span: tracing::Span::current(),
             };
             let core = ask(client.shared.memory_actor(memory), request).await?;
-            Ok(client.wrap_array(core))
+            Ok(Array::new(core))
         }
     }
 
@@ -218,10 +223,6 @@ impl Client {
     #[track_caller]
     pub(crate) fn site(&self) -> Site {
         self.state().site()
-    }
-
-    pub(crate) fn wrap_array(&self, core: Arc<ArrayCore>) -> Array {
-        Array::new(core)
     }
 }
 

@@ -13,7 +13,7 @@ use pjrt_actors_core::{
     ClientConfig, ClientSnapshot, ClientState, Error, Result, TopologyDescription,
 };
 
-use crate::handles::{Client, Device, remember_client, wait, yield_once};
+use crate::handles::{Array, Client, Device, remember_client, wait, yield_once};
 
 /// Options for opening a [`Client`].
 #[derive(Debug, Clone, Default)]
@@ -298,17 +298,17 @@ impl Client {
 
     /// Every array still alive (py_client's `live_arrays`). Listed on the calling thread under
     /// the registry's shard locks: a read of the registry, not a request to its actor.
-    pub fn live_arrays(&self) -> Result<Vec<crate::Array>> {
+    pub fn live_arrays(&self) -> Result<Vec<Array>> {
         let _span = tracing::debug_span!("registry.list").entered();
         Ok((self.state().live_arrays()?.into_iter())
-            .map(|core| self.wrap_array(core))
+            .map(Array::new)
             .collect())
     }
 
     /// The async form of [`live_arrays`](Self::live_arrays). Listing waits on nothing, so it
     /// first gives the executor a turn: a task listing in a loop still lets others run, and
     /// can be cancelled.
-    pub async fn live_arrays_async(&self) -> Result<Vec<crate::Array>> {
+    pub async fn live_arrays_async(&self) -> Result<Vec<Array>> {
         yield_once().await;
         self.live_arrays()
     }

@@ -170,10 +170,6 @@ impl LoadedExecutable {
         Ok(cores)
     }
 
-    fn wrap(&self, core: Arc<ArrayCore>) -> Array {
-        Array::new(core)
-    }
-
     /// Splits flat, device-major outputs into one list per device.
     fn per_device(&self, outputs: CoreOutputs) -> Outputs {
         let n = self.num_outputs().max(1);
@@ -185,7 +181,7 @@ impl LoadedExecutable {
             lists
                 .last_mut()
                 .expect("pushed above")
-                .push(self.wrap(core));
+                .push(Array::new(core));
         }
         lists
     }
@@ -193,7 +189,7 @@ impl LoadedExecutable {
     fn flat(&self, outputs: CoreOutputs) -> Vec<Array> {
         let mut arrays = Vec::with_capacity(outputs.len());
         for core in outputs {
-            arrays.push(self.wrap(core));
+            arrays.push(Array::new(core));
         }
         arrays
     }

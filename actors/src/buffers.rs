@@ -59,10 +59,13 @@ impl BufferSlot {
         }
     }
 
+    /// `f32[4] array`: how errors name the array.
+    fn what(&self) -> String {
+        format!("{}{:?} array", self.dtype, self.dims)
+    }
+
     fn deleted_error(&self) -> Error {
-        Error::Deleted {
-            what: format!("{}{:?} array", self.dtype, self.dims),
-        }
+        Error::Deleted { what: self.what() }
     }
 
     /// Frees the buffer of a deleted array if no operation holds it; never waits.
@@ -93,9 +96,7 @@ impl BufferSlot {
         let guard = self.read_live()?;
         match &*guard {
             SlotState::Live(_) => Ok(guard),
-            SlotState::OnHost(_) => Err(Error::OnHost {
-                what: format!("{}{:?} array", self.dtype, self.dims),
-            }),
+            SlotState::OnHost(_) => Err(Error::OnHost { what: self.what() }),
             SlotState::Deleted => Err(self.deleted_error()),
         }
     }

@@ -165,13 +165,6 @@ impl<T: Clone> Registry<T> {
         self.for_each(|_, value| out.extend(f(value)));
         out
     }
-
-    /// Every entry, shard by shard in index order.
-    pub fn entries(&self) -> Vec<(Id, T)> {
-        let mut out = Vec::new();
-        self.for_each(|id, value| out.push((id, value.clone())));
-        out
-    }
 }
 
 #[cfg(test)]
@@ -214,7 +207,8 @@ mod tests {
             registry.collect(|v| (v % 2 == 0).then_some(*v)),
             vec![0, 6, 4, 2]
         );
-        let listed: Vec<Id> = registry.entries().into_iter().map(|(id, _)| id).collect();
+        let mut listed = Vec::new();
+        registry.for_each(|id, _| listed.push(id));
         assert!(!listed.contains(&ids[3]));
         assert_eq!(listed.len(), 6);
     }

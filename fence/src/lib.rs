@@ -36,7 +36,7 @@ pub use ffi_abi::FfiSupport;
 pub use host_transfer::{HostTransferDispatch, RecvStream};
 pub use layouts::{DmaMapping, Layout, MemoryKind};
 pub use native::{AlignedBytes, NativeType, as_bytes, copy_typed, read_typed, zeroed_vec};
-pub use plugin::{PLUGIN_PATH_ENV, Plugin, discovery_candidates};
+pub use plugin::{PLUGIN_PATH_ENV, Plugin};
 pub use values::NamedValue;
 
 pub use error::{Error, PjrtCode, PluginError, Result};

@@ -87,13 +87,6 @@ fn python_candidates() -> Vec<PathBuf> {
     out
 }
 
-/// The places searched, in order, when no explicit path is given.
-pub fn discovery_candidates() -> Vec<PathBuf> {
-    let mut out = quick_candidates();
-    out.extend(python_candidates());
-    out
-}
-
 fn python_site_packages() -> Vec<PathBuf> {
     let output = std::process::Command::new("python3")
         .args([

@@ -2,16 +2,9 @@
 //! typed error (or work) and leave the client working with nothing leaked. Runs in
 //! `reliability::every_bad_input_is_a_typed_error_and_leaves_nothing_behind`.
 
-use pjrt_actors::{ArrayType, CallbackKind, CompileOptions, ElementType, Error, HostCallback};
+use pjrt_actors::{CallbackKind, CompileOptions, ElementType, Error, HostCallback};
 
-use crate::reliability::{Case, Expect, Fixture, compile};
-
-fn f32x4() -> ArrayType {
-    ArrayType {
-        dtype: ElementType::F32,
-        dims: vec![4],
-    }
-}
+use crate::reliability::{Case, Expect, Fixture, compile, f32x4};
 
 /// Runs `main(x) = cb(x)` on the fixture's good array, with `extra` spliced into the custom
 /// call's attributes, and returns the result.

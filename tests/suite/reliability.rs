@@ -51,7 +51,7 @@ fn open_plugin(path: &str) -> Result<(), Error> {
     Client::builder().plugin_path(path).open().map(|_| ())
 }
 
-fn f32x4() -> ArrayType {
+pub(crate) fn f32x4() -> ArrayType {
     ArrayType {
         dtype: ElementType::F32,
         dims: vec![4],
