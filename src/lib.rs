@@ -33,6 +33,7 @@ pub use pjrt_actors_core::actors::registry::DefragmentReport;
 pub use pjrt_actors_core::callbacks::{CallbackKind, HostArray, HostCallback};
 pub use pjrt_actors_core::compile::CompileOptions;
 pub use pjrt_actors_core::dtype::ElementType;
+pub use pjrt_actors_core::pjrt::lapack;
 pub use pjrt_actors_core::pjrt::{
     ArrayType, CompiledMemoryStats, DeviceMemoryStats, DmaMapping, HostView, HostViewMut, Layout,
     MemoryKind, NamedValue, NativeType, PLUGIN_PATH_ENV,

@@ -127,9 +127,17 @@ impl Plugin {
                 &mut handler_args,
             )
         }?;
+        // jaxlib's LAPACK custom calls, when a LAPACK library loads; programs without them
+        // compile either way.
+        let lapack = self.register_lapack_kernels(table);
+        match &lapack {
+            Ok(n) => tracing::debug!(targets = n, "jaxlib LAPACK custom calls registered"),
+            Err(e) => tracing::info!(error = %e, "jaxlib LAPACK custom calls unavailable"),
+        }
         Ok(FfiSupport {
             ext: ffi,
             type_id: type_args.type_id,
+            lapack,
         })
     }
 }
@@ -202,13 +210,22 @@ pub(crate) fn remember_type_id(ffi: &FfiSupport) {
 ///
 /// # Safety
 /// `api` must be the call frame's API table.
-unsafe fn make_error(api: *const XlaApi, message: &str) -> *mut c_void {
+pub(crate) unsafe fn make_error(api: *const XlaApi, message: &str) -> *mut c_void {
+    // SAFETY: guaranteed by the caller.
+    unsafe { make_error_code(api, message, XLA_ERROR_INTERNAL) }
+}
+
+/// Makes an `XLA_FFI_Error` with `message` and error code `errc` (the plugin copies it).
+///
+/// # Safety
+/// `api` must be the call frame's API table.
+pub(crate) unsafe fn make_error_code(api: *const XlaApi, message: &str, errc: u32) -> *mut c_void {
     let text = std::ffi::CString::new(message.replace('\0', " ")).unwrap_or_default();
     let mut a = XlaErrorCreateArgs {
         struct_size: std::mem::offset_of!(XlaErrorCreateArgs, errc) + 4,
         extension_start: null_mut(),
         message: text.as_ptr(),
-        errc: XLA_ERROR_INTERNAL,
+        errc,
     };
     // SAFETY: guaranteed by the caller; `Error_Create` is slot 0 in every version.
     unsafe {
@@ -219,20 +236,42 @@ unsafe fn make_error(api: *const XlaApi, message: &str) -> *mut c_void {
     }
 }
 
+/// Answers XLA's metadata query (API version 0.1, no traits) and says whether this call is the
+/// execute stage, the only one our handlers act in.
+///
+/// # Safety
+/// `frame` must be the call frame XLA passed to a handler, valid during the call.
+pub(crate) unsafe fn is_execute_stage(frame: &mut XlaCallFrame) -> bool {
+    // SAFETY: a non-null extension list is XLA's, valid during the call.
+    unsafe {
+        let ext = frame.extension_start;
+        if !ext.is_null() && (*ext).ty == XLA_EXTENSION_METADATA {
+            let meta = &mut *(*(ext as *mut XlaMetadataExtension)).metadata;
+            meta.api_version.major = 0;
+            meta.api_version.minor = 1;
+            meta.traits = 0;
+            return false;
+        }
+    }
+    frame.stage == XLA_STAGE_EXECUTE
+}
+
 /// One FFI buffer, read from a call frame.
 #[derive(Clone, Copy)]
-struct FrameBuffer<'a> {
-    dtype: ElementType,
-    dims: &'a [i64],
-    data: *mut u8,
-    len: usize,
+pub(crate) struct FrameBuffer<'a> {
+    pub(crate) dtype: ElementType,
+    pub(crate) dims: &'a [i64],
+    pub(crate) data: *mut u8,
+    pub(crate) len: usize,
 }
 
 /// Reads the buffers of a call frame's args or rets list.
 ///
 /// # Safety
 /// `list` must be a call frame's args or rets list of buffers, valid for `'a`.
-unsafe fn buffers<'a>(list: &'a XlaList) -> std::result::Result<Vec<FrameBuffer<'a>>, String> {
+pub(crate) unsafe fn buffers<'a>(
+    list: &'a XlaList,
+) -> std::result::Result<Vec<FrameBuffer<'a>>, String> {
     let mut out = Vec::with_capacity(list.size.max(0) as usize);
     for i in 0..list.size.max(0) as usize {
         // SAFETY: the list holds `size` typed entries (guaranteed by the caller).
@@ -290,18 +329,8 @@ fn refuse_aliasing(
 unsafe extern "C" fn host_callback_handler(frame: *mut XlaCallFrame) -> *mut c_void {
     // SAFETY: XLA passes a valid call frame for the duration of the call.
     let frame = unsafe { &mut *frame };
-    // SAFETY: a non-null extension list is XLA's, valid during the call.
-    unsafe {
-        let ext = frame.extension_start;
-        if !ext.is_null() && (*ext).ty == XLA_EXTENSION_METADATA {
-            let meta = &mut *(*(ext as *mut XlaMetadataExtension)).metadata;
-            meta.api_version.major = 0;
-            meta.api_version.minor = 1;
-            meta.traits = 0;
-            return null_mut();
-        }
-    }
-    if frame.stage != XLA_STAGE_EXECUTE {
+    // SAFETY: as above.
+    if !unsafe { is_execute_stage(frame) } {
         return null_mut();
     }
     let api = frame.api;

@@ -15,6 +15,10 @@ pub(crate) const XLA_ATTR_SCALAR: u32 = 3;
 pub(crate) const XLA_ARG_BUFFER: u32 = 1;
 pub(crate) const XLA_DTYPE_S64: u32 = 5;
 pub(crate) const XLA_ERROR_INTERNAL: u32 = 13;
+pub(crate) const XLA_ERROR_INVALID_ARGUMENT: u32 = 3;
+pub(crate) const XLA_DTYPE_PRED: u32 = 1;
+pub(crate) const XLA_DTYPE_S32: u32 = 4;
+pub(crate) const XLA_DTYPE_U8: u32 = 6;
 
 // --- XLA FFI C API (xla/ffi/api/c_api.h) ---------------------------------------------------
 
@@ -229,6 +233,15 @@ pub(crate) const USER_DATA_TYPE: &str = "pjrt_actors::CallbackDispatch";
 pub struct FfiSupport {
     pub(crate) ext: *const PjrtFfiExtension,
     pub(crate) type_id: i64,
+    /// How many LAPACK custom-call targets were registered, or why none were.
+    pub(crate) lapack: Result<usize, String>,
+}
+
+impl FfiSupport {
+    /// How many of jaxlib's LAPACK custom-call targets this plugin has, or why it has none.
+    pub fn lapack_kernels(&self) -> Result<usize, String> {
+        self.lapack.clone()
+    }
 }
 
 // SAFETY: the extension table is static for the plugin's (process) lifetime; `type_id` is data.

@@ -11,6 +11,7 @@ mod execute;
 mod foundation;
 mod invalid_inputs;
 mod isolation;
+mod jax_lapack;
 mod memory;
 mod no_deadlock;
 mod plugin_loading;
