@@ -1,12 +1,16 @@
-//! Discovery honours `PJRT_PLUGIN_PATH` first and does not fall back when it names nothing.
-//! Alone in its binary: it changes the process environment.
+//! Discovery honours `PJRT_PLUGIN_PATH` first and does not fall back when it names nothing;
+//! `PJRT_ACTORS_LAPACK` names the LAPACK library, and a bad one is reported when a program
+//! needs it. Alone in its binary: it changes the process environment.
 
-use pjrt_actors::{Client, Error, PLUGIN_PATH_ENV, PluginError};
+use pjrt_actors::lapack::LAPACK_LIBRARY_ENV;
+use pjrt_actors::{Client, CompileOptions, Error, PLUGIN_PATH_ENV, PluginError};
 
 #[test]
-fn the_env_var_is_used_and_a_bad_one_is_reported() {
+fn the_env_vars_are_used_and_bad_ones_are_reported() {
+    // SAFETY of set_var: this binary runs this one test, on one thread. The LAPACK library is
+    // looked up once per process, so this comes before the first client.
+    unsafe { std::env::set_var(LAPACK_LIBRARY_ENV, "/nonexistent/liblapack.so.3") };
     let good = Client::open().unwrap().plugin_path().to_owned();
-    // SAFETY of set_var: this binary runs this one test, on one thread.
     unsafe { std::env::set_var(PLUGIN_PATH_ENV, "/nonexistent/from-env.so") };
     let err = Client::open().unwrap_err();
     assert!(
@@ -14,6 +18,23 @@ fn the_env_var_is_used_and_a_bad_one_is_reported() {
         "{err}"
     );
     unsafe { std::env::set_var(PLUGIN_PATH_ENV, &good) };
-    assert_eq!(Client::open().unwrap().plugin_path(), good);
+    let client = Client::open().unwrap();
+    assert_eq!(client.plugin_path(), good);
     unsafe { std::env::remove_var(PLUGIN_PATH_ENV) };
+
+    // Without a LAPACK, a program that needs one fails to compile, saying why; others compile.
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jax_lapack");
+    let program = std::fs::read(data.join("solve.f64.mlirbc")).unwrap();
+    let err = client
+        .compile_and_load(&program, &CompileOptions::default())
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("lapack_dgetrf_ffi") && text.contains("/nonexistent/liblapack.so.3"),
+        "{text}"
+    );
+    let add = "module @add { func.func public @main(%a: tensor<f32>) -> tensor<f32> { %0 = stablehlo.add %a, %a : tensor<f32>\n return %0 : tensor<f32> } }";
+    client
+        .compile_and_load(add, &CompileOptions::default())
+        .unwrap();
 }

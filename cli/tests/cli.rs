@@ -413,3 +413,34 @@ fn a_run_past_its_timeout_ends_with_an_error_line_at_once() {
     let o = cli(&["run", &m, "--input", "i64=1", "--timeout", "nan"]);
     assert!(error_line(&o).contains("--timeout must be"));
 }
+
+#[test]
+fn run_serves_a_jax_exported_solve_and_matches_jax() {
+    // An unchanged `jax.export` artifact: LU and triangular solves through jaxlib's LAPACK
+    // custom calls, inputs and JAX's output as .npy files.
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/jax_lapack");
+    let dir = scratch_dir("cli-jax-solve");
+    let out = dir.join("x.npy");
+    let o = cli(&[
+        "run",
+        data.join("solve.f64.mlirbc").to_str().unwrap(),
+        "--input",
+        &format!("@{}", data.join("solve.f64.in0.npy").display()),
+        "--input",
+        &format!("@{}", data.join("solve.f64.in1.npy").display()),
+        "--output",
+        &format!("@{}", out.display()),
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let got = read_npy(&std::fs::read(&out).unwrap()).unwrap();
+    let want = read_npy(&std::fs::read(data.join("solve.f64.out0.npy")).unwrap()).unwrap();
+    assert_eq!((got.dtype, &got.dims), (want.dtype, &want.dims));
+    let f64s = |h: &HostData| -> Vec<f64> {
+        (h.bytes.chunks_exact(8))
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+            .collect()
+    };
+    for (g, w) in f64s(&got).iter().zip(f64s(&want)) {
+        assert!((g - w).abs() <= 1e-10 * w.abs().max(1.0), "{g} vs JAX's {w}");
+    }
+}

@@ -129,7 +129,8 @@ impl PjrtClient {
             compile_options: options.as_ptr().cast(),
             compile_options_size: options.len(),
         });
-        call!(self.plugin(), PJRT_Client_Compile, &mut a)?;
+        call!(self.plugin(), PJRT_Client_Compile, &mut a)
+            .map_err(crate::lapack::explain_missing_handler)?;
         PjrtLoadedExecutable::wrap(self.clone(), a.executable)
     }
 }

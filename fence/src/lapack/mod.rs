@@ -249,3 +249,41 @@ impl Plugin {
 pub fn library_name() -> std::result::Result<&'static str, String> {
     library::lapack().map(|l| l.path.as_str())
 }
+
+/// Adds why to a compile error about a missing `lapack_*` handler: no LAPACK library loaded, or
+/// a target this build does not provide.
+pub(crate) fn explain_missing_handler(error: crate::Error) -> crate::Error {
+    let crate::Error::Pjrt {
+        function,
+        code,
+        mut message,
+        context,
+    } = error
+    else {
+        return error;
+    };
+    let marker = "No FFI handler registered for ";
+    if let Some(at) = message.find(marker) {
+        let name: String = (message[at + marker.len()..].chars())
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if name.starts_with("lapack_") {
+            match library::lapack() {
+                Err(why) => message.push_str(&format!(
+                    " (this runtime provides jaxlib's LAPACK custom calls, but {why})"
+                )),
+                Ok(_) if !target_names().contains(&name) => message.push_str(&format!(
+                    " ({name} is not one of the {} jaxlib LAPACK targets this runtime provides)",
+                    target_names().len()
+                )),
+                Ok(_) => {}
+            }
+        }
+    }
+    crate::Error::Pjrt {
+        function,
+        code,
+        message,
+        context,
+    }
+}
