@@ -441,6 +441,9 @@ fn run_serves_a_jax_exported_solve_and_matches_jax() {
             .collect()
     };
     for (g, w) in f64s(&got).iter().zip(f64s(&want)) {
-        assert!((g - w).abs() <= 1e-10 * w.abs().max(1.0), "{g} vs JAX's {w}");
+        assert!(
+            (g - w).abs() <= 1e-10 * w.abs().max(1.0),
+            "{g} vs JAX's {w}"
+        );
     }
 }

@@ -287,3 +287,34 @@ pub(crate) fn explain_missing_handler(error: crate::Error) -> crate::Error {
         context,
     }
 }
+
+/// LAPACK called directly, with none of the runtime around it: what the LAPACK benchmark
+/// compares the custom-call path against. Benchmarks only.
+#[cfg(feature = "baseline")]
+pub fn baseline_dgetrf(
+    a: &mut [f64],
+    n: i32,
+    ipiv: &mut [i32],
+) -> std::result::Result<i32, String> {
+    let f = library::lapack()?.routine("dgetrf_")?;
+    if a.len() != (n as usize) * (n as usize) || ipiv.len() != n as usize || n < 1 {
+        return Err("dgetrf baseline: a must be n x n and ipiv n long".into());
+    }
+    let mut info = 0i32;
+    // SAFETY: dgetrf's 6 arguments: an n x n column-major matrix with leading dimension n, n
+    // pivots, and `info`, all live for the call.
+    unsafe {
+        library::call(
+            f,
+            &[
+                frame::by_ref(&n),
+                frame::by_ref(&n),
+                a.as_mut_ptr() as usize,
+                frame::by_ref(&n),
+                ipiv.as_mut_ptr() as usize,
+                frame::by_mut(&mut info),
+            ],
+        )
+    };
+    Ok(info)
+}
