@@ -1,12 +1,15 @@
 //! Serving a small MLP (examples/mlp.mlir) from 16 worker threads on the CPU plugin: a
-//! generator sends requests over a channel, workers run them on the device they own, and the
+//! generator sends requests over a channel, and workers serve them through a dynamic
+//! [`Batcher`] (the default) or, with `--no-batching`, each on the device the worker owns. The
 //! run reports throughput and latency percentiles and checks answers against a Rust reference.
 //!
-//! `cargo run --release --example serve [-- --requests N] [--fast]`
+//! `cargo run --release --example serve [-- --requests N] [--fast] [--no-batching] [--metrics]`
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use pjrt_actors::{Array, Client, CompileOptions, Device, LoadedExecutable};
+use pjrt_actors::host_data::HostData;
+use pjrt_actors::serving::{BatchModel, Batcher, BatcherConfig, InferRequest};
+use pjrt_actors::{Array, Client, CompileOptions, Device, ElementType, LoadedExecutable};
 
 const MLP: &str = include_str!("mlp.mlir");
 const BATCH: usize = 4;
@@ -14,6 +17,8 @@ const IN: usize = 16;
 const HIDDEN: usize = 32;
 const OUT: usize = 8;
 pub const WORKERS: usize = 16;
+/// Requests each worker keeps in flight through the batcher (a blocking execute has one).
+pub const WINDOW: usize = 16;
 
 /// Deterministic pseudo-random values in [-0.5, 0.5) (an LCG, so every run serves the same model).
 fn values(seed: u64, n: usize) -> Vec<f32> {
@@ -31,15 +36,21 @@ fn values(seed: u64, n: usize) -> Vec<f32> {
 }
 
 /// The model's weights: w1 (16x32), b1 (32), w2 (32x8), b2 (8).
-struct Weights {
-    w1: Vec<f32>,
-    b1: Vec<f32>,
-    w2: Vec<f32>,
-    b2: Vec<f32>,
+pub struct Weights {
+    pub w1: Vec<f32>,
+    pub b1: Vec<f32>,
+    pub w2: Vec<f32>,
+    pub b2: Vec<f32>,
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Weights {
-    fn new() -> Self {
+    pub fn new() -> Self {
         Weights {
             w1: values(1, IN * HIDDEN),
             b1: values(2, HIDDEN),
@@ -69,6 +80,45 @@ impl Weights {
     }
 }
 
+/// The MLP with its batch dimension written `{batch}`: the batcher compiles it per size.
+fn mlp_template() -> String {
+    MLP.replace("tensor<4x", "tensor<{batch}x")
+}
+
+fn f32_data(values: &[f32], dims: &[i64]) -> HostData {
+    HostData {
+        dtype: ElementType::F32,
+        dims: dims.to_vec(),
+        bytes: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    }
+}
+
+/// How requests are served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Through one dynamic batcher over every device.
+    Batched,
+    /// One execute per request, on the device the worker owns.
+    Unbatched,
+}
+
+/// The batcher serving the MLP: batches of up to 256 rows (64 requests of 4), padded to a
+/// power of two, gathered for at most 200 µs.
+pub fn mlp_batcher(client: &Client, weights: &Weights) -> pjrt_actors::Result<Batcher> {
+    let model = BatchModel::from_template("mlp", 1, mlp_template())
+        .fixed_input(f32_data(&weights.w1, &[IN as i64, HIDDEN as i64]))
+        .fixed_input(f32_data(&weights.b1, &[HIDDEN as i64]))
+        .fixed_input(f32_data(&weights.w2, &[HIDDEN as i64, OUT as i64]))
+        .fixed_input(f32_data(&weights.b2, &[OUT as i64]));
+    let config = BatcherConfig {
+        max_batch_size: 256,
+        allowed_batch_sizes: vec![4, 8, 16, 32, 64, 128, 256],
+        max_delay: Duration::from_micros(200),
+        ..Default::default()
+    };
+    Batcher::start(client, model, config)
+}
+
 /// One device's executable and its resident weights.
 struct Replica {
     device: Device,
@@ -92,13 +142,24 @@ pub struct Report {
     pub max_us: f64,
     pub checked: u64,
     pub mismatches: u64,
+    /// The batcher's metrics (Prometheus text), when batched.
+    pub metrics: Option<String>,
 }
 
 /// Serves `requests` requests with `workers` threads; every `check_every`-th answer is
 /// compared with the Rust reference.
-pub fn run(requests: u64, workers: usize, check_every: u64) -> pjrt_actors::Result<Report> {
+pub fn run(
+    requests: u64,
+    workers: usize,
+    check_every: u64,
+    mode: Mode,
+) -> pjrt_actors::Result<Report> {
     let client = Client::open()?;
     let weights = Weights::new();
+    let batcher = match mode {
+        Mode::Batched => Some(mlp_batcher(&client, &weights)?),
+        Mode::Unbatched => None,
+    };
     let replicas = client
         .devices()
         .into_iter()
@@ -121,7 +182,8 @@ pub fn run(requests: u64, workers: usize, check_every: u64) -> pjrt_actors::Resu
             })
         })
         .collect::<pjrt_actors::Result<Vec<_>>>()?;
-    let (tx, rx) = crossbeam_channel::bounded::<Request>(workers * 4);
+    let window = if batcher.is_some() { WINDOW } else { 1 };
+    let (tx, rx) = crossbeam_channel::bounded::<Request>(workers * window * 4);
     let start = Instant::now();
     let results = std::thread::scope(|s| {
         let generator = s.spawn(move || {
@@ -142,16 +204,13 @@ pub fn run(requests: u64, workers: usize, check_every: u64) -> pjrt_actors::Resu
         let handles: Vec<_> = (0..workers)
             .map(|w| {
                 let (rx, replica, weights) = (rx.clone(), &replicas[w % replicas.len()], &weights);
+                let batcher = batcher.clone();
                 s.spawn(
                     move || -> pjrt_actors::Result<(hdrhistogram::Histogram<u64>, u64, u64)> {
                         let mut latency =
                             hdrhistogram::Histogram::<u64>::new(3).expect("valid precision");
                         let (mut checked, mut mismatches) = (0, 0);
-                        for req in rx.iter() {
-                            let x = replica.device.put(&req.x, &[BATCH as i64, IN as i64])?;
-                            let [w1, b1, w2, b2] = &replica.weights;
-                            let y =
-                                replica.exe.execute(&[&x, w1, b1, w2, b2])?[0].to_vec::<f32>()?;
+                        let mut check = |req: &Request, y: Vec<f32>| {
                             let _ = latency.record(req.sent.elapsed().as_nanos() as u64);
                             if req.id % check_every == 0 {
                                 checked += 1;
@@ -163,6 +222,44 @@ pub fn run(requests: u64, workers: usize, check_every: u64) -> pjrt_actors::Resu
                                 if !close {
                                     mismatches += 1;
                                     eprintln!("request {}: got {y:?}, want {want:?}", req.id);
+                                }
+                            }
+                        };
+                        match &batcher {
+                            // Up to WINDOW requests in flight, answered in order.
+                            Some(batcher) => {
+                                let mut in_flight = std::collections::VecDeque::new();
+                                loop {
+                                    while in_flight.len() < WINDOW {
+                                        let next = if in_flight.is_empty() {
+                                            rx.recv().ok()
+                                        } else {
+                                            rx.try_recv().ok()
+                                        };
+                                        let Some(req) = next else { break };
+                                        let x = f32_data(&req.x, &[BATCH as i64, IN as i64]);
+                                        let answer =
+                                            batcher.infer_async(InferRequest::new(vec![x]));
+                                        in_flight.push_back((req, answer));
+                                    }
+                                    let Some((req, answer)) = in_flight.pop_front() else {
+                                        break;
+                                    };
+                                    let answer = pjrt_actors::serving::wait(answer)?;
+                                    let y = (answer.outputs[0].bytes.chunks_exact(4))
+                                        .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
+                                        .collect();
+                                    check(&req, y);
+                                }
+                            }
+                            None => {
+                                for req in rx.iter() {
+                                    let x =
+                                        replica.device.put(&req.x, &[BATCH as i64, IN as i64])?;
+                                    let [w1, b1, w2, b2] = &replica.weights;
+                                    let y = replica.exe.execute(&[&x, w1, b1, w2, b2])?[0]
+                                        .to_vec::<f32>()?;
+                                    check(&req, y);
                                 }
                             }
                         }
@@ -197,6 +294,7 @@ pub fn run(requests: u64, workers: usize, check_every: u64) -> pjrt_actors::Resu
         max_us: all.max() as f64 / 1000.0,
         checked,
         mismatches,
+        metrics: batcher.map(|b| b.metrics()),
     })
 }
 
@@ -204,13 +302,25 @@ pub fn run(requests: u64, workers: usize, check_every: u64) -> pjrt_actors::Resu
 fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let fast = args.iter().any(|a| a == "--fast");
+    let mode = if args.iter().any(|a| a == "--no-batching") {
+        Mode::Unbatched
+    } else {
+        Mode::Batched
+    };
+    let show_metrics = args.iter().any(|a| a == "--metrics");
     let requests = args
         .windows(2)
         .find(|w| w[0] == "--requests")
         .and_then(|w| w[1].parse().ok())
         .unwrap_or(if fast { 2_000 } else { 100_000 });
-    println!("serving an MLP (4x16 -> 32 -> 8) with {WORKERS} workers, {requests} requests ...");
-    match run(requests, WORKERS, 97) {
+    println!(
+        "serving an MLP (4x16 -> 32 -> 8) with {WORKERS} workers, {requests} requests, {} ...",
+        match mode {
+            Mode::Batched => "batched (up to 256 rows per execute; --no-batching to compare)",
+            Mode::Unbatched => "one execute per request (--no-batching)",
+        }
+    );
+    match run(requests, WORKERS, 97, mode) {
         Ok(r) => {
             println!(
                 "{} requests in {:.2} s: {:.0} requests/s",
@@ -226,6 +336,9 @@ fn main() -> std::process::ExitCode {
                 "checked {} answers against the Rust reference: {} mismatches",
                 r.checked, r.mismatches
             );
+            if let (true, Some(metrics)) = (show_metrics, &r.metrics) {
+                print!("{metrics}");
+            }
             if r.mismatches == 0 && r.requests == requests {
                 std::process::ExitCode::SUCCESS
             } else {

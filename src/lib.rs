@@ -23,6 +23,7 @@ mod device;
 mod executable;
 mod handles;
 pub mod host_data;
+pub mod serving;
 
 pub use array::{ArrayId, HostBuffer};
 pub use client::ClientBuilder;

@@ -202,6 +202,16 @@ pub enum Error {
     /// The caller cancelled the request (its token, or by dropping the future).
     #[error("{what} was cancelled by the caller")]
     RequestCancelled { what: &'static str },
+    /// A queued request's deadline passed before it ran: it was answered, never executed.
+    #[error("{what} expired after {waited:?} in the queue; it was not executed")]
+    Expired {
+        what: &'static str,
+        waited: std::time::Duration,
+    },
+    /// The service a request was sent to has stopped (shut down, or shutting down and not
+    /// taking work): the request was not run.
+    #[error("{what} has stopped; the request was not run")]
+    Stopped { what: String },
     /// A compile-cache directory could not be used.
     #[error("compile cache at {path}: {reason}")]
     Cache { path: String, reason: String },

@@ -14,7 +14,7 @@ mod concurrent_compile;
 
 #[test]
 fn serve_answers_every_request_correctly() {
-    let report = serve::run(2_000, serve::WORKERS, 13).unwrap();
+    let report = serve::run(2_000, serve::WORKERS, 13, serve::Mode::Batched).unwrap();
     assert_eq!(report.requests, 2_000);
     assert!(report.checked >= 150, "{} checked", report.checked);
     assert_eq!(report.mismatches, 0);

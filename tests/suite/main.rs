@@ -17,5 +17,6 @@ mod no_deadlock;
 mod plugin_loading;
 mod red_team;
 mod reliability;
+mod serving;
 mod stress;
 mod tidy;

@@ -30,6 +30,10 @@ const LONG_FILES: &[(&str, &str)] = &[
         "tests/suite/callbacks.rs",
         "every host-callback behaviour against the real plugin, sharing its helpers",
     ),
+    (
+        "tests/suite/serving.rs",
+        "every batcher behaviour against the real plugin, sharing one model and its helpers",
+    ),
 ];
 
 const LINE_LIMIT: usize = 500;

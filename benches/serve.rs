@@ -1,0 +1,234 @@
+//! Serving the main job's MLP (examples/mlp.mlir, requests of 4 rows) from 16 client threads
+//! on the CPU plugin: through the dynamic batcher, each thread keeping a window of requests in
+//! flight, against one blocking execute per request (the `--no-batching` path). Then requests
+//! with deadlines, to count any that ran after theirs. Last line: one JSON object.
+
+#[allow(dead_code)]
+#[path = "../examples/serve.rs"]
+mod serve;
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use pjrt_actors::host_data::HostData;
+use pjrt_actors::serving::{Batcher, InferRequest};
+use pjrt_actors::{Client, CompileOptions, Error};
+
+const THREADS: usize = 16;
+const SECONDS: f64 = 3.0;
+
+/// Requests/s and latency percentiles (µs) of one load run.
+struct Load {
+    rps: f64,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+fn summarize(mut latencies: Vec<f64>, seconds: f64) -> Load {
+    let n = latencies.len();
+    latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let at = |q: f64| latencies[((q * n as f64) as usize).min(n - 1)];
+    Load {
+        rps: n as f64 / seconds,
+        p50_us: at(0.5),
+        p99_us: at(0.99),
+    }
+}
+
+fn request(seed: u64) -> HostData {
+    let x = serve_values(seed);
+    HostData {
+        dtype: pjrt_actors::ElementType::F32,
+        dims: vec![4, 16],
+        bytes: x.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    }
+}
+
+fn serve_values(seed: u64) -> Vec<f32> {
+    (0..64)
+        .map(|i| (((seed * 64 + i) * 2654435761) % 1000) as f32 / 1000.0 - 0.5)
+        .collect()
+}
+
+/// 16 threads, each keeping `window` requests in flight through the batcher.
+fn batched(batcher: &Batcher, window: usize) -> Load {
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(SECONDS);
+    let latencies: Vec<f64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                s.spawn(move || {
+                    let mut lat = Vec::new();
+                    let mut in_flight = VecDeque::new();
+                    let mut seed = t as u64 * 1_000_000;
+                    while Instant::now() < end || !in_flight.is_empty() {
+                        while in_flight.len() < window && Instant::now() < end {
+                            seed += 1;
+                            let sent = Instant::now();
+                            in_flight.push_back((
+                                sent,
+                                batcher.infer_async(InferRequest::new(vec![request(seed)])),
+                            ));
+                        }
+                        let (sent, answer) = in_flight.pop_front().expect("one in flight");
+                        pjrt_actors::serving::wait(answer).unwrap();
+                        lat.push(sent.elapsed().as_secs_f64() * 1e6);
+                    }
+                    lat
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    summarize(latencies, start.elapsed().as_secs_f64())
+}
+
+/// 16 threads, each running one blocking execute per request on its own device's replica.
+fn unbatched(client: &Client, weights: &serve::Weights) -> Load {
+    let mlp = include_str!("../examples/mlp.mlir");
+    let replicas: Vec<_> = client
+        .devices()
+        .into_iter()
+        .map(|d| {
+            let options = CompileOptions {
+                devices: Some(vec![d.id()]),
+                ..Default::default()
+            };
+            let exe = client.compile_and_load(mlp, &options).unwrap();
+            let w = [
+                d.put(&weights.w1, &[16, 32]).unwrap(),
+                d.put(&weights.b1, &[32]).unwrap(),
+                d.put(&weights.w2, &[32, 8]).unwrap(),
+                d.put(&weights.b2, &[8]).unwrap(),
+            ];
+            (d, exe, w)
+        })
+        .collect();
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(SECONDS);
+    let latencies: Vec<f64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (d, exe, w) = &replicas[t % replicas.len()];
+                s.spawn(move || {
+                    let mut lat = Vec::new();
+                    let mut seed = t as u64 * 1_000_000;
+                    while Instant::now() < end {
+                        seed += 1;
+                        let sent = Instant::now();
+                        let x = d.put(&serve_values(seed), &[4, 16]).unwrap();
+                        let y = exe.execute(&[&x, &w[0], &w[1], &w[2], &w[3]]).unwrap();
+                        y[0].to_vec::<f32>().unwrap();
+                        lat.push(sent.elapsed().as_secs_f64() * 1e6);
+                    }
+                    lat
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    summarize(latencies, start.elapsed().as_secs_f64())
+}
+
+/// Requests with deadlines from 100 µs to 2 ms under load: how many ran after theirs, and how
+/// many were answered `Expired` instead.
+fn deadlines(batcher: &Batcher) -> (u64, u64, u64) {
+    let (executed_late, expired, done) = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                s.spawn(move || {
+                    let (mut late, mut expired, mut done) = (0u64, 0u64, 0u64);
+                    let mut in_flight = VecDeque::new();
+                    for i in 0..2_000u64 {
+                        let timeout = Duration::from_micros(100 + (i * 37 + t as u64 * 11) % 1_900);
+                        let deadline = Instant::now() + timeout;
+                        let req = InferRequest::new(vec![request(i)]).deadline(deadline);
+                        in_flight.push_back((deadline, batcher.infer_async(req)));
+                        if in_flight.len() >= 8 {
+                            let (deadline, answer) = in_flight.pop_front().unwrap();
+                            match pjrt_actors::serving::wait(answer) {
+                                Ok(r) if r.started > deadline => late += 1,
+                                Ok(_) => done += 1,
+                                Err(Error::Expired { .. }) => expired += 1,
+                                Err(e) => panic!("{e}"),
+                            }
+                        }
+                    }
+                    for (deadline, answer) in in_flight {
+                        match pjrt_actors::serving::wait(answer) {
+                            Ok(r) if r.started > deadline => late += 1,
+                            Ok(_) => done += 1,
+                            Err(Error::Expired { .. }) => expired += 1,
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                    (late, expired, done)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
+    });
+    (executed_late, expired, done)
+}
+
+fn main() {
+    let client = Client::open().unwrap();
+    let weights = serve::Weights::new();
+    let batcher = serve::mlp_batcher(&client, &weights).unwrap();
+    let window: usize = std::env::var("SERVE_WINDOW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8);
+    // Interleaved, twice each, so the machine's drift hits both alike; the better run counts.
+    let mut b_runs = Vec::new();
+    let mut u_runs = Vec::new();
+    for _ in 0..2 {
+        u_runs.push(unbatched(&client, &weights));
+        b_runs.push(batched(&batcher, window));
+    }
+    let best = |runs: Vec<Load>| {
+        runs.into_iter()
+            .max_by(|a, b| a.rps.partial_cmp(&b.rps).unwrap())
+            .unwrap()
+    };
+    let (b, u) = (best(b_runs), best(u_runs));
+    println!(
+        "{:>10} {:>12} {:>10} {:>10}",
+        "", "requests/s", "p50 us", "p99 us"
+    );
+    println!(
+        "{:>10} {:>12.0} {:>10.1} {:>10.1}",
+        "batched", b.rps, b.p50_us, b.p99_us
+    );
+    println!(
+        "{:>10} {:>12.0} {:>10.1} {:>10.1}",
+        "unbatched", u.rps, u.p50_us, u.p99_us
+    );
+    let counts = batcher.counts();
+    println!(
+        "batches {} ({:.1} requests each); window {window} per thread",
+        counts.batches,
+        counts.done as f64 / counts.batches.max(1) as f64
+    );
+    let (late, expired, done) = deadlines(&batcher);
+    println!(
+        "deadlines 0.1-2 ms: {done} done in time, {expired} expired unexecuted, {late} executed late"
+    );
+    println!(
+        "{{\"batched_rps\": {:.0}, \"unbatched_rps\": {:.0}, \"batching_speedup\": {:.2}, \"batched_p99_us\": {:.1}, \"unbatched_p99_us\": {:.1}, \"expired_executed\": {late}, \"expired_answered\": {expired}}}",
+        b.rps,
+        u.rps,
+        b.rps / u.rps,
+        b.p99_us,
+        u.p99_us
+    );
+}

@@ -1,0 +1,152 @@
+//! The batcher actor: the one owner of its queue (its mailbox is a channel) and of which
+//! devices are free; it decides when a batch goes and to which device.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use super::metrics::{Metrics, Outcome};
+use super::queue::{BatchQueue, Taken};
+use super::request::{Msg, Pending, answer_expired, fail_all, stopped};
+use super::{BatcherConfig, ShutdownMode};
+
+/// The batcher actor: the one owner of the queue and of which devices are free.
+pub(crate) struct Actor {
+    config: BatcherConfig,
+    metrics: Arc<Metrics>,
+    queue: BatchQueue<Pending>,
+    /// Each device worker's batch channel and thread.
+    workers: Vec<(Sender<Vec<Pending>>, std::thread::JoinHandle<()>)>,
+    /// Workers with no batch, most recently freed last (reused first: its caches are warm).
+    free: Vec<usize>,
+    shutdown: Option<ShutdownMode>,
+}
+
+impl Actor {
+    pub(crate) fn new(
+        config: BatcherConfig,
+        metrics: Arc<Metrics>,
+        workers: Vec<(Sender<Vec<Pending>>, std::thread::JoinHandle<()>)>,
+    ) -> Actor {
+        let free = (0..workers.len()).rev().collect();
+        Actor {
+            config,
+            metrics,
+            queue: BatchQueue::new(),
+            workers,
+            free,
+            shutdown: None,
+        }
+    }
+
+    pub(crate) fn run(mut self, rx: Receiver<Msg>) {
+        loop {
+            // Sleep until a message, a batch falls due (while a device is free), or a deadline.
+            let due = (!self.free.is_empty())
+                .then(|| self.queue.due(self.config.max_delay))
+                .flatten();
+            let wake = [due, self.queue.earliest_deadline()]
+                .into_iter()
+                .flatten()
+                .min();
+            let first = match wake {
+                Some(at) => rx.recv_deadline(at),
+                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            };
+            match first {
+                Ok(msg) => self.handle(msg),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => self.shutdown = Some(ShutdownMode::Drain),
+            }
+            // Everything else already waiting, so a burst forms one batch.
+            while let Ok(msg) = rx.try_recv() {
+                self.handle(msg);
+            }
+            self.dispatch();
+            if self.shutdown.is_some()
+                && self.queue.is_empty()
+                && self.free.len() == self.workers.len()
+            {
+                break;
+            }
+        }
+        for (batches, thread) in self.workers.drain(..) {
+            drop(batches);
+            let _ = thread.join();
+        }
+    }
+
+    fn handle(&mut self, msg: Msg) {
+        match msg {
+            Msg::Submit(p, priority) => {
+                if self.shutdown == Some(ShutdownMode::Fail) {
+                    self.metrics
+                        .queued
+                        .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                    fail_all(vec![p], stopped(), &self.metrics);
+                } else {
+                    self.queue.push(p, priority);
+                }
+            }
+            Msg::DeviceFree(index) => self.free.push(index),
+            Msg::Shutdown(mode) => {
+                if mode == ShutdownMode::Fail || self.shutdown.is_none() {
+                    self.shutdown = Some(mode);
+                }
+                if mode == ShutdownMode::Fail {
+                    let all = self.queue.drain_all();
+                    self.metrics
+                        .queued
+                        .fetch_sub(all.len(), std::sync::atomic::Ordering::AcqRel);
+                    fail_all(all, stopped(), &self.metrics);
+                }
+            }
+        }
+    }
+
+    /// Sends ready batches to free devices; answers what expired or was cancelled on the way.
+    fn dispatch(&mut self) {
+        let now = Instant::now();
+        if self.queue.earliest_deadline().is_some_and(|d| now >= d) {
+            let swept = self.queue.sweep(now);
+            self.settle(swept, now);
+        }
+        let draining = self.shutdown.is_some();
+        while !self.free.is_empty()
+            && self.queue.ready(
+                now,
+                self.config.max_batch_size,
+                self.config.max_delay,
+                draining,
+            )
+        {
+            let mut taken = self.queue.take(self.config.max_batch_size, now);
+            let batch = std::mem::take(&mut taken.batch);
+            self.metrics
+                .queued
+                .fetch_sub(batch.len(), std::sync::atomic::Ordering::AcqRel);
+            self.settle(taken, now);
+            if batch.is_empty() {
+                continue;
+            }
+            let device = self.free.pop().expect("a free device");
+            if let Err(e) = self.workers[device].0.send(batch) {
+                fail_all(e.into_inner(), stopped(), &self.metrics);
+            }
+        }
+    }
+
+    /// Answers expired requests and counts cancelled ones.
+    fn settle(&self, taken: Taken<Pending>, now: Instant) {
+        let n = taken.expired.len() + taken.cancelled.len();
+        self.metrics
+            .queued
+            .fetch_sub(n, std::sync::atomic::Ordering::AcqRel);
+        self.metrics
+            .count(Outcome::Cancelled, taken.cancelled.len() as u64);
+        for p in taken.expired {
+            answer_expired(p, now, &self.metrics);
+        }
+    }
+}

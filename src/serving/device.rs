@@ -1,0 +1,166 @@
+//! A device worker: runs one device's batches in order, one at a time. It drops what expired
+//! or was cancelled since the batch formed, concatenates and pads the rest, executes once, and
+//! answers each request with its own rows.
+
+use std::time::Instant;
+
+use super::Response;
+use super::metrics::{Metrics, Outcome};
+use super::queue::padded_size;
+use super::request::{Pending, answer_expired, fail_all};
+use crate::host_data::HostData;
+use crate::{Array, Device, Error, HostBuffer, LoadedExecutable, Result};
+
+/// One device's compiled sizes and resident fixed inputs.
+pub(crate) struct DeviceModel {
+    pub(crate) device: Device,
+    /// (batch size, executable), ascending.
+    pub(crate) sizes: Vec<(usize, LoadedExecutable)>,
+    pub(crate) fixed: Vec<Array>,
+}
+
+/// Bytes per row of a host array (its size over its leading dimension).
+fn row_bytes(h: &HostData) -> usize {
+    match h.dims.first() {
+        Some(&rows) if rows > 0 => h.bytes.len() / rows as usize,
+        _ => 0,
+    }
+}
+
+impl DeviceModel {
+    /// Uploads `inputs` (batched, `size` rows), executes at `size`, reads every output back.
+    pub(crate) fn run(&self, size: usize, inputs: &[HostData]) -> Result<Vec<HostData>> {
+        let exe = &self
+            .sizes
+            .iter()
+            .find(|(s, _)| *s == size)
+            .expect("a compiled size")
+            .1;
+        let client = exe.client();
+        let batched = (inputs.iter())
+            .map(|h| {
+                client.buffer_from_host(
+                    HostBuffer::Copy(&h.bytes),
+                    h.dtype,
+                    &h.dims,
+                    &self.device,
+                    None,
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let args: Vec<&Array> = batched.iter().chain(&self.fixed).collect();
+        (exe.execute(&args)?.iter())
+            .map(|a| {
+                Ok(HostData {
+                    dtype: a.dtype(),
+                    dims: a.dims().to_vec(),
+                    bytes: a.to_bytes()?,
+                })
+            })
+            .collect()
+    }
+
+    /// Runs one batch: drops what expired or was cancelled since it was formed, concatenates
+    /// and pads the rest, executes once, and answers each request with its rows.
+    pub(crate) fn serve(
+        &self,
+        model: &str,
+        batch: Vec<Pending>,
+        allowed: &[usize],
+        metrics: &Metrics,
+    ) {
+        let started = Instant::now();
+        let mut live = Vec::with_capacity(batch.len());
+        for p in batch {
+            if p.reply.is_closed() {
+                metrics.count(Outcome::Cancelled, 1);
+            } else if p.deadline.is_some_and(|d| started >= d) {
+                answer_expired(p, started, metrics);
+            } else {
+                live.push(p);
+            }
+        }
+        if live.is_empty() {
+            return;
+        }
+        let rows: usize = live.iter().map(|p| p.rows).sum();
+        let padded = padded_size(allowed, rows).expect("a batch never exceeds max_batch_size");
+        let span = tracing::info_span!("batch", model, device = self.device.id(), rows, padded);
+        let _entered = span.enter();
+        for p in &live {
+            metrics.observe_queue(started - p.arrived);
+        }
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let inputs: Vec<HostData> = (0..live[0].inputs.len())
+                .map(|i| {
+                    let first = &live[0].inputs[i];
+                    let width = row_bytes(first);
+                    let mut bytes = Vec::with_capacity(padded * width);
+                    for p in &live {
+                        bytes.extend_from_slice(&p.inputs[i].bytes);
+                    }
+                    bytes.resize(padded * width, 0);
+                    let mut dims = first.dims.clone();
+                    dims[0] = padded as i64;
+                    HostData {
+                        dtype: first.dtype,
+                        dims,
+                        bytes,
+                    }
+                })
+                .collect();
+            self.run(padded, &inputs)
+        }));
+        let elapsed = started.elapsed();
+        metrics.execute_seconds.observe(elapsed.as_secs_f64());
+        metrics.batch_rows.observe(rows as f64);
+        metrics.padded_rows.observe(padded as f64);
+        metrics
+            .batches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let outputs = match outcome {
+            Ok(Ok(outputs)) => outputs,
+            Ok(Err(e)) => return fail_all(live, e, metrics),
+            Err(panic) => {
+                let reason = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".into());
+                return fail_all(
+                    live,
+                    Error::Panicked {
+                        what: format!("a batch of `{model}`"),
+                        reason,
+                    },
+                    metrics,
+                );
+            }
+        };
+        let mut offset = 0;
+        for p in live {
+            let mine = (outputs.iter())
+                .map(|o| {
+                    let width = row_bytes(o);
+                    let mut dims = o.dims.clone();
+                    dims[0] = p.rows as i64;
+                    HostData {
+                        dtype: o.dtype,
+                        dims,
+                        bytes: o.bytes[offset * width..(offset + p.rows) * width].to_vec(),
+                    }
+                })
+                .collect();
+            offset += p.rows;
+            let response = Response {
+                outputs: mine,
+                batch_rows: rows,
+                padded_rows: padded,
+                queued: started - p.arrived,
+                started,
+            };
+            metrics.count(Outcome::Done, 1);
+            let _ = p.reply.send(Ok(response));
+        }
+    }
+}

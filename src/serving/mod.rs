@@ -1,0 +1,425 @@
+//! Dynamic batching for serving: a [`Batcher`] per model takes single requests from any number
+//! of threads or tasks, batches their rows up to `max_batch_size` or for at most `max_delay`,
+//! pads to an allowed size, executes once per batch and hands each caller its own rows.
+
+mod actor;
+mod device;
+mod metrics;
+mod model;
+mod queue;
+mod request;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+use tokio::sync::oneshot;
+
+use crate::host_data::HostData;
+use crate::{ArrayType, Client, Error, Result};
+use metrics::{Metrics, Outcome};
+pub use queue::Priority;
+use request::{Msg, Pending};
+
+/// Waits for a future on the calling thread (the blocking façade the batcher's `infer` uses;
+/// for callers holding several [`Batcher::infer_async`] futures).
+pub fn wait<T>(future: impl Future<Output = Result<T>>) -> Result<T> {
+    crate::handles::wait(future)
+}
+
+/// A served model: its program for each batch size, and the parameters that are not batched.
+#[derive(Clone)]
+pub struct BatchModel {
+    name: String,
+    program: Arc<dyn Fn(usize) -> String + Send + Sync>,
+    batched_inputs: usize,
+    fixed: Vec<HostData>,
+    callbacks: Vec<crate::HostCallback>,
+}
+
+impl BatchModel {
+    /// A model given as a function from batch size (rows) to program text. The program's first
+    /// `batched_inputs` parameters and every result have the batch as their leading dimension;
+    /// the remaining parameters are the [`fixed_input`](Self::fixed_input)s, in order.
+    pub fn from_fn(
+        name: impl Into<String>,
+        batched_inputs: usize,
+        program: impl Fn(usize) -> String + Send + Sync + 'static,
+    ) -> Self {
+        BatchModel {
+            name: name.into(),
+            program: Arc::new(program),
+            batched_inputs,
+            fixed: Vec::new(),
+            callbacks: Vec::new(),
+        }
+    }
+
+    /// A model given as one program whose batch dimension is written `{batch}` wherever it
+    /// appears (`tensor<{batch}x16xf32>`), specialised per allowed size.
+    pub fn from_template(
+        name: impl Into<String>,
+        batched_inputs: usize,
+        text: impl Into<String>,
+    ) -> Self {
+        let text: String = text.into();
+        Self::from_fn(name, batched_inputs, move |b| {
+            text.replace("{batch}", &b.to_string())
+        })
+    }
+
+    /// Adds a parameter that every batch shares (weights), uploaded once to each device.
+    pub fn fixed_input(mut self, input: HostData) -> Self {
+        self.fixed.push(input);
+        self
+    }
+
+    /// Host callbacks the program calls (the same at every batch size).
+    pub fn callbacks(mut self, callbacks: Vec<crate::HostCallback>) -> Self {
+        self.callbacks = callbacks;
+        self
+    }
+
+    /// The model's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// How a [`Batcher`] forms batches and where it runs them.
+#[derive(Clone, Debug)]
+pub struct BatcherConfig {
+    /// Most rows in one batch (TF Serving's `max_batch_size`).
+    pub max_batch_size: usize,
+    /// Longest a request waits for more to join its batch (`batch_timeout_micros`).
+    pub max_delay: Duration,
+    /// Batch sizes compiled; a batch is padded to the smallest that holds it. Empty: powers of
+    /// two up to `max_batch_size`, and `max_batch_size` itself.
+    pub allowed_batch_sizes: Vec<usize>,
+    /// Most requests queued; past it, a request is answered `Error::Busy` at once.
+    pub max_queued: usize,
+    /// Device ids to serve on, one batch per device at a time. `None`: every device.
+    pub devices: Option<Vec<i32>>,
+    /// Execute each compiled size once before serving, so the first requests pay no warm-up.
+    pub warm: bool,
+}
+
+impl Default for BatcherConfig {
+    fn default() -> Self {
+        BatcherConfig {
+            max_batch_size: 64,
+            max_delay: Duration::from_micros(500),
+            allowed_batch_sizes: Vec::new(),
+            max_queued: 4096,
+            devices: None,
+            warm: true,
+        }
+    }
+}
+
+/// One request: its batched inputs (each with the request's rows leading), a deadline and a
+/// priority.
+pub struct InferRequest {
+    inputs: Vec<HostData>,
+    deadline: Option<Instant>,
+    priority: Priority,
+}
+
+impl InferRequest {
+    /// A request of these inputs (in the model's batched-parameter order).
+    pub fn new(inputs: Vec<HostData>) -> Self {
+        InferRequest {
+            inputs,
+            deadline: None,
+            priority: Priority::Low,
+        }
+    }
+
+    /// Answer `Error::Expired`, never executed, if the request has not started by `deadline`.
+    pub fn deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// [`deadline`](Self::deadline) `timeout` from now.
+    pub fn timeout(self, timeout: Duration) -> Self {
+        self.deadline(Instant::now() + timeout)
+    }
+
+    /// The request's priority (default `Low`).
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+}
+
+/// A request's answer: its rows of every output, and how it was served.
+#[derive(Debug)]
+pub struct Response {
+    /// The model's outputs, this request's rows only.
+    pub outputs: Vec<HostData>,
+    /// Rows in the batch that served this request, before padding.
+    pub batch_rows: usize,
+    /// The size the batch was padded to and executed at.
+    pub padded_rows: usize,
+    /// Time from submission to the start of the batch.
+    pub queued: Duration,
+    /// When the batch started executing (after the last deadline check).
+    pub started: Instant,
+}
+
+/// Requests by how they ended, and batches run (the counters behind [`Batcher::metrics`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatcherCounts {
+    /// Answered with their rows.
+    pub done: u64,
+    /// Their batch failed (a bad program, a failing host callback).
+    pub failed: u64,
+    /// Their deadline passed before they ran: answered `Error::Expired`, never executed.
+    pub expired: u64,
+    /// Their caller dropped the future before they ran.
+    pub cancelled: u64,
+    /// Refused at once: the queue was full.
+    pub busy: u64,
+    /// Refused before queueing: wrong inputs, or the batcher had stopped.
+    pub rejected: u64,
+    /// Batches executed.
+    pub batches: u64,
+}
+
+/// What [`Batcher::shutdown`] does with queued requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShutdownMode {
+    /// Run everything queued, then stop.
+    Drain,
+    /// Answer everything queued with `Error::Stopped`; batches already running finish.
+    Fail,
+}
+
+/// The batched parameters' and results' types without the batch dimension.
+#[derive(Clone, Debug)]
+pub(crate) struct Signature {
+    pub(crate) inputs: Vec<ArrayType>,
+    pub(crate) outputs: Vec<ArrayType>,
+}
+
+/// A running batcher for one model: cheap to clone, `Send + Sync`. Dropping the last handle
+/// drains the queue and stops its threads.
+#[derive(Clone)]
+pub struct Batcher {
+    inner: Arc<Inner>,
+}
+
+/// The shutdown trigger, separate from the handles' data: its drop drains and joins.
+struct Inner {
+    name: String,
+    tx: Sender<Msg>,
+    metrics: Arc<Metrics>,
+    signature: Signature,
+    max_rows: usize,
+    max_queued: usize,
+    accepting: Arc<AtomicBool>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Batcher {
+    /// Compiles the model at every allowed size on every serving device (through the compile
+    /// service: cached, single flight), uploads its fixed inputs, warms it, and starts serving.
+    pub fn start(client: &Client, model: BatchModel, config: BatcherConfig) -> Result<Batcher> {
+        let plan = model::Plan::new(client, model, config)?;
+        let (name, signature, max_rows, max_queued) = (
+            plan.name.clone(),
+            plan.signature.clone(),
+            plan.config.max_batch_size,
+            plan.config.max_queued,
+        );
+        let metrics = Arc::new(Metrics::new(&name, &plan.config.allowed_batch_sizes));
+        let accepting = Arc::new(AtomicBool::new(true));
+        let (tx, thread) = plan.spawn(metrics.clone())?;
+        Ok(Batcher {
+            inner: Arc::new(Inner {
+                name,
+                tx,
+                metrics,
+                signature,
+                max_rows,
+                max_queued,
+                accepting,
+                thread: Mutex::new(Some(thread)),
+            }),
+        })
+    }
+
+    /// The model's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Requests waiting in the queue now.
+    pub fn queue_depth(&self) -> usize {
+        self.inner.metrics.queued.load(Ordering::Relaxed)
+    }
+
+    /// Serves one request, waiting on the calling thread.
+    pub fn infer(&self, request: InferRequest) -> Result<Response> {
+        wait(self.infer_async(request))
+    }
+
+    /// Serves one request. The request is checked and queued now, so a bad request or a full
+    /// queue is an error at once; the future waits for the answer. Dropping the future cancels
+    /// the request: it is not run (unless its batch has already started).
+    pub fn infer_async(
+        &self,
+        request: InferRequest,
+    ) -> impl Future<Output = Result<Response>> + use<> {
+        let queued = self.submit(request);
+        async move {
+            match queued?.await {
+                Ok(answer) => answer,
+                Err(_) => Err(Error::Internal(
+                    "the batcher dropped a request unanswered".into(),
+                )),
+            }
+        }
+    }
+
+    fn submit(&self, request: InferRequest) -> Result<oneshot::Receiver<Result<Response>>> {
+        let inner = &self.inner;
+        let metrics = &inner.metrics;
+        let refuse = |e: Error| {
+            metrics.count(Outcome::Rejected, 1);
+            Err(e)
+        };
+        if !inner.accepting.load(Ordering::Acquire) {
+            return refuse(Error::Stopped {
+                what: format!("the batcher for `{}`", inner.name),
+            });
+        }
+        let rows = match model::check_request(&inner.signature, inner.max_rows, &request.inputs) {
+            Ok(rows) => rows,
+            Err(e) => return refuse(e),
+        };
+        let arrived = Instant::now();
+        if request.deadline.is_some_and(|d| arrived >= d) {
+            metrics.count(Outcome::Expired, 1);
+            return Err(Error::Expired {
+                what: "the inference request",
+                waited: Duration::ZERO,
+            });
+        }
+        if metrics.queued.fetch_add(1, Ordering::AcqRel) >= inner.max_queued {
+            metrics.queued.fetch_sub(1, Ordering::AcqRel);
+            metrics.count(Outcome::Busy, 1);
+            return Err(Error::Busy {
+                what: "the batcher",
+            });
+        }
+        let (reply, answer) = oneshot::channel();
+        let pending = Pending {
+            inputs: request.inputs,
+            rows,
+            arrived,
+            deadline: request.deadline,
+            reply,
+        };
+        if inner
+            .tx
+            .send(Msg::Submit(pending, request.priority))
+            .is_err()
+        {
+            metrics.queued.fetch_sub(1, Ordering::AcqRel);
+            return refuse(Error::Stopped {
+                what: format!("the batcher for `{}`", inner.name),
+            });
+        }
+        Ok(answer)
+    }
+
+    /// How many requests ended each way so far, and how many batches ran.
+    pub fn counts(&self) -> BatcherCounts {
+        let m = &self.inner.metrics;
+        BatcherCounts {
+            done: m.outcome(Outcome::Done),
+            failed: m.outcome(Outcome::Failed),
+            expired: m.outcome(Outcome::Expired),
+            cancelled: m.outcome(Outcome::Cancelled),
+            busy: m.outcome(Outcome::Busy),
+            rejected: m.outcome(Outcome::Rejected),
+            batches: m.batches.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The batcher's metrics in the Prometheus text exposition format.
+    pub fn metrics(&self) -> String {
+        metrics::render(&[&self.inner.metrics])
+    }
+
+    /// Stops taking requests and stops, draining or failing what is queued; returns when the
+    /// batcher's threads have ended. Later requests get `Error::Stopped`.
+    pub fn shutdown(&self, mode: ShutdownMode) {
+        self.inner.stop(mode);
+    }
+}
+
+impl Inner {
+    fn stop(&self, mode: ShutdownMode) {
+        self.accepting.store(false, Ordering::Release);
+        let _ = self.tx.send(Msg::Shutdown(mode));
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(thread) = thread {
+            // Never waits on itself: no batcher thread holds a `Batcher` handle.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.stop(ShutdownMode::Drain);
+    }
+}
+
+/// Several batchers, one per model, addressed by name.
+#[derive(Clone, Default)]
+pub struct ModelServer {
+    models: Arc<Vec<Batcher>>,
+}
+
+impl ModelServer {
+    /// A server of these batchers.
+    pub fn new(batchers: Vec<Batcher>) -> Self {
+        ModelServer {
+            models: Arc::new(batchers),
+        }
+    }
+
+    /// The batcher serving `model`, or a typed error naming the models there are.
+    pub fn model(&self, model: &str) -> Result<&Batcher> {
+        self.models
+            .iter()
+            .find(|b| b.name() == model)
+            .ok_or_else(|| Error::NotFound {
+                what: "model",
+                key: format!(
+                    "name `{model}` (served: {})",
+                    self.models
+                        .iter()
+                        .map(|b| b.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })
+    }
+
+    /// Serves one request for `model`, waiting on the calling thread.
+    pub fn infer(&self, model: &str, request: InferRequest) -> Result<Response> {
+        self.model(model)?.infer(request)
+    }
+
+    /// Every model's metrics in one Prometheus exposition.
+    pub fn metrics(&self) -> String {
+        let all: Vec<&Metrics> = self.models.iter().map(|b| &*b.inner.metrics).collect();
+        metrics::render(&all)
+    }
+}

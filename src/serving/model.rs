@@ -1,0 +1,326 @@
+//! Loading a model for serving: compiling every allowed size on every device, checking the
+//! programs' signature against the fixed inputs, warming, starting the threads; and checking
+//! requests against the signature before they are queued.
+
+use std::sync::Arc;
+
+use crossbeam_channel::Sender;
+
+use super::actor::Actor;
+use super::device::DeviceModel;
+use super::metrics::Metrics;
+use super::request::{Msg, Pending};
+use super::{BatchModel, BatcherConfig, Signature};
+use crate::host_data::HostData;
+use crate::{
+    ArrayType, Client, CompileOptions, Device, Error, HostBuffer, LoadedExecutable, Result,
+};
+
+/// Checks a request against the model before it is queued; returns its rows.
+pub(crate) fn check_request(
+    signature: &Signature,
+    max_rows: usize,
+    inputs: &[HostData],
+) -> Result<usize> {
+    let bad = |why: String| Err(Error::InvalidArgument(format!("inference request: {why}")));
+    if inputs.len() != signature.inputs.len() {
+        return bad(format!(
+            "the model takes {} batched inputs; the request has {}",
+            signature.inputs.len(),
+            inputs.len()
+        ));
+    }
+    let mut rows = None;
+    for (i, (input, want)) in inputs.iter().zip(&signature.inputs).enumerate() {
+        let Some((&r, tail)) = input.dims.split_first() else {
+            return bad(format!(
+                "input {i} is a scalar; it needs the rows as its leading dimension"
+            ));
+        };
+        if input.dtype != want.dtype || tail != want.dims.as_slice() {
+            return bad(format!(
+                "input {i} is {}{:?}; the model takes {}[rows, {}]",
+                input.dtype,
+                input.dims,
+                want.dtype,
+                want.dims
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        let expected = pjrt_actors_core::dtype::byte_size(input.dtype, &input.dims)?;
+        if input.bytes.len() != expected {
+            return bad(format!(
+                "input {i} has {} bytes; {}{:?} is {expected}",
+                input.bytes.len(),
+                input.dtype,
+                input.dims
+            ));
+        }
+        if rows.is_some_and(|rows| rows != r) {
+            return bad(format!(
+                "input {i} has {r} rows; input 0 has {}",
+                rows.unwrap_or_default()
+            ));
+        }
+        rows = Some(r);
+    }
+    match rows {
+        Some(r) if r >= 1 && r as usize <= max_rows => Ok(r as usize),
+        Some(r) => bad(format!(
+            "{r} rows; a request has 1 to {max_rows} (the batcher's max_batch_size)"
+        )),
+        None => bad("the model has no batched inputs".into()),
+    }
+}
+
+/// A model compiled and ready on its devices, before its threads start.
+pub(crate) struct Plan {
+    pub(crate) name: String,
+    pub(crate) signature: Signature,
+    pub(crate) config: BatcherConfig,
+    devices: Vec<DeviceModel>,
+}
+
+fn bad_model(name: &str, why: String) -> Error {
+    Error::InvalidArgument(format!("model `{name}`: {why}"))
+}
+
+impl Plan {
+    pub(crate) fn new(
+        client: &Client,
+        model: BatchModel,
+        mut config: BatcherConfig,
+    ) -> Result<Plan> {
+        let name = model.name.clone();
+        if config.max_batch_size == 0 || config.max_queued == 0 {
+            return Err(bad_model(
+                &name,
+                "max_batch_size and max_queued must be at least 1".into(),
+            ));
+        }
+        if config.allowed_batch_sizes.is_empty() {
+            let mut s: Vec<usize> = (0..)
+                .map(|p| 1usize << p)
+                .take_while(|&s| s < config.max_batch_size)
+                .collect();
+            s.push(config.max_batch_size);
+            config.allowed_batch_sizes = s;
+        }
+        config.allowed_batch_sizes.sort_unstable();
+        config.allowed_batch_sizes.dedup();
+        let allowed = &config.allowed_batch_sizes;
+        if allowed[0] == 0 || *allowed.last().expect("not empty") < config.max_batch_size {
+            return Err(bad_model(
+                &name,
+                format!(
+                    "allowed batch sizes {allowed:?} must be at least 1 and reach max_batch_size {}",
+                    config.max_batch_size
+                ),
+            ));
+        }
+        let devices: Vec<Device> = match &config.devices {
+            None => client.devices(),
+            Some(ids) => ids
+                .iter()
+                .map(|&id| client.device_by_id(id))
+                .collect::<Result<_>>()?,
+        };
+        if devices.is_empty() {
+            return Err(bad_model(&name, "no device to serve on".into()));
+        }
+        // Every (device, size) compiles at once through the compile service.
+        let requests: Vec<_> = devices
+            .iter()
+            .flat_map(|d| allowed.iter().map(move |&size| (d.id(), size)))
+            .map(|(id, size)| {
+                let options = CompileOptions {
+                    devices: Some(vec![id]),
+                    ..Default::default()
+                };
+                client
+                    .compile_request((model.program)(size))
+                    .options(&options)
+                    .callbacks(&model.callbacks)
+                    .load_async()
+            })
+            .collect();
+        let mut compiled = Vec::with_capacity(requests.len());
+        for request in requests {
+            compiled.push(crate::handles::wait(request)?);
+        }
+        let signature = signature_of(&name, &model, allowed[0], &compiled[0])?;
+        let mut compiled = compiled.into_iter();
+        let mut ready = Vec::with_capacity(devices.len());
+        for device in devices {
+            let sizes: Vec<(usize, LoadedExecutable)> = allowed
+                .iter()
+                .map(|&s| (s, compiled.next().expect("one per size")))
+                .collect();
+            for (size, exe) in &sizes {
+                let got = signature_of(&name, &model, *size, exe)?;
+                if got.inputs != signature.inputs || got.outputs != signature.outputs {
+                    return Err(bad_model(
+                        &name,
+                        format!("its program at batch size {size} has another signature"),
+                    ));
+                }
+            }
+            let fixed = (model.fixed.iter())
+                .map(|h| {
+                    client.buffer_from_host(
+                        HostBuffer::Copy(&h.bytes),
+                        h.dtype,
+                        &h.dims,
+                        &device,
+                        None,
+                    )
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let model = DeviceModel {
+                device,
+                sizes,
+                fixed,
+            };
+            if config.warm {
+                for (size, _) in &model.sizes {
+                    let zeros = signature
+                        .inputs
+                        .iter()
+                        .map(|t| zeros(t, *size))
+                        .collect::<Result<Vec<_>>>()?;
+                    model.run(*size, &zeros)?;
+                }
+            }
+            ready.push(model);
+        }
+        Ok(Plan {
+            name,
+            signature,
+            config,
+            devices: ready,
+        })
+    }
+
+    /// Starts the device workers and the batcher actor; returns its mailbox and thread.
+    pub(crate) fn spawn(
+        self,
+        metrics: Arc<Metrics>,
+    ) -> Result<(Sender<Msg>, std::thread::JoinHandle<()>)> {
+        let (tx, rx) = crossbeam_channel::unbounded::<Msg>();
+        let mut workers = Vec::new();
+        for (index, model) in self.devices.into_iter().enumerate() {
+            let (batch_tx, batch_rx) = crossbeam_channel::bounded::<Vec<Pending>>(1);
+            let (done, metrics, allowed) = (
+                tx.clone(),
+                metrics.clone(),
+                self.config.allowed_batch_sizes.clone(),
+            );
+            let name = self.name.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("batcher-{}-{index}", self.name))
+                .spawn(move || {
+                    for batch in batch_rx.iter() {
+                        // A panic here drops the batch's replies (their callers get an error)
+                        // but never the device: it is always handed back.
+                        let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            model.serve(&name, batch, &allowed, &metrics)
+                        }));
+                        if served.is_err() {
+                            tracing::error!(model = %name, "a batch panicked outside its execute");
+                        }
+                        if done.send(Msg::DeviceFree(index)).is_err() {
+                            break;
+                        }
+                    }
+                })
+                .map_err(|e| Error::ThreadSpawn {
+                    what: "batcher device worker",
+                    reason: e.to_string(),
+                })?;
+            workers.push((batch_tx, thread));
+        }
+        let config = self.config;
+        let thread = std::thread::Builder::new()
+            .name(format!("batcher-{}", self.name))
+            .spawn(move || Actor::new(config, metrics, workers).run(rx))
+            .map_err(|e| Error::ThreadSpawn {
+                what: "batcher",
+                reason: e.to_string(),
+            })?;
+        Ok((tx, thread))
+    }
+}
+
+/// The model's batched parameter and result types without the batch dimension, checked
+/// against the fixed inputs.
+fn signature_of(
+    name: &str,
+    model: &BatchModel,
+    size: usize,
+    exe: &LoadedExecutable,
+) -> Result<Signature> {
+    let params = exe.parameter_types();
+    if params.len() != model.batched_inputs + model.fixed.len() {
+        return Err(bad_model(
+            name,
+            format!(
+                "its program takes {} parameters: {} batched and {} fixed were given",
+                params.len(),
+                model.batched_inputs,
+                model.fixed.len()
+            ),
+        ));
+    }
+    let unbatch = |t: &ArrayType, what: String| -> Result<ArrayType> {
+        match t.dims.split_first() {
+            Some((&lead, rest)) if lead == size as i64 => Ok(ArrayType {
+                dtype: t.dtype,
+                dims: rest.to_vec(),
+            }),
+            _ => Err(bad_model(
+                name,
+                format!(
+                    "{what} is {}{:?}; at batch size {size} its leading dimension must be {size}",
+                    t.dtype, t.dims
+                ),
+            )),
+        }
+    };
+    let inputs = (params[..model.batched_inputs].iter().enumerate())
+        .map(|(i, t)| unbatch(t, format!("parameter {i}")))
+        .collect::<Result<Vec<_>>>()?;
+    for (i, (t, h)) in params[model.batched_inputs..]
+        .iter()
+        .zip(&model.fixed)
+        .enumerate()
+    {
+        if t.dtype != h.dtype || t.dims != h.dims {
+            return Err(bad_model(
+                name,
+                format!(
+                    "fixed input {i} is {}{:?}; the program takes {}{:?}",
+                    h.dtype, h.dims, t.dtype, t.dims
+                ),
+            ));
+        }
+    }
+    let outputs = (exe.output_types().iter().enumerate())
+        .map(|(i, t)| unbatch(t, format!("result {i}")))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Signature { inputs, outputs })
+}
+
+fn zeros(t: &ArrayType, rows: usize) -> Result<HostData> {
+    let dims: Vec<i64> = std::iter::once(rows as i64)
+        .chain(t.dims.iter().copied())
+        .collect();
+    let bytes = vec![0; pjrt_actors_core::dtype::byte_size(t.dtype, &dims)?];
+    Ok(HostData {
+        dtype: t.dtype,
+        dims,
+        bytes,
+    })
+}
