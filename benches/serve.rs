@@ -2,6 +2,7 @@
 //! on the CPU plugin: through the dynamic batcher, each thread keeping a window of requests in
 //! flight, against one blocking execute per request (the `--no-batching` path). Then requests
 //! with deadlines, to count any that ran after theirs. Last line: one JSON object.
+//! `SERVE_WINDOW` (default 16) sets the requests each batched thread keeps in flight.
 
 #[allow(dead_code)]
 #[path = "../examples/serve.rs"]
@@ -187,7 +188,7 @@ fn main() {
     let window: usize = std::env::var("SERVE_WINDOW")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(8);
+        .unwrap_or(16);
     // Interleaved, twice each, so the machine's drift hits both alike; the better run counts.
     let mut b_runs = Vec::new();
     let mut u_runs = Vec::new();
