@@ -48,6 +48,21 @@ impl ClientBuilder {
         self
     }
 
+    /// A compile cache tier on Redis shared by every process and machine using `url`
+    /// (`redis://` or `rediss://`; default: env `PJRT_ACTORS_CACHE_REDIS`, else none), with
+    /// single flight across them. See [`RedisCacheConfig`](crate::RedisCacheConfig) for the
+    /// lease, waits, size limit, expiry and read-only mode.
+    pub fn compile_cache_redis(mut self, url: impl Into<String>) -> Self {
+        self.config.cache_redis = Some(crate::RedisCacheConfig::new(url));
+        self
+    }
+
+    /// The Redis tier with every setting given.
+    pub fn compile_cache_redis_config(mut self, config: crate::RedisCacheConfig) -> Self {
+        self.config.cache_redis = Some(config);
+        self
+    }
+
     /// The persistent cache's bound in bytes (default 1 GiB); least recently used go first.
     pub fn compile_cache_max_bytes(mut self, bytes: u64) -> Self {
         self.config.cache_max_bytes = Some(bytes);

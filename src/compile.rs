@@ -275,6 +275,13 @@ impl Client {
             memory_evictions: get(&s.memory_evictions),
             disk_evictions: get(&s.disk_evictions),
             corrupt_entries: get(&s.corrupt_entries),
+            redis_hits: get(&s.redis_hits),
+            redis_misses: get(&s.redis_misses),
+            redis_errors: get(&s.redis_errors),
+            redis_lease_waits: get(&s.redis_lease_waits),
+            redis_takeovers: get(&s.redis_takeovers),
+            redis_stores: get(&s.redis_stores),
+            redis_too_large: get(&s.redis_too_large),
         }
     }
 
@@ -347,8 +354,22 @@ pub struct CompileCacheStats {
     pub memory_evictions: u64,
     /// Files the disk cache removed to stay within its bound.
     pub disk_evictions: u64,
-    /// Disk entries found damaged or foreign, removed and recompiled.
+    /// Disk or Redis entries found damaged or foreign, removed and recompiled.
     pub corrupt_entries: u64,
+    /// Requests answered by an entry from Redis (another process's compile, or an earlier one).
+    pub redis_hits: u64,
+    /// Redis lookups that found no entry.
+    pub redis_misses: u64,
+    /// Redis round trips that failed (down, slow, full): each compiled or stored locally.
+    pub redis_errors: u64,
+    /// Compiles that waited for another process holding the lease.
+    pub redis_lease_waits: u64,
+    /// Leases taken over after their holder stopped renewing (it died) without storing.
+    pub redis_takeovers: u64,
+    /// Entries this client stored in Redis.
+    pub redis_stores: u64,
+    /// Entries over the size limit: not stored, or refused and deleted on load.
+    pub redis_too_large: u64,
 }
 
 /// A compiled program that is not loaded: inspect it, serialize it, load it later on a client

@@ -39,6 +39,9 @@ pub use pjrt_actors_core::pjrt::{
     ArrayType, CompiledMemoryStats, DeviceMemoryStats, DmaMapping, HostView, HostViewMut, Layout,
     MemoryKind, NamedValue, NativeType, PLUGIN_PATH_ENV,
 };
+pub use pjrt_actors_core::redis_cache::{
+    CACHE_REDIS_ENV, CACHE_REDIS_READ_ONLY_ENV, RedisCacheConfig, RedisTier,
+};
 pub use pjrt_actors_core::site::SiteCapture;
 pub use pjrt_actors_core::{Error, PjrtCode, PluginError, Result};
 /// XLA's compile options message (from `pjrt-sys`), for callers who need a field we do not wrap.

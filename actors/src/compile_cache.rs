@@ -48,6 +48,16 @@ pub struct CacheStats {
     pub memory_evictions: AtomicU64,
     pub disk_evictions: AtomicU64,
     pub corrupt_entries: AtomicU64,
+    /// The Redis tier: entries found, not found, round trips that failed, waits for another
+    /// process's compile, leases taken over from a holder that died, entries stored, entries
+    /// too large to store or load.
+    pub redis_hits: AtomicU64,
+    pub redis_misses: AtomicU64,
+    pub redis_errors: AtomicU64,
+    pub redis_lease_waits: AtomicU64,
+    pub redis_takeovers: AtomicU64,
+    pub redis_stores: AtomicU64,
+    pub redis_too_large: AtomicU64,
 }
 
 pub(crate) fn bump(c: &AtomicU64) {
@@ -214,6 +224,22 @@ impl DiskCache {
         let _ = std::fs::remove_file(self.path(key));
     }
 
+    /// Entries and their total bytes.
+    pub fn usage(&self) -> (u64, u64) {
+        let entries = std::fs::read_dir(&self.dir).into_iter().flatten().flatten();
+        (entries.filter(|e| e.path().extension().is_some_and(|x| x == "pjx")))
+            .filter_map(|e| e.metadata().ok())
+            .fold((0, 0), |(n, bytes), m| (n + 1, bytes + m.len()))
+    }
+
+    /// Removes every entry; returns how many there were.
+    pub fn clear(&self) -> u64 {
+        let entries = std::fs::read_dir(&self.dir).into_iter().flatten().flatten();
+        (entries.filter(|e| e.path().extension().is_some_and(|x| x == "pjx")))
+            .filter(|e| std::fs::remove_file(e.path()).is_ok())
+            .count() as u64
+    }
+
     /// Writes through a temporary file and a rename, so no reader sees a partial entry.
     pub fn store(&self, key: &CompileKey, bytes: &[u8]) -> Result<()> {
         use std::io::Write;
@@ -273,6 +299,7 @@ pub struct CompileEnv {
     /// The client's serialized topology, recorded in serialized executables.
     pub topology: Arc<Vec<u8>>,
     pub disk: Option<Arc<DiskCache>>,
+    pub redis: Option<Arc<crate::redis_cache::RedisTier>>,
     pub stats: Arc<CacheStats>,
 }
 

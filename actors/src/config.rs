@@ -29,6 +29,8 @@ pub struct ClientConfig {
     /// so a program that crashes the compiler kills a worker, not the client; `None`: compile
     /// in this process.
     pub compile_worker: Option<PathBuf>,
+    /// The compile cache's Redis tier; default: env `PJRT_ACTORS_CACHE_REDIS`, else none.
+    pub cache_redis: Option<crate::redis_cache::RedisCacheConfig>,
 }
 
 /// The environment variable naming a persistent compile cache directory.

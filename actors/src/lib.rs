@@ -20,6 +20,7 @@ pub mod heap_profile;
 pub mod hlo_text;
 pub mod open;
 pub mod program_check;
+pub mod redis_cache;
 pub mod registry;
 pub mod runtime;
 pub mod send_recv;

@@ -21,6 +21,10 @@ use crate::error::{Error, Result};
 use crate::guard::ClientGuard;
 use crate::pjrt::{PjrtClient, Plugin};
 use crate::program_check::COMPILE_STACK_BYTES;
+use crate::redis_cache::{
+    CACHE_REDIS_ENV, CACHE_REDIS_LEASE_MS_ENV, CACHE_REDIS_READ_ONLY_ENV, RedisCacheConfig,
+    RedisTier,
+};
 use crate::runtime::{Runtime, WorkerCount};
 use crate::state::{ClientState, StateParts, read_snapshot};
 
@@ -98,10 +102,15 @@ pub fn open_client(config: ClientConfig) -> Result<ClientGuard> {
         plugin: state.snapshot.plugin_path.clone(),
         options: config.options.clone(),
     });
+    let redis = match (config.cache_redis.clone()).or_else(redis_from_env) {
+        Some(redis) => Some(RedisTier::new(redis, cache_stats.clone())?),
+        None => None,
+    };
     let env = CompileEnv {
         identity: state.identity.clone(),
         topology: state.topology.clone(),
         disk,
+        redis,
         stats: cache_stats,
     };
 
@@ -164,6 +173,22 @@ pub fn open_client(config: ClientConfig) -> Result<ClientGuard> {
 
 /// The cache directory the environment names: an empty value counts as unset (it would
 /// otherwise put cache files in the current directory), as `PJRT_PLUGIN_PATH` does.
+/// The Redis tier the environment names (`PJRT_ACTORS_CACHE_REDIS`, read-only with
+/// `PJRT_ACTORS_CACHE_REDIS_READ_ONLY=1`); an empty value counts as unset.
+fn redis_from_env() -> Option<RedisCacheConfig> {
+    let url = std::env::var(CACHE_REDIS_ENV)
+        .ok()
+        .filter(|v| !v.is_empty())?;
+    let mut config = RedisCacheConfig::new(url);
+    config.read_only = std::env::var(CACHE_REDIS_READ_ONLY_ENV).is_ok_and(|v| v == "1");
+    if let Some(ms) =
+        (std::env::var(CACHE_REDIS_LEASE_MS_ENV).ok()).and_then(|v| v.parse::<u64>().ok())
+    {
+        config.lease = std::time::Duration::from_millis(ms.max(30));
+    }
+    Some(config)
+}
+
 fn cache_dir_from_env(value: Option<std::ffi::OsString>) -> Option<PathBuf> {
     value.filter(|v| !v.is_empty()).map(PathBuf::from)
 }

@@ -8,6 +8,7 @@ mod compile_stress;
 mod examples;
 mod executables;
 mod execute;
+mod fleet_cache;
 mod foundation;
 mod invalid_inputs;
 mod isolation;

@@ -14,6 +14,7 @@ use crate::envelope;
 use crate::error::{Error, Result};
 use crate::executable::ExecutableMeta;
 use crate::pjrt::{PjrtClient, PjrtDevice, PjrtLoadedExecutable};
+use crate::redis_cache::Lookup;
 use crate::runtime::WorkerToken;
 use crate::supervision::guarded;
 
@@ -103,21 +104,10 @@ impl CompilerActor {
         let disk = job.env.disk.as_ref();
         if let Some(disk) = disk {
             if let Some(bytes) = disk.load(&job.key) {
-                let opened = envelope::decode(&bytes, &job.env.identity).and_then(|e| {
-                    // An entry is bound to its key: another program's executable copied or
-                    // renamed into this file is refused, never run.
-                    if e.cache_key != job.key.0 {
-                        return Err(Error::Deserialize {
-                            reason: "the entry was stored under another key".into(),
-                        });
-                    }
-                    self.client.deserialize_and_load(&e.payload, Some(&options))
-                });
-                match opened {
-                    Ok(exe) => {
+                match self.open_entry(&bytes, job, &options) {
+                    Ok(loaded) => {
                         bump(&job.env.stats.disk_hits);
-                        let meta = ExecutableMeta::read(&exe, &self.devices, portable, &options)?;
-                        return Ok((exe, meta));
+                        return Ok(loaded);
                     }
                     Err(e) => {
                         // Corrupt, foreign or unloadable: never trusted twice, recompiled now.
@@ -128,16 +118,67 @@ impl CompilerActor {
                 }
             }
         }
+        // The fleet's tier: an entry another process stored, or the lease to compile it.
+        let mut lease = None;
+        if let Some(redis) = &job.env.redis {
+            match redis.lookup(&job.key) {
+                Lookup::Hit(bytes) => match self.open_entry(&bytes, job, &options) {
+                    Ok(loaded) => {
+                        if let Some(disk) = disk {
+                            let _ = disk.store(&job.key, &bytes);
+                        }
+                        return Ok(loaded);
+                    }
+                    Err(e) => {
+                        tracing::warn!(key = %job.key.hex(), error = %e, "dropping a bad Redis compile-cache entry");
+                        bump(&job.env.stats.corrupt_entries);
+                        redis.remove(&job.key);
+                    }
+                },
+                Lookup::Lease(held) => lease = Some(held),
+                Lookup::Compile => {}
+            }
+        }
         bump(&job.env.stats.compiles);
         let exe = self.compile(&job.code, &options)?;
         let meta = ExecutableMeta::read(&exe, &self.devices, portable, &options)?;
-        if let Some(disk) = disk {
-            let stored = serialize(&exe, portable, &options, &job.key, &job.env)
-                .and_then(|bytes| disk.store(&job.key, &bytes));
-            if let Err(e) = stored {
-                tracing::warn!(error = %e, "could not write the compile cache");
+        if disk.is_some() || job.env.redis.is_some() {
+            match serialize(&exe, portable, &options, &job.key, &job.env) {
+                Ok(bytes) => {
+                    if let Some(disk) = disk {
+                        if let Err(e) = disk.store(&job.key, &bytes) {
+                            tracing::warn!(error = %e, "could not write the compile cache");
+                        }
+                    }
+                    if let Some(redis) = &job.env.redis {
+                        redis.publish(&job.key, &bytes, lease);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "could not serialize for the compile cache"),
             }
         }
+        Ok((exe, meta))
+    }
+
+    /// Checks a cached entry (our envelope, this plugin, this key) and loads it.
+    fn open_entry(&self, bytes: &[u8], job: &CompileJob, options: &[u8]) -> Loaded {
+        let e = envelope::decode(bytes, &job.env.identity)?;
+        // An entry is bound to its key: another program's executable copied or renamed into
+        // this key is refused, never run.
+        if e.cache_key != job.key.0 {
+            return Err(Error::Deserialize {
+                reason: "the entry was stored under another key".into(),
+            });
+        }
+        let exe = self
+            .client
+            .deserialize_and_load(&e.payload, Some(options))?;
+        let meta = ExecutableMeta::read(
+            &exe,
+            &self.devices,
+            job.options.compile_portable_executable,
+            options,
+        )?;
         Ok((exe, meta))
     }
 }

@@ -1,6 +1,9 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod redis_server;
+pub mod tcp_proxy;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,427 @@
+//! The compile cache's Redis tier, behind memory and disk: entries shared by every process and
+//! machine on one Redis, and single flight across them by a lease (`SET NX PX`, renewed while
+//! the holder compiles). Redis failing in any way means compiling locally, never an error.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redis::AsyncCommands;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::compile_cache::{CacheStats, CompileKey, bump};
+use crate::error::{Error, Result};
+
+/// The environment variable naming the Redis URL (`redis://` or `rediss://`, user and
+/// password in the URL).
+pub const CACHE_REDIS_ENV: &str = "PJRT_ACTORS_CACHE_REDIS";
+/// Set to `1` for a read-only tier: fetch entries, never write them or take leases.
+pub const CACHE_REDIS_READ_ONLY_ENV: &str = "PJRT_ACTORS_CACHE_REDIS_READ_ONLY";
+/// The compile lease in milliseconds (default 3000; at least 30).
+pub const CACHE_REDIS_LEASE_MS_ENV: &str = "PJRT_ACTORS_CACHE_REDIS_LEASE_MS";
+
+/// How the Redis tier behaves.
+#[derive(Debug, Clone)]
+pub struct RedisCacheConfig {
+    /// `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS.
+    pub url: String,
+    /// Prefix of every key (`{namespace}:exe:{sha256}`, `{namespace}:lease:{sha256}`).
+    pub namespace: String,
+    /// How long a compile lease lasts without renewal (renewed every third of it).
+    pub lease: Duration,
+    /// Longest a process waits for another's compile before compiling itself.
+    pub max_wait: Duration,
+    /// Entries larger than this are neither stored nor loaded.
+    pub max_value_bytes: usize,
+    /// Expiry of stored entries; `None`: only the server's eviction policy removes them.
+    pub ttl: Option<Duration>,
+    /// Fetch only: never store, never lease (for workers that must not write the cache).
+    pub read_only: bool,
+    /// Limit on any one Redis round trip (and on connecting).
+    pub op_timeout: Duration,
+}
+
+impl RedisCacheConfig {
+    /// The defaults for `url`: namespace `pjrt-actors`, a 3 s lease, 60 s longest wait, 256 MiB
+    /// entries, a 7-day TTL, 1 s per round trip.
+    pub fn new(url: impl Into<String>) -> Self {
+        RedisCacheConfig {
+            url: url.into(),
+            namespace: "pjrt-actors".into(),
+            lease: Duration::from_secs(3),
+            max_wait: Duration::from_secs(60),
+            max_value_bytes: 256 << 20,
+            ttl: Some(Duration::from_secs(7 * 24 * 3600)),
+            read_only: false,
+            op_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What a lookup decided.
+pub enum Lookup {
+    /// An entry to check and load.
+    Hit(Vec<u8>),
+    /// This process holds the lease: compile, then `publish`.
+    Lease(Lease),
+    /// Compile here without a lease (Redis unavailable, read-only, or waited out).
+    Compile,
+}
+
+/// Renews the lease key while `token` still holds it.
+const RENEW: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
+/// Deletes the lease key if `token` still holds it.
+const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
+
+/// The Redis tier of one client.
+pub struct RedisTier {
+    config: RedisCacheConfig,
+    client: redis::Client,
+    /// Drives the connection manager and lease renewals; callers wait on channels.
+    rt: tokio::runtime::Runtime,
+    conn: Mutex<Option<ConnectionManager>>,
+    /// After a connection failure or timeout, Redis is skipped until then, so an unreachable
+    /// server costs one timeout per second, not one per compile.
+    skip_until: Mutex<Option<Instant>>,
+    stats: Arc<CacheStats>,
+    warned: AtomicBool,
+    /// This process's lease tokens: host, pid and a counter.
+    token_prefix: String,
+    tokens: std::sync::atomic::AtomicU64,
+}
+
+/// A held lease: renewed in the background until released (on drop, or by `publish`).
+pub struct Lease {
+    tier: Arc<RedisTier>,
+    key: String,
+    token: String,
+    stop: Arc<AtomicBool>,
+}
+
+impl RedisTier {
+    /// A tier for `config`; nothing is connected until the first use.
+    pub fn new(config: RedisCacheConfig, stats: Arc<CacheStats>) -> Result<Arc<RedisTier>> {
+        let client = redis::Client::open(config.url.as_str()).map_err(|e| Error::Cache {
+            path: redact(&config.url),
+            reason: e.to_string(),
+        })?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("pjrt-actors-redis")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::ThreadSpawn {
+                what: "redis",
+                reason: e.to_string(),
+            })?;
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        Ok(Arc::new(RedisTier {
+            token_prefix: format!("{}:{}", host.trim(), std::process::id()),
+            config,
+            client,
+            rt,
+            conn: Mutex::new(None),
+            skip_until: Mutex::new(None),
+            stats,
+            warned: AtomicBool::new(false),
+            tokens: Default::default(),
+        }))
+    }
+
+    /// The tier's settings.
+    pub fn config(&self) -> &RedisCacheConfig {
+        &self.config
+    }
+
+    fn key(&self, key: &CompileKey, kind: &str) -> String {
+        format!("{}:{kind}:{}", self.config.namespace, key.hex())
+    }
+
+    /// Runs `op` on the tier's runtime with the round-trip limit, waiting on this thread.
+    fn run<T, F>(&self, op: impl FnOnce(ConnectionManager) -> F) -> std::result::Result<T, String>
+    where
+        T: Send + 'static,
+        F: Future<Output = redis::RedisResult<T>> + Send + 'static,
+    {
+        let conn = self.connection()?;
+        let limit = self.config.op_timeout;
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let fut = op(conn);
+        self.rt.spawn(async move {
+            let _ = tx.send(tokio::time::timeout(limit, fut).await);
+        });
+        let outcome = match rx.recv_timeout(limit + Duration::from_secs(1)) {
+            Ok(Ok(Ok(v))) => return Ok(v),
+            Ok(Ok(Err(e))) if !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped()) => {
+                // The server answered (out of memory, a wrong type): no reason to stop asking.
+                return Err(self.fail(e.to_string(), false));
+            }
+            Ok(Ok(Err(e))) => e.to_string(),
+            Ok(Err(_)) | Err(_) => format!("no answer within {limit:?}"),
+        };
+        Err(self.fail(outcome, true))
+    }
+
+    /// The shared connection manager, made on first use (it reconnects by itself after).
+    fn connection(&self) -> std::result::Result<ConnectionManager, String> {
+        if (*self.skip_until.lock()).is_some_and(|t| Instant::now() < t) {
+            return Err("skipped after a recent failure".into());
+        }
+        let mut slot = self.conn.lock();
+        if let Some(conn) = &*slot {
+            return Ok(conn.clone());
+        }
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.config.op_timeout))
+            .set_response_timeout(Some(self.config.op_timeout))
+            .set_number_of_retries(1);
+        let client = self.client.clone();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.rt.spawn(async move {
+            let _ = tx.send(ConnectionManager::new_with_config(client, config).await);
+        });
+        match rx.recv_timeout(self.config.op_timeout * 3) {
+            Ok(Ok(conn)) => Ok(slot.insert(conn).clone()),
+            Ok(Err(e)) => Err(self.fail(e.to_string(), true)),
+            Err(_) => Err(self.fail("connecting timed out".into(), true)),
+        }
+    }
+
+    /// Counts a failure, warns the first time, and with `skip` stops asking for a second.
+    fn fail(&self, why: String, skip: bool) -> String {
+        bump(&self.stats.redis_errors);
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!(url = %redact(&self.config.url), error = %why, "the Redis compile cache failed; compiling locally (warned once, counted in compile_cache_stats)");
+        }
+        if skip {
+            *self.skip_until.lock() = Some(Instant::now() + Duration::from_secs(1));
+        }
+        why
+    }
+
+    /// An entry's bytes, if Redis has one of acceptable size.
+    fn get(&self, key: &CompileKey) -> std::result::Result<Option<Vec<u8>>, String> {
+        let entry = self.key(key, "exe");
+        let value: Option<Vec<u8>> = self.run(move |mut c| async move { c.get(entry).await })?;
+        Ok(value)
+    }
+
+    /// Finds `key`'s entry, or takes the lease to compile it, or waits while another process
+    /// holds the lease (taking it over if that process dies), or gives up to compile here.
+    pub fn lookup(self: &Arc<Self>, key: &CompileKey) -> Lookup {
+        let (started, mut waited, mut delay) = (Instant::now(), false, Duration::from_millis(2));
+        loop {
+            match self.get(key) {
+                Err(_) => return Lookup::Compile,
+                Ok(Some(bytes)) if bytes.len() > self.config.max_value_bytes => {
+                    bump(&self.stats.redis_too_large);
+                    self.remove(key);
+                    return Lookup::Compile;
+                }
+                Ok(Some(bytes)) => {
+                    bump(&self.stats.redis_hits);
+                    return Lookup::Hit(bytes);
+                }
+                Ok(None) => {
+                    if !waited {
+                        bump(&self.stats.redis_misses);
+                    }
+                }
+            }
+            if self.config.read_only {
+                return Lookup::Compile;
+            }
+            let lease_key = self.key(key, "lease");
+            let token = format!(
+                "{}:{}",
+                self.token_prefix,
+                self.tokens.fetch_add(1, Ordering::Relaxed)
+            );
+            let ms = self.config.lease.as_millis() as u64;
+            let (k, t) = (lease_key.clone(), token.clone());
+            let taken: std::result::Result<bool, String> = self.run(move |mut c| async move {
+                let set: Option<String> = redis::cmd("SET")
+                    .arg(k)
+                    .arg(t)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ms)
+                    .query_async(&mut c)
+                    .await?;
+                Ok(set.is_some())
+            });
+            match taken {
+                Err(_) => return Lookup::Compile,
+                Ok(true) => {
+                    if waited {
+                        bump(&self.stats.redis_takeovers);
+                    }
+                    return Lookup::Lease(self.hold(lease_key, token));
+                }
+                Ok(false) => {}
+            }
+            if !waited {
+                waited = true;
+                bump(&self.stats.redis_lease_waits);
+            }
+            if started.elapsed() >= self.config.max_wait {
+                return Lookup::Compile;
+            }
+            std::thread::sleep(delay);
+            delay = (delay * 2).min(Duration::from_millis(50));
+        }
+    }
+
+    /// Starts renewing a lease just taken.
+    fn hold(self: &Arc<Self>, key: String, token: String) -> Lease {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (period, ms) = (self.config.lease / 3, self.config.lease.as_millis() as u64);
+        let (k, t, s) = (key.clone(), token.clone(), stop.clone());
+        if let Ok(conn) = self.connection() {
+            self.rt.spawn(async move {
+                let mut conn = conn;
+                let script = redis::Script::new(RENEW);
+                loop {
+                    tokio::time::sleep(period).await;
+                    if s.load(Ordering::Acquire) {
+                        break;
+                    }
+                    let renewed: redis::RedisResult<i64> =
+                        script.key(&k).arg(&t).arg(ms).invoke_async(&mut conn).await;
+                    // Lost (expired and taken) or unreachable: the compile goes on; its store
+                    // is NX, so it never replaces another holder's entry.
+                    if !matches!(renewed, Ok(1)) {
+                        break;
+                    }
+                }
+            });
+        }
+        Lease {
+            tier: self.clone(),
+            key,
+            token,
+            stop,
+        }
+    }
+
+    /// Stores a compiled entry (unless one is there already: a stale holder never replaces a
+    /// newer entry), then releases `lease` if held.
+    pub fn publish(&self, key: &CompileKey, bytes: &[u8], lease: Option<Lease>) {
+        drop(lease);
+        if self.config.read_only {
+            return;
+        }
+        if bytes.len() > self.config.max_value_bytes {
+            bump(&self.stats.redis_too_large);
+            return;
+        }
+        let (entry, value, ttl) = (self.key(key, "exe"), bytes.to_vec(), self.config.ttl);
+        let stored: std::result::Result<Option<String>, String> =
+            self.run(move |mut c| async move {
+                let mut cmd = redis::cmd("SET");
+                cmd.arg(entry).arg(value).arg("NX");
+                if let Some(ttl) = ttl {
+                    cmd.arg("PX").arg(ttl.as_millis() as u64);
+                }
+                cmd.query_async(&mut c).await
+            });
+        if let Ok(Some(_)) = stored {
+            bump(&self.stats.redis_stores);
+        }
+    }
+
+    /// Deletes a bad entry (corrupt, truncated, foreign, or too large).
+    pub fn remove(&self, key: &CompileKey) {
+        let entry = self.key(key, "exe");
+        let _: std::result::Result<i64, String> =
+            self.run(move |mut c| async move { c.del(entry).await });
+    }
+
+    /// Entries and their total bytes under this namespace.
+    pub fn usage(&self) -> Result<(u64, u64)> {
+        let pattern = format!("{}:exe:*", self.config.namespace);
+        self.run(move |mut c| async move {
+            let mut keys: Vec<String> = Vec::new();
+            let mut iter: redis::AsyncIter<String> = c.scan_match(pattern).await?;
+            while let Some(k) = iter.next_item().await {
+                keys.push(k?);
+            }
+            drop(iter);
+            let mut bytes = 0u64;
+            for k in &keys {
+                let n: u64 = c.strlen(k).await?;
+                bytes += n;
+            }
+            Ok((keys.len() as u64, bytes))
+        })
+        .map_err(|reason| Error::Cache {
+            path: redact(&self.config.url),
+            reason,
+        })
+    }
+
+    /// Deletes every entry and lease under this namespace; returns how many keys went.
+    pub fn clear(&self) -> Result<u64> {
+        let pattern = format!("{}:*", self.config.namespace);
+        self.run(move |mut c| async move {
+            let mut keys: Vec<String> = Vec::new();
+            let mut iter: redis::AsyncIter<String> = c.scan_match(pattern).await?;
+            while let Some(k) = iter.next_item().await {
+                keys.push(k?);
+            }
+            drop(iter);
+            let mut gone = 0u64;
+            for chunk in keys.chunks(256) {
+                let n: u64 = c.del(chunk).await?;
+                gone += n;
+            }
+            Ok(gone)
+        })
+        .map_err(|reason| Error::Cache {
+            path: redact(&self.config.url),
+            reason,
+        })
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        let (key, token) = (self.key.clone(), self.token.clone());
+        let _: std::result::Result<i64, String> = self.tier.run(move |mut c| async move {
+            redis::Script::new(RELEASE)
+                .key(key)
+                .arg(token)
+                .invoke_async(&mut c)
+                .await
+        });
+    }
+}
+
+/// The URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://…@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_reach_messages() {
+        let cases = [
+            ("redis://localhost:6379", "redis://localhost:6379"),
+            ("redis://user:secret@cache:6379/2", "redis://…@cache:6379/2"),
+            ("rediss://:secret@cache", "rediss://…@cache"),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(redact(url), shown);
+        }
+    }
+}

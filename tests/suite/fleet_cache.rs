@@ -1,0 +1,329 @@
+//! The compile cache's Redis tier against a real `redis-server`: sharing between clients,
+//! single flight, a dead lease holder taken over, and every fault the tier must survive
+//! without failing a compile: the server down, killed and restarted, full, slow or dropping
+//! connections behind a proxy, corrupt or foreign entries, entries over the size limit.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pjrt_actors::{Client, CompileCacheStats, CompileOptions, RedisCacheConfig};
+use redis::Commands;
+
+use crate::common::redis_server::RedisServer;
+use crate::common::tcp_proxy::{Mode, TcpProxy};
+
+/// A distinct small module per `n` (so a distinct cache key), computing x * n + n.
+fn module(n: u32) -> String {
+    format!(
+        "module @fleet{n} {{\n  func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> {{\n    %c = stablehlo.constant dense<{n}.0> : tensor<4xf32>\n    %m = stablehlo.multiply %x, %c : tensor<4xf32>\n    %y = stablehlo.add %m, %c : tensor<4xf32>\n    return %y : tensor<4xf32>\n  }}\n}}\n"
+    )
+}
+
+fn config(url: &str) -> RedisCacheConfig {
+    let mut c = RedisCacheConfig::new(url);
+    c.namespace = "test".into();
+    c.op_timeout = Duration::from_millis(300);
+    c
+}
+
+fn client(config: RedisCacheConfig) -> Client {
+    Client::builder()
+        .compile_cache_redis_config(config)
+        .open()
+        .unwrap()
+}
+
+/// Compiles module `n` and checks it computes x * n + n.
+fn compile_and_check(client: &Client, n: u32) {
+    let exe = client
+        .compile_and_load(module(n), &CompileOptions::default())
+        .unwrap();
+    let d = &client.devices()[0];
+    let x = d.put(&[1.0f32, 2.0, 3.0, 4.0], &[4]).unwrap();
+    let y = exe.execute(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
+    let n = n as f32;
+    assert_eq!(y, [1.0 * n + n, 2.0 * n + n, 3.0 * n + n, 4.0 * n + n]);
+}
+
+fn stats(c: &Client) -> CompileCacheStats {
+    c.compile_cache_stats()
+}
+
+fn entry_keys(server: &RedisServer) -> Vec<String> {
+    let mut c = server.connection().unwrap();
+    let mut keys: Vec<String> = c.keys("test:exe:*").unwrap();
+    keys.sort();
+    keys
+}
+
+#[test]
+fn a_second_client_loads_what_the_first_compiled() {
+    let server = RedisServer::start(&[]);
+    let a = client(config(&server.url()));
+    compile_and_check(&a, 3);
+    let s = stats(&a);
+    assert_eq!(
+        (s.compiles, s.redis_misses, s.redis_stores, s.redis_hits),
+        (1, 1, 1, 0),
+        "{s:?}"
+    );
+    let keys = entry_keys(&server);
+    assert_eq!(keys.len(), 1);
+    let ttl: i64 = server.connection().unwrap().pttl(&keys[0]).unwrap();
+    assert!(ttl > 0, "entries expire (TTL {ttl})");
+    let b = client(config(&server.url()));
+    compile_and_check(&b, 3);
+    let s = stats(&b);
+    assert_eq!((s.compiles, s.redis_hits), (0, 1), "{s:?}");
+    assert_eq!(
+        server
+            .connection()
+            .unwrap()
+            .keys::<_, Vec<String>>("test:lease:*")
+            .unwrap()
+            .len(),
+        0,
+        "leases are released"
+    );
+}
+
+#[test]
+fn concurrent_clients_compile_a_module_once() {
+    let server = RedisServer::start(&[]);
+    let clients: Vec<Client> = (0..4).map(|_| client(config(&server.url()))).collect();
+    std::thread::scope(|s| {
+        for c in &clients {
+            s.spawn(move || compile_and_check(c, 7));
+        }
+    });
+    let all: Vec<CompileCacheStats> = clients.iter().map(stats).collect();
+    let compiles: u64 = all.iter().map(|s| s.compiles).sum();
+    let hits: u64 = all.iter().map(|s| s.redis_hits).sum();
+    assert_eq!((compiles, hits), (1, 3), "{all:?}");
+}
+
+#[test]
+fn a_lease_whose_holder_died_is_taken_over_when_it_expires() {
+    let server = RedisServer::start(&[]);
+    let mut cfg = config(&server.url());
+    cfg.lease = Duration::from_millis(1500);
+    let c = client(cfg);
+    // A holder that took the lease and was killed: no renewal, no entry.
+    let key = {
+        // The first compile tells us the key's name; then forget the entry.
+        compile_and_check(&c, 11);
+        let keys = entry_keys(&server);
+        let _: () = server.connection().unwrap().del(&keys[0]).unwrap();
+        keys[0].replace(":exe:", ":lease:")
+    };
+    let _: () = redis::cmd("SET")
+        .arg(&key)
+        .arg("dead-holder")
+        .arg("PX")
+        .arg(1500)
+        .query(&mut server.connection().unwrap())
+        .unwrap();
+    let fresh = client({
+        let mut cfg = config(&server.url());
+        cfg.lease = Duration::from_millis(1500);
+        cfg
+    });
+    let start = Instant::now();
+    compile_and_check(&fresh, 11);
+    let took = start.elapsed();
+    let s = stats(&fresh);
+    assert_eq!(
+        (s.redis_lease_waits, s.redis_takeovers, s.compiles),
+        (1, 1, 1),
+        "{s:?}"
+    );
+    assert!(
+        took >= Duration::from_millis(1300) && took < Duration::from_millis(1500 + 1000 + 2000),
+        "took {took:?}"
+    );
+}
+
+#[test]
+fn redis_down_or_killed_and_restarted_never_fails_a_compile() {
+    // Nothing listens: every compile is local, the first failure costs at most a timeout.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let down = client(config(&format!("redis://127.0.0.1:{port}")));
+    let start = Instant::now();
+    for n in 0..5 {
+        compile_and_check(&down, 100 + n);
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    let s = stats(&down);
+    assert_eq!(s.compiles, 5);
+    assert!(s.redis_errors >= 1, "{s:?}");
+
+    let mut server = RedisServer::start(&[]);
+    let c = client(config(&server.url()));
+    compile_and_check(&c, 200);
+    server.kill();
+    compile_and_check(&c, 201);
+    assert!(stats(&c).redis_errors >= 1);
+    server.restart();
+    // The connection manager reconnects once the skip window (1 s) has passed.
+    std::thread::sleep(Duration::from_millis(1100));
+    compile_and_check(&c, 202);
+    let s = stats(&c);
+    assert_eq!(s.compiles, 3, "{s:?}");
+    assert!(
+        entry_keys(&server).len() == 1 && s.redis_stores == 2,
+        "stored again after the restart: {s:?}"
+    );
+}
+
+#[test]
+fn a_full_server_still_compiles_and_counts_the_refusal() {
+    // A tiny maxmemory with no eviction: the server is over it already and refuses writes.
+    let server = RedisServer::start(&["--maxmemory", "1", "--maxmemory-policy", "noeviction"]);
+    let refused = server
+        .connection()
+        .unwrap()
+        .set::<_, _, ()>("probe", 1)
+        .unwrap_err();
+    assert!(refused.to_string().contains("OOM"), "{refused}");
+    let c = client(config(&server.url()));
+    compile_and_check(&c, 21);
+    let s = stats(&c);
+    assert_eq!((s.compiles, s.redis_stores), (1, 0), "{s:?}");
+    assert!(s.redis_errors >= 1, "the refused write is counted: {s:?}");
+}
+
+#[test]
+fn corrupt_truncated_and_foreign_entries_are_refused_deleted_and_recompiled() {
+    let server = RedisServer::start(&[]);
+    compile_and_check(&client(config(&server.url())), 31);
+    compile_and_check(&client(config(&server.url())), 32);
+    let keys = entry_keys(&server);
+    let mut conn = server.connection().unwrap();
+    let (a, b): (Vec<u8>, Vec<u8>) = (conn.get(&keys[0]).unwrap(), conn.get(&keys[1]).unwrap());
+    let mut flipped = a.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x40;
+    let damaged: [(&str, Vec<u8>); 4] = [
+        ("a flipped byte", flipped),
+        ("a truncated entry", a[..a.len() / 3].to_vec()),
+        ("another module's entry", b.clone()),
+        ("not an entry at all", b"hello".to_vec()),
+    ];
+    for (what, bytes) in damaged {
+        let _: () = conn.set(&keys[0], bytes).unwrap();
+        // Whichever module keys[0] is, compiling both makes one client meet the bad entry.
+        let c = client(config(&server.url()));
+        compile_and_check(&c, 31);
+        compile_and_check(&c, 32);
+        let s = stats(&c);
+        assert_eq!(
+            (s.corrupt_entries, s.compiles, s.redis_hits),
+            (1, 1, 2),
+            "{what}: {s:?}"
+        );
+        let now: Vec<u8> = conn.get(&keys[0]).unwrap();
+        assert!(
+            now.len() > 100 && now != b,
+            "{what}: a good entry replaced the bad one"
+        );
+    }
+}
+
+#[test]
+fn a_slow_or_dropping_proxy_never_fails_a_compile() {
+    let server = RedisServer::start(&[]);
+    let proxy = TcpProxy::start(server.port);
+    let c = client(config(&proxy.url()));
+    compile_and_check(&c, 41);
+    assert_eq!(stats(&c).redis_stores, 1);
+    proxy.set(Mode::Delay);
+    let start = Instant::now();
+    compile_and_check(&c, 42);
+    assert!(
+        start.elapsed() < Duration::from_secs(4),
+        "a slow Redis costs at most its timeouts: {:?}",
+        start.elapsed()
+    );
+    proxy.set(Mode::Drop);
+    std::thread::sleep(Duration::from_millis(1100));
+    compile_and_check(&c, 43);
+    let s = stats(&c);
+    assert_eq!(s.compiles, 3, "{s:?}");
+    assert!(s.redis_errors >= 2, "{s:?}");
+    proxy.set(Mode::Pass);
+    std::thread::sleep(Duration::from_millis(1100));
+    compile_and_check(&c, 44);
+    assert!(
+        stats(&c).redis_stores >= 2,
+        "back to storing once the proxy passes bytes: {:?}",
+        stats(&c)
+    );
+}
+
+#[test]
+fn oversized_entries_are_not_stored_and_read_only_clients_never_write() {
+    let server = RedisServer::start(&[]);
+    let mut small = config(&server.url());
+    small.max_value_bytes = 64;
+    let c = client(small);
+    compile_and_check(&c, 51);
+    let s = stats(&c);
+    assert_eq!((s.redis_stores, s.redis_too_large), (0, 1), "{s:?}");
+    assert!(entry_keys(&server).is_empty());
+
+    let mut ro = config(&server.url());
+    ro.read_only = true;
+    let reader = client(ro.clone());
+    compile_and_check(&reader, 52);
+    let mut conn = server.connection().unwrap();
+    assert!(
+        entry_keys(&server).is_empty()
+            && conn
+                .keys::<_, Vec<String>>("test:lease:*")
+                .unwrap()
+                .is_empty(),
+        "a read-only client wrote"
+    );
+    compile_and_check(&client(config(&server.url())), 52);
+    let reader = client(ro);
+    compile_and_check(&reader, 52);
+    let s = stats(&reader);
+    assert_eq!(
+        (s.redis_hits, s.compiles),
+        (1, 0),
+        "a read-only client reads: {s:?}"
+    );
+}
+
+#[test]
+fn a_stale_holder_never_overwrites_a_newer_entry() {
+    let server = RedisServer::start(&[]);
+    compile_and_check(&client(config(&server.url())), 61);
+    let key = entry_keys(&server).remove(0);
+    let good: Vec<u8> = server.connection().unwrap().get(&key).unwrap();
+    let tier = pjrt_actors::RedisTier::new(config(&server.url()), Arc::default()).unwrap();
+    let hex = key.rsplit(':').next().unwrap();
+    let cache_key = pjrt_actors_core::compile_cache::CompileKey(hex_bytes(hex));
+    tier.publish(&cache_key, b"a stale holder's late entry", None);
+    let now: Vec<u8> = server.connection().unwrap().get(&key).unwrap();
+    assert_eq!(now, good);
+    assert_eq!(tier.usage().unwrap().0, 1);
+    assert_eq!(tier.clear().unwrap(), 1);
+    assert!(entry_keys(&server).is_empty());
+}
+
+fn hex_bytes(hex: &str) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+    }
+    out
+}
