@@ -212,7 +212,7 @@ pub fn run(
                         let (mut checked, mut mismatches) = (0, 0);
                         let mut check = |req: &Request, y: Vec<f32>| {
                             let _ = latency.record(req.sent.elapsed().as_nanos() as u64);
-                            if req.id % check_every == 0 {
+                            if req.id.is_multiple_of(check_every) {
                                 checked += 1;
                                 let want = weights.reference(&req.x);
                                 let close = y

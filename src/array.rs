@@ -72,13 +72,13 @@ fn check_host_data(dtype: ElementType, dims: &[i64], bytes: &[u8]) -> Result<()>
             bytes.len()
         )));
     }
-    if dtype == ElementType::Pred {
-        if let Some(at) = bytes.iter().position(|&b| b > 1) {
-            return Err(Error::InvalidArgument(format!(
-                "a pred array holds 0 or 1 in each byte; byte {at} is {}",
-                bytes[at]
-            )));
-        }
+    if dtype == ElementType::Pred
+        && let Some(at) = bytes.iter().position(|&b| b > 1)
+    {
+        return Err(Error::InvalidArgument(format!(
+            "a pred array holds 0 or 1 in each byte; byte {at} is {}",
+            bytes[at]
+        )));
     }
     Ok(())
 }

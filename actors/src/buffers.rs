@@ -70,12 +70,12 @@ impl BufferSlot {
 
     /// Frees the buffer of a deleted array if no operation holds it; never waits.
     fn settle(&self) {
-        if self.is_deleted() {
-            if let Some(mut state) = self.state.try_write() {
-                let old = std::mem::replace(&mut *state, SlotState::Deleted);
-                drop(state);
-                drop(old);
-            }
+        if self.is_deleted()
+            && let Some(mut state) = self.state.try_write()
+        {
+            let old = std::mem::replace(&mut *state, SlotState::Deleted);
+            drop(state);
+            drop(old);
         }
     }
 

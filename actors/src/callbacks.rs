@@ -323,14 +323,14 @@ impl CallbackSet {
     pub fn for_program(needed: &[i64], given: &[HostCallback]) -> Result<Self> {
         let mut by_id = HashMap::new();
         for cb in given {
-            if let Some(other) = by_id.insert(cb.id(), cb.clone()) {
-                if other.name() != cb.name() {
-                    return Err(Error::InvalidArgument(format!(
-                        "callbacks `{}` and `{}` have the same id",
-                        other.name(),
-                        cb.name()
-                    )));
-                }
+            if let Some(other) = by_id.insert(cb.id(), cb.clone())
+                && other.name() != cb.name()
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "callbacks `{}` and `{}` have the same id",
+                    other.name(),
+                    cb.name()
+                )));
             }
         }
         for id in needed {
@@ -532,10 +532,10 @@ pub fn callback_ids(module: &pjrt_sys::protos::xla::HloModuleProto) -> Vec<i64> 
                 continue;
             }
             let config = String::from_utf8_lossy(&i.backend_config);
-            if let Some(id) = parse_callback_id(&config) {
-                if !ids.contains(&id) {
-                    ids.push(id);
-                }
+            if let Some(id) = parse_callback_id(&config)
+                && !ids.contains(&id)
+            {
+                ids.push(id);
             }
         }
     }

@@ -116,10 +116,10 @@ impl CompileOptions {
         if build.device_ordinal == 0 {
             build.device_ordinal = -1;
         }
-        if build.device_memory_size == 0 {
-            if let Some(limit) = facts.device_memory_limit {
-                build.device_memory_size = limit;
-            }
+        if build.device_memory_size == 0
+            && let Some(limit) = facts.device_memory_limit
+        {
+            build.device_memory_size = limit;
         }
         proto.executable_build_options = Some(build);
         Ok(proto)

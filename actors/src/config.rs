@@ -78,27 +78,26 @@ pub fn validate_options(options: &[(String, NamedValue)]) -> Result<()> {
                 tracing::warn!(option = %name, "create option unknown to pjrt-actors; passed through")
             }
         }
-        if name == "cpu_device_count" {
-            if let NamedValue::Int64(n) = value {
-                // XLA's CPU backend gives each process a block of 2,048 device ids: a device
-                // past 2,047 opens, then fails every compile as "multiprocess".
-                if !(1..=MAX_CPU_DEVICES).contains(n) {
-                    return Err(Error::InvalidOption {
-                        name: name.clone(),
-                        reason: format!("must be between 1 and {MAX_CPU_DEVICES}, got {n}"),
-                    });
-                }
+        if name == "cpu_device_count"
+            && let NamedValue::Int64(n) = value
+        {
+            // XLA's CPU backend gives each process a block of 2,048 device ids: a device
+            // past 2,047 opens, then fails every compile as "multiprocess".
+            if !(1..=MAX_CPU_DEVICES).contains(n) {
+                return Err(Error::InvalidOption {
+                    name: name.clone(),
+                    reason: format!("must be between 1 and {MAX_CPU_DEVICES}, got {n}"),
+                });
             }
         }
-        if name == "memory_fraction" {
-            if let NamedValue::Float(f) = value {
-                if !(*f > 0.0 && *f <= 1.0) {
-                    return Err(Error::InvalidOption {
-                        name: name.clone(),
-                        reason: format!("must be in (0, 1], got {f}"),
-                    });
-                }
-            }
+        if name == "memory_fraction"
+            && let NamedValue::Float(f) = value
+            && !(*f > 0.0 && *f <= 1.0)
+        {
+            return Err(Error::InvalidOption {
+                name: name.clone(),
+                reason: format!("must be in (0, 1], got {f}"),
+            });
         }
     }
     Ok(())

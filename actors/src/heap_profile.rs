@@ -176,10 +176,10 @@ impl BufferTally {
     }
 
     fn flush(&mut self) {
-        if let Some((key, n)) = self.run.take() {
-            if let Some(group) = self.groups.get_mut(&key) {
-                group.0 += n;
-            }
+        if let Some((key, n)) = self.run.take()
+            && let Some(group) = self.groups.get_mut(&key)
+        {
+            group.0 += n;
         }
     }
 }

@@ -41,13 +41,13 @@ pub fn open_client(config: ClientConfig) -> Result<ClientGuard> {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(2, |n| n.get()),
     };
-    if let Some(worker) = &config.compile_worker {
-        if !worker.is_file() {
-            return Err(Error::InvalidOption {
-                name: "compile_worker".into(),
-                reason: format!("no compile worker binary at {}", worker.display()),
-            });
-        }
+    if let Some(worker) = &config.compile_worker
+        && !worker.is_file()
+    {
+        return Err(Error::InvalidOption {
+            name: "compile_worker".into(),
+            reason: format!("no compile worker binary at {}", worker.display()),
+        });
     }
     let plugin = match &config.plugin_path {
         Some(path) => Plugin::load(path)?,

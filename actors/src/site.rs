@@ -147,17 +147,16 @@ fn backtrace_frames(b: &Backtrace) -> Vec<Frame> {
                 last.file = parts.next().unwrap_or(at).to_string();
                 last.line = line_no;
             }
-        } else if let Some((_, function)) = t.split_once(": ") {
-            if t.split(':')
+        } else if let Some((_, function)) = t.split_once(": ")
+            && t.split(':')
                 .next()
                 .is_some_and(|n| n.trim().parse::<u32>().is_ok())
-            {
-                frames.push(Frame {
-                    function: function.to_string(),
-                    file: String::new(),
-                    line: 0,
-                });
-            }
+        {
+            frames.push(Frame {
+                function: function.to_string(),
+                file: String::new(),
+                line: 0,
+            });
         }
     }
     // Drop the frames of the capture itself and the runtime, keep the caller's.

@@ -73,12 +73,12 @@ impl PjrtEvent {
         unsafe extern "C" fn fire(error: *mut sys::PJRT_Error, user_arg: *mut std::ffi::c_void) {
             // SAFETY: `user_arg` is the `Box<Pending>` leaked below, handed back exactly once.
             let pending = unsafe { Box::from_raw(user_arg as *mut Pending) };
-            if !error.is_null() {
-                if let Some(destroy) = pending.api.base.PJRT_Error_Destroy {
-                    let mut d = args!(PJRT_Error_Destroy_Args { error: error });
-                    // SAFETY: the callback owns `error` and destroys it once.
-                    unsafe { destroy(&mut d) };
-                }
+            if !error.is_null()
+                && let Some(destroy) = pending.api.base.PJRT_Error_Destroy
+            {
+                let mut d = args!(PJRT_Error_Destroy_Args { error: error });
+                // SAFETY: the callback owns `error` and destroys it once.
+                unsafe { destroy(&mut d) };
             }
             // A panic must not unwind into the plugin.
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(pending.then));

@@ -425,7 +425,7 @@ unsafe extern "C" fn host_callback_handler(frame: *mut XlaCallFrame) -> *mut c_v
 impl HostView<'_> {
     /// The data as a slice of `T`, if `T` is the buffer's element type.
     pub fn as_slice<T: super::NativeType>(&self) -> Option<&[T]> {
-        if T::TYPE != self.dtype || (self.data.as_ptr() as usize) % align_of::<T>() != 0 {
+        if T::TYPE != self.dtype || !(self.data.as_ptr() as usize).is_multiple_of(align_of::<T>()) {
             return None;
         }
         // SAFETY: the element type matches, the pointer is aligned for `T`, and the length is
@@ -439,7 +439,7 @@ impl HostView<'_> {
 impl HostViewMut<'_> {
     /// The data as a mutable slice of `T`, if `T` is the buffer's element type.
     pub fn as_mut_slice<T: super::NativeType>(&mut self) -> Option<&mut [T]> {
-        if T::TYPE != self.dtype || (self.data.as_ptr() as usize) % align_of::<T>() != 0 {
+        if T::TYPE != self.dtype || !(self.data.as_ptr() as usize).is_multiple_of(align_of::<T>()) {
             return None;
         }
         // SAFETY: as in `HostView::as_slice`; writes through `&mut [T]` are valid `T`s.

@@ -304,11 +304,11 @@ fn unmap(client: &PjrtClient, memory: &[u8]) -> Result<()> {
 
 impl Drop for DmaMapping {
     fn drop(&mut self) {
-        if let Some(memory) = self.memory.take() {
-            if let Err(e) = unmap(&self.client, &memory) {
-                tracing::error!(error = %e, "DMA unmap failed; the memory is leaked, not freed while mapped");
-                std::mem::forget(memory);
-            }
+        if let Some(memory) = self.memory.take()
+            && let Err(e) = unmap(&self.client, &memory)
+        {
+            tracing::error!(error = %e, "DMA unmap failed; the memory is leaked, not freed while mapped");
+            std::mem::forget(memory);
         }
     }
 }

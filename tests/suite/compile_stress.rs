@@ -48,7 +48,7 @@ fn two_hundred_modules_sixteen_threads_ten_percent_cancelled() {
                         for i in (t..MODULES).step_by(THREADS) {
                             let (program, dims) = distinct_module(i, i % 7);
                             let token = CancelToken::new();
-                            if chance(i) % 10 == 0 {
+                            if chance(i).is_multiple_of(10) {
                                 let token = token.clone();
                                 let delay = Duration::from_millis(chance(i + 1000) % 30);
                                 std::thread::spawn(move || {

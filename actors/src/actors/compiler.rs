@@ -102,19 +102,19 @@ impl CompilerActor {
         let options = job.options.encode_to_vec();
         let portable = job.options.compile_portable_executable;
         let disk = job.env.disk.as_ref();
-        if let Some(disk) = disk {
-            if let Some(bytes) = disk.load(&job.key) {
-                match self.open_entry(&bytes, job, &options) {
-                    Ok(loaded) => {
-                        bump(&job.env.stats.disk_hits);
-                        return Ok(loaded);
-                    }
-                    Err(e) => {
-                        // Corrupt, foreign or unloadable: never trusted twice, recompiled now.
-                        tracing::warn!(key = %job.key.hex(), error = %e, "dropping a bad compile-cache entry");
-                        bump(&job.env.stats.corrupt_entries);
-                        disk.remove(&job.key);
-                    }
+        if let Some(disk) = disk
+            && let Some(bytes) = disk.load(&job.key)
+        {
+            match self.open_entry(&bytes, job, &options) {
+                Ok(loaded) => {
+                    bump(&job.env.stats.disk_hits);
+                    return Ok(loaded);
+                }
+                Err(e) => {
+                    // Corrupt, foreign or unloadable: never trusted twice, recompiled now.
+                    tracing::warn!(key = %job.key.hex(), error = %e, "dropping a bad compile-cache entry");
+                    bump(&job.env.stats.corrupt_entries);
+                    disk.remove(&job.key);
                 }
             }
         }
@@ -145,10 +145,10 @@ impl CompilerActor {
         if disk.is_some() || job.env.redis.is_some() {
             match serialize(&exe, portable, &options, &job.key, &job.env) {
                 Ok(bytes) => {
-                    if let Some(disk) = disk {
-                        if let Err(e) = disk.store(&job.key, &bytes) {
-                            tracing::warn!(error = %e, "could not write the compile cache");
-                        }
+                    if let Some(disk) = disk
+                        && let Err(e) = disk.store(&job.key, &bytes)
+                    {
+                        tracing::warn!(error = %e, "could not write the compile cache");
                     }
                     if let Some(redis) = &job.env.redis {
                         redis.publish(&job.key, &bytes, lease);
