@@ -39,6 +39,8 @@ pub use pjrt_actors_core::pjrt::{
     ArrayType, CompiledMemoryStats, DeviceMemoryStats, DmaMapping, HostView, HostViewMut, Layout,
     MemoryKind, NamedValue, NativeType, PLUGIN_PATH_ENV,
 };
+pub use pjrt_actors_core::compile_cache::DiskCache;
+pub use pjrt_actors_core::config::CACHE_DIR_ENV;
 pub use pjrt_actors_core::redis_cache::{
     CACHE_REDIS_ENV, CACHE_REDIS_READ_ONLY_ENV, RedisCacheConfig, RedisTier,
 };

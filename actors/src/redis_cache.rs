@@ -254,10 +254,19 @@ impl RedisTier {
             match taken {
                 Err(_) => return Lookup::Compile,
                 Ok(true) => {
+                    let lease = self.hold(lease_key, token);
+                    // The holder before us may have stored the entry and released the lease
+                    // between our look and our lease: look again before compiling.
+                    if let Ok(Some(bytes)) = self.get(key) {
+                        if bytes.len() <= self.config.max_value_bytes {
+                            bump(&self.stats.redis_hits);
+                            return Lookup::Hit(bytes);
+                        }
+                    }
                     if waited {
                         bump(&self.stats.redis_takeovers);
                     }
-                    return Lookup::Lease(self.hold(lease_key, token));
+                    return Lookup::Lease(lease);
                 }
                 Ok(false) => {}
             }
@@ -308,7 +317,9 @@ impl RedisTier {
     /// Stores a compiled entry (unless one is there already: a stale holder never replaces a
     /// newer entry), then releases `lease` if held.
     pub fn publish(&self, key: &CompileKey, bytes: &[u8], lease: Option<Lease>) {
-        drop(lease);
+        // The entry goes in before the lease is released (when `lease` drops at the end), so
+        // a process that takes the lease next finds the entry on its second look.
+        let _lease = lease;
         if self.config.read_only {
             return;
         }

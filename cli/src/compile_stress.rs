@@ -1,11 +1,25 @@
-//! `pjrt-actors compile-stress`: many distinct generated modules through the compiler pool.
+//! `pjrt-actors compile-stress`: many distinct generated modules through the compiler pool,
+//! in one process or, with `--processes N`, in N at once (each re-running this command), to
+//! show what a shared compile cache saves.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use pjrt_actors::{CompileOptions, Error, Result};
 
-use crate::{Cli, open, spawn_worker, worker_count};
+use crate::{Cli, open_with, spawn_worker, usage, worker_count};
+
+/// What `compile-stress` was asked to do.
+pub struct Stress {
+    pub modules: usize,
+    pub concurrency: usize,
+    pub processes: usize,
+    pub cache_redis: Option<String>,
+    pub report_json: bool,
+}
+
+/// The most processes `--processes` starts.
+const MAX_PROCESSES: usize = 64;
 
 fn generated_module(i: usize) -> String {
     let n = 4 + i % 29;
@@ -16,9 +30,19 @@ fn generated_module(i: usize) -> String {
     )
 }
 
-pub fn compile_stress(cli: &Cli, modules: usize, concurrency: usize) -> Result<()> {
-    let concurrency = worker_count("--concurrency", concurrency)?;
-    let client = open(cli)?;
+pub fn compile_stress(cli: &Cli, stress: Stress) -> Result<()> {
+    if stress.processes == 0 || stress.processes > MAX_PROCESSES {
+        return Err(usage(format!(
+            "--processes must be between 1 and {MAX_PROCESSES}, got {}",
+            stress.processes
+        )));
+    }
+    if stress.processes > 1 {
+        return fleet(cli, &stress);
+    }
+    let modules = stress.modules;
+    let concurrency = worker_count("--concurrency", stress.concurrency)?;
+    let client = open_with(cli, stress.cache_redis.as_deref())?;
     let bar = indicatif::ProgressBar::new(modules as u64);
     let next = AtomicU64::new(0);
     let start = Instant::now();
@@ -62,6 +86,19 @@ pub fn compile_stress(cli: &Cli, modules: usize, concurrency: usize) -> Result<(
     }
     let elapsed = start.elapsed().as_secs_f64();
     let stats = client.compile_cache_stats();
+    if stress.report_json {
+        out!(
+            "{}",
+            serde_json::json!({
+                "seconds": elapsed,
+                "compiles": stats.compiles,
+                "redis_hits": stats.redis_hits,
+                "redis_lease_waits": stats.redis_lease_waits,
+                "redis_errors": stats.redis_errors,
+            })
+        );
+        return Ok(());
+    }
     out!(
         "{modules} modules compiled by {} compiler threads from {concurrency} submitters in {elapsed:.2} s ({:.1} modules/s)",
         client.compile_threads(),
@@ -75,5 +112,77 @@ pub fn compile_stress(cli: &Cli, modules: usize, concurrency: usize) -> Result<(
         stats.joined,
         stats.misses
     );
+    if stress.cache_redis.is_some() || stats.redis_hits + stats.redis_misses > 0 {
+        out!(
+            "redis: {} hits, {} misses, {} lease waits, {} takeovers, {} errors",
+            stats.redis_hits,
+            stats.redis_misses,
+            stats.redis_lease_waits,
+            stats.redis_takeovers,
+            stats.redis_errors
+        );
+    }
+    Ok(())
+}
+
+/// Runs the same stress in `processes` child processes at once and sums what they report.
+fn fleet(cli: &Cli, stress: &Stress) -> Result<()> {
+    let me = std::env::current_exe().map_err(|e| usage(format!("cannot find this program: {e}")))?;
+    let mut common: Vec<String> = Vec::new();
+    if let Some(plugin) = &cli.plugin {
+        common.extend(["--plugin".into(), plugin.display().to_string()]);
+    }
+    if let Some(n) = cli.cpu_devices {
+        common.extend(["--cpu-devices".into(), n.to_string()]);
+    }
+    common.extend([
+        "compile-stress".into(),
+        "--modules".into(),
+        stress.modules.to_string(),
+        "--concurrency".into(),
+        stress.concurrency.to_string(),
+        "--report-json".into(),
+    ]);
+    if let Some(url) = &stress.cache_redis {
+        common.extend(["--cache-redis".into(), url.clone()]);
+    }
+    let start = Instant::now();
+    let children = (0..stress.processes)
+        .map(|_| {
+            std::process::Command::new(&me)
+                .args(&common)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| usage(format!("cannot start a process: {e}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut totals = [0u64; 4];
+    for child in children {
+        let output = child
+            .wait_with_output()
+            .map_err(|e| usage(format!("a process failed: {e}")))?;
+        let text = String::from_utf8_lossy(&output.stdout);
+        let report: serde_json::Value = (text.lines().last())
+            .and_then(|l| serde_json::from_str(l).ok())
+            .ok_or_else(|| {
+                usage(format!(
+                    "a process failed: {}",
+                    String::from_utf8_lossy(&output.stderr).trim()
+                ))
+            })?;
+        for (total, key) in totals.iter_mut().zip(["compiles", "redis_hits", "redis_lease_waits", "redis_errors"]) {
+            *total += report[key].as_u64().unwrap_or(0);
+        }
+    }
+    let [compiles, hits, waits, errors] = totals;
+    out!(
+        "{} processes x {} modules in {:.2} s: {compiles} plugin compiles across the fleet ({} without a shared cache)",
+        stress.processes,
+        stress.modules,
+        start.elapsed().as_secs_f64(),
+        stress.processes * stress.modules
+    );
+    out!("redis: {hits} hits, {waits} lease waits, {errors} errors");
     Ok(())
 }

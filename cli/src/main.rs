@@ -10,6 +10,7 @@ macro_rules! out {
 }
 
 mod bench;
+mod cache;
 mod compile_stress;
 mod devices;
 mod profile;
@@ -31,10 +32,10 @@ pub struct Cli {
     /// The PJRT plugin file (default: PJRT_PLUGIN_PATH, then the bootstrap folder, then
     /// xla_plugins/ in Python's site-packages).
     #[arg(long, global = true)]
-    plugin: Option<PathBuf>,
+    pub plugin: Option<PathBuf>,
     /// Number of CPU devices the CPU plugin creates.
     #[arg(long, global = true)]
-    cpu_devices: Option<i64>,
+    pub cpu_devices: Option<i64>,
     /// Print tracing output (RUST_LOG refines it).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -92,12 +93,36 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
-    /// Compile many distinct generated modules through the compiler pool.
+    /// Compile many distinct generated modules through the compiler pool; with `--processes`,
+    /// the same modules in that many processes at once, to show a shared cache's effect.
     CompileStress {
         #[arg(long, default_value_t = 64)]
         modules: usize,
         #[arg(long, default_value_t = 8)]
         concurrency: usize,
+        /// Processes, each with its own client, compiling the same modules at once.
+        #[arg(long, default_value_t = 1)]
+        processes: usize,
+        /// The compile cache's Redis tier (default: PJRT_ACTORS_CACHE_REDIS).
+        #[arg(long)]
+        cache_redis: Option<String>,
+        /// Print one JSON line of this process's figures (how `--processes` gathers them).
+        #[arg(long, hide = true)]
+        report_json: bool,
+    },
+    /// The persistent compile cache's tiers: the disk directory and Redis.
+    Cache {
+        #[command(subcommand)]
+        action: cache::CacheAction,
+        /// The disk tier's directory (default: PJRT_ACTORS_CACHE_DIR).
+        #[arg(long, global = true)]
+        dir: Option<PathBuf>,
+        /// The Redis tier's URL (default: PJRT_ACTORS_CACHE_REDIS).
+        #[arg(long, global = true)]
+        redis: Option<String>,
+        /// The Redis tier's key namespace.
+        #[arg(long, global = true, default_value = "pjrt-actors")]
+        namespace: String,
     },
 }
 
@@ -144,7 +169,15 @@ pub fn spawn_worker<'scope, T: Send + 'scope>(
 /// `PJRT_ACTORS_COMPILE_WORKER`: a program that crashes the compiler then ends with an error
 /// line instead of taking the command down (1.03x the compile time, measured).
 pub fn open(cli: &Cli) -> Result<Client> {
+    open_with(cli, None)
+}
+
+/// `open`, with the compile cache's Redis tier at `redis` when given.
+pub fn open_with(cli: &Cli, redis: Option<&str>) -> Result<Client> {
     let mut builder = Client::builder().compile_in_worker_if_found();
+    if let Some(url) = redis {
+        builder = builder.compile_cache_redis(url);
+    }
     if let Some(path) = &cli.plugin {
         builder = builder.plugin_path(path);
     }
@@ -179,7 +212,25 @@ fn dispatch(cli: &Cli) -> Result<()> {
         Command::CompileStress {
             modules,
             concurrency,
-        } => compile_stress::compile_stress(cli, *modules, *concurrency),
+            processes,
+            cache_redis,
+            report_json,
+        } => compile_stress::compile_stress(
+            cli,
+            compile_stress::Stress {
+                modules: *modules,
+                concurrency: *concurrency,
+                processes: *processes,
+                cache_redis: cache_redis.clone(),
+                report_json: *report_json,
+            },
+        ),
+        Command::Cache {
+            action,
+            dir,
+            redis,
+            namespace,
+        } => cache::cache(action, dir.clone(), redis.clone(), namespace),
         Command::Profile { out } => profile::profile(cli, out),
     }
 }
