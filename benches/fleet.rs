@@ -30,7 +30,9 @@ fn module(i: usize, layers: usize) -> String {
         );
         prev = format!("%a{l}");
     }
-    format!("module @fleet{i} {{\n  func.func public @main(%x: {t}) -> {t} {{\n{body}    return {prev} : {t}\n  }}\n}}\n")
+    format!(
+        "module @fleet{i} {{\n  func.func public @main(%x: {t}) -> {t} {{\n{body}    return {prev} : {t}\n  }}\n}}\n"
+    )
 }
 
 const LAYERS: usize = 10;
@@ -51,28 +53,45 @@ fn open(redis: Option<&str>, lease_ms: u64) -> Client {
 fn worker() {
     let role = std::env::var("FLEET_ROLE").unwrap();
     let redis = std::env::var("FLEET_REDIS").ok().filter(|v| !v.is_empty());
-    let lease_ms: u64 = std::env::var("FLEET_LEASE_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(3000);
+    let lease_ms: u64 = std::env::var("FLEET_LEASE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3000);
     let (first, count, layers): (usize, usize, usize) = {
-        let v: Vec<usize> = std::env::var("FLEET_MODULES").unwrap().split(',').map(|x| x.parse().unwrap()).collect();
+        let v: Vec<usize> = std::env::var("FLEET_MODULES")
+            .unwrap()
+            .split(',')
+            .map(|x| x.parse().unwrap())
+            .collect();
         (v[0], v[1], v[2])
     };
     let client = open(redis.as_deref(), lease_ms);
     let compile = |i: usize| {
         let start = Instant::now();
-        client.compile_and_load(module(i, layers), &CompileOptions::default()).unwrap();
+        client
+            .compile_and_load(module(i, layers), &CompileOptions::default())
+            .unwrap();
         start.elapsed().as_secs_f64() * 1e3
     };
     let times: Vec<f64> = if role == "sequential" {
         (first..first + count).map(compile).collect()
     } else {
         std::thread::scope(|s| {
-            let hs: Vec<_> = (first..first + count).map(|i| s.spawn(move || compile(i))).collect();
+            let hs: Vec<_> = (first..first + count)
+                .map(|i| s.spawn(move || compile(i)))
+                .collect();
             hs.into_iter().map(|h| h.join().unwrap()).collect()
         })
     };
     let s = client.compile_cache_stats();
     let times: Vec<String> = times.iter().map(|t| format!("{t:.2}")).collect();
-    println!("{} {} {} {}", s.compiles, s.redis_hits, s.redis_takeovers, times.join(","));
+    println!(
+        "{} {} {} {}",
+        s.compiles,
+        s.redis_hits,
+        s.redis_takeovers,
+        times.join(",")
+    );
 }
 
 struct Report {
@@ -82,11 +101,19 @@ struct Report {
     times_ms: Vec<f64>,
 }
 
-fn spawn(role: &str, redis: Option<&str>, modules: (usize, usize, usize), lease_ms: u64) -> std::process::Child {
+fn spawn(
+    role: &str,
+    redis: Option<&str>,
+    modules: (usize, usize, usize),
+    lease_ms: u64,
+) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
         .env("FLEET_ROLE", role)
         .env("FLEET_REDIS", redis.unwrap_or(""))
-        .env("FLEET_MODULES", format!("{},{},{}", modules.0, modules.1, modules.2))
+        .env(
+            "FLEET_MODULES",
+            format!("{},{},{}", modules.0, modules.1, modules.2),
+        )
         .env("FLEET_LEASE_MS", lease_ms.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -110,7 +137,9 @@ fn report(child: std::process::Child) -> Report {
 /// Eight processes compiling the 24 modules at once; wall time and their reports.
 fn fleet(redis: Option<&str>) -> (f64, Vec<Report>) {
     let start = Instant::now();
-    let children: Vec<_> = (0..PROCESSES).map(|_| spawn("fleet", redis, (0, MODULES, LAYERS), 3000)).collect();
+    let children: Vec<_> = (0..PROCESSES)
+        .map(|_| spawn("fleet", redis, (0, MODULES, LAYERS), 3000))
+        .collect();
     let reports: Vec<Report> = children.into_iter().map(report).collect();
     (start.elapsed().as_secs_f64(), reports)
 }
@@ -121,7 +150,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn clear(server: &redis_server::RedisServer) {
-    let _: () = redis::cmd("FLUSHALL").query(&mut server.connection().unwrap()).unwrap();
+    let _: () = redis::cmd("FLUSHALL")
+        .query(&mut server.connection().unwrap())
+        .unwrap();
 }
 
 /// A holder killed with SIGKILL mid-compile: how long until another process holds the lease.
@@ -133,13 +164,19 @@ fn takeover(server: &redis_server::RedisServer, lease_ms: u64) -> (bool, f64) {
     let mut holder = spawn("sequential", Some(&url), slow, lease_ms);
     let mut conn = server.connection().unwrap();
     let lease_of = |conn: &mut redis::Connection| -> Option<String> {
-        let keys: Vec<String> = redis::cmd("KEYS").arg("fleet-bench:lease:*").query(conn).unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("fleet-bench:lease:*")
+            .query(conn)
+            .unwrap();
         let key = keys.first()?;
         redis::cmd("GET").arg(key).query(conn).unwrap()
     };
     let start = Instant::now();
     while lease_of(&mut conn).is_none() {
-        assert!(start.elapsed() < Duration::from_secs(30), "the holder never took the lease");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the holder never took the lease"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
     let waiter = spawn("sequential", Some(&url), slow, lease_ms);
@@ -153,7 +190,11 @@ fn takeover(server: &redis_server::RedisServer, lease_ms: u64) -> (bool, f64) {
     let mut taken_after = None;
     while killed.elapsed() < Duration::from_secs(60) {
         if let Some(token) = lease_of(&mut conn) {
-            let pid: u32 = token.split(':').nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+            let pid: u32 = token
+                .split(':')
+                .nth(1)
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(0);
             if pid == waiter_pid {
                 taken_after = Some(killed.elapsed().as_secs_f64());
                 break;
@@ -172,7 +213,12 @@ fn main() {
     if std::env::var("FLEET_ROLE").is_ok() {
         return worker();
     }
-    let server = redis_server::RedisServer::start(&["--maxmemory", "256mb", "--maxmemory-policy", "allkeys-lru"]);
+    let server = redis_server::RedisServer::start(&[
+        "--maxmemory",
+        "256mb",
+        "--maxmemory-policy",
+        "allkeys-lru",
+    ]);
     let url = server.url();
     // Interleaved twice; the better of each counts.
     let (mut alone, mut shared) = (f64::INFINITY, f64::INFINITY);
@@ -186,16 +232,24 @@ fn main() {
         let hits: u64 = reports.iter().map(|r| r.hits).sum();
         println!("shared: {wall:.2} s, {plugin_compiles} plugin compiles, {hits} Redis hits");
     }
-    println!("{PROCESSES} processes x {MODULES} modules: {alone:.2} s alone, {shared:.2} s sharing one Redis");
+    println!(
+        "{PROCESSES} processes x {MODULES} modules: {alone:.2} s alone, {shared:.2} s sharing one Redis"
+    );
     // Each module compiled alone in a fresh process, then fetched and loaded in another.
     let compile = report(spawn("sequential", None, (0, MODULES, LAYERS), 3000));
     let hit = report(spawn("sequential", Some(&url), (0, MODULES, LAYERS), 3000));
-    assert_eq!((hit.compiles, hit.hits), (0, MODULES as u64), "every module was in Redis");
+    assert_eq!(
+        (hit.compiles, hit.hits),
+        (0, MODULES as u64),
+        "every module was in Redis"
+    );
     let (compile_ms, hit_ms) = (median(compile.times_ms), median(hit.times_ms));
     println!("per module, p50: compile {compile_ms:.1} ms, Redis fetch + load {hit_ms:.1} ms");
     let lease_ms = 1000;
     let (takeover_ok, after) = takeover(&server, lease_ms);
-    println!("lease holder killed: another process held the lease {after:.2} s later (lease {lease_ms} ms)");
+    println!(
+        "lease holder killed: another process held the lease {after:.2} s later (lease {lease_ms} ms)"
+    );
     println!(
         "{{\"plugin_compiles\": {plugin_compiles}, \"fleet_speedup\": {:.2}, \"redis_hit_ms\": {hit_ms:.2}, \"redis_hit_ratio\": {:.3}, \"lease_takeover_ok\": {takeover_ok}, \"takeover_after_s\": {after:.2}}}",
         alone / shared,

@@ -57,6 +57,30 @@ impl ClientBuilder {
         self
     }
 
+    /// One process (`node_id` of `num_nodes`) of a client that spans several processes: sets
+    /// the `node_id` and `num_nodes` create options and hands the plugin `store` (for example a
+    /// [`RedisKvStore`](crate::RedisKvStore)) as its `kv_get` / `kv_try_get` / `kv_put`
+    /// callbacks, through which the processes exchange what they need to form one client.
+    /// GPU plugins use them; the CPU plugin ignores them.
+    pub fn distributed(
+        mut self,
+        node_id: i64,
+        num_nodes: i64,
+        store: std::sync::Arc<dyn crate::KvStore>,
+    ) -> Self {
+        self.config
+            .options
+            .retain(|(n, _)| n != "node_id" && n != "num_nodes");
+        self.config
+            .options
+            .push(("node_id".into(), NamedValue::Int64(node_id)));
+        self.config
+            .options
+            .push(("num_nodes".into(), NamedValue::Int64(num_nodes)));
+        self.config.kv_store = Some(pjrt_actors_core::config::KvStoreHandle(store));
+        self
+    }
+
     /// The Redis tier with every setting given.
     pub fn compile_cache_redis_config(mut self, config: crate::RedisCacheConfig) -> Self {
         self.config.cache_redis = Some(config);

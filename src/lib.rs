@@ -33,14 +33,16 @@ pub use pjrt_actors_core::TopologyDescription;
 pub use pjrt_actors_core::actors::registry::DefragmentReport;
 pub use pjrt_actors_core::callbacks::{CallbackKind, HostArray, HostCallback};
 pub use pjrt_actors_core::compile::CompileOptions;
+pub use pjrt_actors_core::compile_cache::DiskCache;
+pub use pjrt_actors_core::config::CACHE_DIR_ENV;
 pub use pjrt_actors_core::dtype::ElementType;
+pub use pjrt_actors_core::kv_store::RedisKvStore;
+pub use pjrt_actors_core::pjrt::kv::{KvError, KvStore};
 pub use pjrt_actors_core::pjrt::lapack;
 pub use pjrt_actors_core::pjrt::{
     ArrayType, CompiledMemoryStats, DeviceMemoryStats, DmaMapping, HostView, HostViewMut, Layout,
     MemoryKind, NamedValue, NativeType, PLUGIN_PATH_ENV,
 };
-pub use pjrt_actors_core::compile_cache::DiskCache;
-pub use pjrt_actors_core::config::CACHE_DIR_ENV;
 pub use pjrt_actors_core::redis_cache::{
     CACHE_REDIS_ENV, CACHE_REDIS_READ_ONLY_ENV, RedisCacheConfig, RedisTier,
 };

@@ -31,6 +31,18 @@ pub struct ClientConfig {
     pub compile_worker: Option<PathBuf>,
     /// The compile cache's Redis tier; default: env `PJRT_ACTORS_CACHE_REDIS`, else none.
     pub cache_redis: Option<crate::redis_cache::RedisCacheConfig>,
+    /// The key-value store of a multi-process client (`ClientBuilder::distributed`).
+    pub kv_store: Option<KvStoreHandle>,
+}
+
+/// A shared key-value store, printable for `ClientConfig`'s `Debug`.
+#[derive(Clone)]
+pub struct KvStoreHandle(pub std::sync::Arc<dyn crate::pjrt::kv::KvStore>);
+
+impl std::fmt::Debug for KvStoreHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KvStore")
+    }
 }
 
 /// The environment variable naming a persistent compile cache directory.

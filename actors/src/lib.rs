@@ -18,6 +18,7 @@ mod flight;
 pub mod guard;
 pub mod heap_profile;
 pub mod hlo_text;
+pub mod kv_store;
 pub mod open;
 pub mod program_check;
 pub mod redis_cache;

@@ -69,7 +69,8 @@ pub fn open_client(config: ClientConfig) -> Result<ClientGuard> {
     if let Err(e) = plugin.host_callbacks() {
         tracing::info!(error = %e, "host callbacks unavailable on this plugin");
     }
-    let pjrt = PjrtClient::create(plugin, &config.options)?;
+    let store = config.kv_store.as_ref().map(|s| s.0.clone());
+    let pjrt = PjrtClient::create_with_store(plugin, &config.options, store)?;
     let (snapshot, devices, memories) = read_snapshot(&pjrt)?;
     let xla_version = (snapshot.plugin_attributes.iter())
         .find(|(k, _)| k == "xla_version")

@@ -257,11 +257,11 @@ impl RedisTier {
                     let lease = self.hold(lease_key, token);
                     // The holder before us may have stored the entry and released the lease
                     // between our look and our lease: look again before compiling.
-                    if let Ok(Some(bytes)) = self.get(key) {
-                        if bytes.len() <= self.config.max_value_bytes {
-                            bump(&self.stats.redis_hits);
-                            return Lookup::Hit(bytes);
-                        }
+                    if let Ok(Some(bytes)) = self.get(key)
+                        && bytes.len() <= self.config.max_value_bytes
+                    {
+                        bump(&self.stats.redis_hits);
+                        return Lookup::Hit(bytes);
                     }
                     if waited {
                         bump(&self.stats.redis_takeovers);

@@ -18,7 +18,11 @@ pub enum CacheAction {
 }
 
 /// The tiers the flags or the environment name.
-fn tiers(dir: Option<PathBuf>, redis: Option<String>, namespace: &str) -> Result<(Option<DiskCache>, Option<Arc<RedisTier>>)> {
+fn tiers(
+    dir: Option<PathBuf>,
+    redis: Option<String>,
+    namespace: &str,
+) -> Result<(Option<DiskCache>, Option<Arc<RedisTier>>)> {
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let dir = dir.or_else(|| env(CACHE_DIR_ENV).map(PathBuf::from));
     let redis = redis.or_else(|| env(CACHE_REDIS_ENV));
@@ -42,7 +46,12 @@ fn tiers(dir: Option<PathBuf>, redis: Option<String>, namespace: &str) -> Result
     Ok((disk, redis))
 }
 
-pub fn cache(action: &CacheAction, dir: Option<PathBuf>, redis: Option<String>, namespace: &str) -> Result<()> {
+pub fn cache(
+    action: &CacheAction,
+    dir: Option<PathBuf>,
+    redis: Option<String>,
+    namespace: &str,
+) -> Result<()> {
     let (disk, redis) = tiers(dir, redis, namespace)?;
     match action {
         CacheAction::Stats => {
@@ -52,7 +61,10 @@ pub fn cache(action: &CacheAction, dir: Option<PathBuf>, redis: Option<String>, 
             }
             if let Some(redis) = &redis {
                 let (entries, bytes) = redis.usage()?;
-                out!("redis ({}): {entries} entries, {bytes} bytes", redis.config().namespace);
+                out!(
+                    "redis ({}): {entries} entries, {bytes} bytes",
+                    redis.config().namespace
+                );
             }
         }
         CacheAction::Clear => {
@@ -60,7 +72,11 @@ pub fn cache(action: &CacheAction, dir: Option<PathBuf>, redis: Option<String>, 
                 out!("disk: {} entries removed", disk.clear());
             }
             if let Some(redis) = &redis {
-                out!("redis ({}): {} keys removed", redis.config().namespace, redis.clear()?);
+                out!(
+                    "redis ({}): {} keys removed",
+                    redis.config().namespace,
+                    redis.clear()?
+                );
             }
         }
     }

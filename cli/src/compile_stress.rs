@@ -127,7 +127,8 @@ pub fn compile_stress(cli: &Cli, stress: Stress) -> Result<()> {
 
 /// Runs the same stress in `processes` child processes at once and sums what they report.
 fn fleet(cli: &Cli, stress: &Stress) -> Result<()> {
-    let me = std::env::current_exe().map_err(|e| usage(format!("cannot find this program: {e}")))?;
+    let me =
+        std::env::current_exe().map_err(|e| usage(format!("cannot find this program: {e}")))?;
     let mut common: Vec<String> = Vec::new();
     if let Some(plugin) = &cli.plugin {
         common.extend(["--plugin".into(), plugin.display().to_string()]);
@@ -171,7 +172,12 @@ fn fleet(cli: &Cli, stress: &Stress) -> Result<()> {
                     String::from_utf8_lossy(&output.stderr).trim()
                 ))
             })?;
-        for (total, key) in totals.iter_mut().zip(["compiles", "redis_hits", "redis_lease_waits", "redis_errors"]) {
+        for (total, key) in totals.iter_mut().zip([
+            "compiles",
+            "redis_hits",
+            "redis_lease_waits",
+            "redis_errors",
+        ]) {
             *total += report[key].as_u64().unwrap_or(0);
         }
     }

@@ -16,6 +16,9 @@ use crate::error::{Error, Result};
 struct ClientOwner {
     plugin: Arc<Plugin>,
     raw: *mut sys::PJRT_Client,
+    /// The key-value store the plugin's callbacks reach through `user_arg`; dropped after the
+    /// client is destroyed (fields drop after `Drop::drop`).
+    _kv: Option<crate::kv::StoreHandle>,
 }
 
 // SAFETY: a PJRT client is thread-safe by the PJRT contract; we only destroy it in `Drop`, once.
@@ -145,19 +148,34 @@ impl PjrtClient {
     /// Creates a client with the given create options. Option types must already be validated:
     /// a wrong type aborts the CPU plugin.
     pub fn create(plugin: Arc<Plugin>, options: &[(String, NamedValue)]) -> Result<Self> {
+        Self::create_with_store(plugin, options, None)
+    }
+
+    /// `create`, with a key-value store the plugin shares with the other processes of a
+    /// distributed client (passed as `kv_get`, `kv_try_get` and `kv_put` callbacks).
+    pub fn create_with_store(
+        plugin: Arc<Plugin>,
+        options: &[(String, NamedValue)],
+        store: Option<Arc<dyn crate::kv::KvStore>>,
+    ) -> Result<Self> {
         let raw_options = RawNamedValues::new(options);
+        let kv: Option<crate::kv::StoreHandle> = store.map(Box::new);
+        let user_arg = kv.as_ref().map_or(null_mut(), |b| {
+            (&**b as *const Arc<dyn crate::kv::KvStore>) as *mut std::ffi::c_void
+        });
+        let callbacks = kv.as_ref().map(|_| crate::kv::callbacks());
         let mut a = abi::Client_Create_Args {
             struct_size: size_of::<abi::Client_Create_Args>(),
             extension_start: null_mut(),
             create_options: raw_options.as_ptr(),
             num_options: raw_options.len(),
-            kv_get_callback: None,
-            kv_get_user_arg: null_mut(),
-            kv_put_callback: None,
-            kv_put_user_arg: null_mut(),
+            kv_get_callback: callbacks.as_ref().and_then(|c| c.get),
+            kv_get_user_arg: user_arg,
+            kv_put_callback: callbacks.as_ref().and_then(|c| c.put),
+            kv_put_user_arg: user_arg,
             client: null_mut(),
-            kv_try_get_callback: std::ptr::null(),
-            kv_try_get_user_arg: null_mut(),
+            kv_try_get_callback: callbacks.as_ref().map_or(std::ptr::null(), |c| c.try_get),
+            kv_try_get_user_arg: user_arg,
         };
         let f = abi::widen(plugin.api().base.PJRT_Client_Create);
         // SAFETY: `PJRT_Client_Create` is called with an args struct of its own layout, filled in
@@ -167,6 +185,7 @@ impl PjrtClient {
             owner: Arc::new(ClientOwner {
                 plugin,
                 raw: a.client,
+                _kv: kv,
             }),
         })
     }

@@ -17,6 +17,7 @@ mod executable;
 mod ffi;
 mod ffi_abi;
 mod host_transfer;
+pub mod kv;
 pub mod lapack;
 mod layouts;
 mod native;

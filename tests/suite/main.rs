@@ -13,6 +13,7 @@ mod foundation;
 mod invalid_inputs;
 mod isolation;
 mod jax_lapack;
+mod kv_store;
 mod memory;
 mod no_deadlock;
 mod plugin_loading;
