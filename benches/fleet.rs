@@ -5,7 +5,6 @@
 //!
 //! The benchmark re-runs itself as its worker processes (`FLEET_ROLE` in the environment).
 
-#[allow(dead_code)]
 #[path = "../tests/suite/common/redis_server.rs"]
 mod redis_server;
 
