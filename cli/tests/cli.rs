@@ -447,3 +447,121 @@ fn run_serves_a_jax_exported_solve_and_matches_jax() {
         );
     }
 }
+
+#[path = "../../tests/suite/common/redis_server.rs"]
+mod redis_server;
+
+#[test]
+fn compile_stress_over_processes_shares_one_redis_and_cache_commands_see_it() {
+    let server = redis_server::RedisServer::start(&[]);
+    let url = server.url();
+    let o = cli(&[
+        "compile-stress",
+        "--modules",
+        "6",
+        "--concurrency",
+        "2",
+        "--processes",
+        "3",
+        "--cache-redis",
+        &url,
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let text = stdout(&o);
+    assert!(
+        text.contains("6 plugin compiles across the fleet (18 without a shared cache)"),
+        "{text}"
+    );
+    assert!(text.contains("redis: 12 hits"), "{text}");
+    let o = cli(&["cache", "stats", "--redis", &url]);
+    assert!(stdout(&o).contains("6 entries"), "{o:?}");
+    let o = cli(&["cache", "clear", "--redis", &url]);
+    assert!(stdout(&o).contains("6 keys removed"), "{o:?}");
+    assert!(stdout(&cli(&["cache", "stats", "--redis", &url])).contains("0 entries"));
+
+    let dir = scratch_dir("cli-cache-dir");
+    let o = Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+        .args(["compile-stress", "--modules", "3", "--concurrency", "1"])
+        .env("PJRT_ACTORS_CACHE_DIR", &dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let d = dir.to_str().unwrap();
+    assert!(stdout(&cli(&["cache", "stats", "--dir", d])).contains("disk: 3 entries"));
+    assert!(stdout(&cli(&["cache", "clear", "--dir", d])).contains("3 entries removed"));
+    let o = cli(&["cache", "stats"]);
+    assert!(
+        !o.status.success() && error_line(&o).contains("--dir or --redis"),
+        "{o:?}"
+    );
+}
+
+#[test]
+fn a_lease_holder_killed_mid_compile_is_taken_over_by_the_next_process() {
+    let server = redis_server::RedisServer::start(&[]);
+    // A module that takes about a second to compile.
+    let t = "tensor<64x64xf32>";
+    let mut body = String::new();
+    let mut prev = "%x".to_string();
+    for l in 0..800 {
+        body += &format!(
+            "    %w{l} = stablehlo.constant dense<{}.5> : {t}\n    %d{l} = stablehlo.dot_general {prev}, %w{l}, contracting_dims = [1] x [0] : ({t}, {t}) -> {t}\n    %a{l} = stablehlo.tanh %d{l} : {t}\n",
+            l % 7
+        );
+        prev = format!("%a{l}");
+    }
+    let path = scratch_dir("cli-lease").join("slow.mlir");
+    std::fs::write(&path, format!("module @slow {{\n  func.func public @main(%x: {t}) -> {t} {{\n{body}    return {prev} : {t}\n  }}\n}}\n")).unwrap();
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+            .args([
+                "bench",
+                path.to_str().unwrap(),
+                "--requests",
+                "1",
+                "--threads",
+                "1",
+            ])
+            .env("PJRT_ACTORS_CACHE_REDIS", server.url())
+            .env("PJRT_ACTORS_CACHE_REDIS_LEASE_MS", "600")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut holder = run();
+    let mut conn = server.connection().unwrap();
+    let start = std::time::Instant::now();
+    loop {
+        let leases: Vec<String> = redis::cmd("KEYS")
+            .arg("pjrt-actors:lease:*")
+            .query(&mut conn)
+            .unwrap();
+        if !leases.is_empty() {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "no lease was taken"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    holder.kill().unwrap(); // SIGKILL: no release, no entry
+    let _ = holder.wait();
+    let entries: Vec<String> = redis::cmd("KEYS")
+        .arg("pjrt-actors:exe:*")
+        .query(&mut conn)
+        .unwrap();
+    assert!(entries.is_empty(), "the holder stored before it was killed");
+    let next = run().wait_with_output().unwrap();
+    assert!(next.status.success(), "{next:?}");
+    let entries: Vec<String> = redis::cmd("KEYS")
+        .arg("pjrt-actors:exe:*")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(
+        entries.len(),
+        1,
+        "the next process compiled and stored the module"
+    );
+}
