@@ -11,10 +11,8 @@ use std::time::SystemTime;
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
-use crate::envelope::{self, Envelope};
 use crate::error::{Error, Result};
 use crate::executable::ExecutableCore;
-use crate::pjrt::PjrtLoadedExecutable;
 
 /// A compile cache key: SHA-256 over the plugin identity, the program and the compile options
 /// (which carry the executable devices and portability).
@@ -290,35 +288,6 @@ impl DiskCache {
             bump(&self.stats.disk_evictions);
         }
     }
-}
-
-/// What a compile worker needs to know beyond the program.
-#[derive(Clone)]
-pub struct CompileEnv {
-    pub identity: String,
-    /// The client's serialized topology, recorded in serialized executables.
-    pub topology: Arc<Vec<u8>>,
-    pub disk: Option<Arc<DiskCache>>,
-    pub redis: Option<Arc<crate::redis_cache::RedisTier>>,
-    pub stats: Arc<CacheStats>,
-}
-
-/// Serializes a loaded executable into our envelope, under the cache key it is stored as.
-pub fn serialize(
-    exe: &PjrtLoadedExecutable,
-    portable: bool,
-    options: &[u8],
-    key: &CompileKey,
-    env: &CompileEnv,
-) -> Result<Vec<u8>> {
-    Ok(envelope::encode(&Envelope {
-        identity: env.identity.clone(),
-        portable,
-        options: options.to_vec(),
-        topology: env.topology.to_vec(),
-        payload: exe.serialize()?,
-        cache_key: key.0.to_vec(),
-    }))
 }
 
 #[cfg(test)]

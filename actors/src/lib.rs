@@ -9,6 +9,7 @@ pub mod buffers;
 pub mod callbacks;
 pub mod compile;
 pub mod compile_cache;
+pub mod compile_env;
 pub mod compile_worker;
 pub mod config;
 pub mod envelope;

@@ -12,7 +12,8 @@ use tokio::sync::oneshot;
 use tracing::Span;
 
 use super::compiler::{CompileJob, CompilerActor};
-use crate::compile_cache::{CancelToken, CompileEnv, CompileKey, bump};
+use crate::compile_cache::{CancelToken, CompileKey, bump};
+use crate::compile_env::CompileEnv;
 use crate::error::{Error, Result};
 use crate::executable::{ExecutableCore, ExecutableMeta};
 use crate::flight::{SingleFlight, Submitted, Waiter};

@@ -8,7 +8,8 @@ use prost::Message as _;
 use std::sync::Arc;
 use tracing::Span;
 
-use crate::compile_cache::{CompileEnv, CompileKey, bump, serialize};
+use crate::compile_cache::{CompileKey, bump};
+use crate::compile_env::{CompileEnv, serialize};
 use crate::compile_worker::{CompileWorker, WorkerSpec};
 use crate::envelope;
 use crate::error::{Error, Result};

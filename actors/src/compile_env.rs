@@ -1,0 +1,38 @@
+//! What a compile worker needs beyond the program: the plugin's identity, the topology, the
+//! disk and Redis tiers and the counters; and serializing an executable into a cache entry.
+
+use std::sync::Arc;
+
+use crate::compile_cache::{CacheStats, CompileKey, DiskCache};
+use crate::envelope::{self, Envelope};
+use crate::error::Result;
+use crate::pjrt::PjrtLoadedExecutable;
+
+/// What a compile worker needs to know beyond the program.
+#[derive(Clone)]
+pub struct CompileEnv {
+    pub identity: String,
+    /// The client's serialized topology, recorded in serialized executables.
+    pub topology: Arc<Vec<u8>>,
+    pub disk: Option<Arc<DiskCache>>,
+    pub redis: Option<Arc<crate::redis_cache::RedisTier>>,
+    pub stats: Arc<CacheStats>,
+}
+
+/// Serializes a loaded executable into our envelope, under the cache key it is stored as.
+pub fn serialize(
+    exe: &PjrtLoadedExecutable,
+    portable: bool,
+    options: &[u8],
+    key: &CompileKey,
+    env: &CompileEnv,
+) -> Result<Vec<u8>> {
+    Ok(envelope::encode(&Envelope {
+        identity: env.identity.clone(),
+        portable,
+        options: options.to_vec(),
+        topology: env.topology.to_vec(),
+        payload: exe.serialize()?,
+        cache_key: key.0.to_vec(),
+    }))
+}
