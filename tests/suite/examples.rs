@@ -12,6 +12,10 @@ mod host_callback_pipeline;
 #[path = "../../examples/concurrent_compile.rs"]
 mod concurrent_compile;
 
+#[allow(dead_code)]
+#[path = "../../examples/distributed_node.rs"]
+mod distributed_node;
+
 #[test]
 fn serve_answers_every_request_correctly() {
     let report = serve::run(2_000, serve::WORKERS, 13, serve::Mode::Batched).unwrap();
@@ -19,6 +23,22 @@ fn serve_answers_every_request_correctly() {
     assert!(report.checked >= 150, "{} checked", report.checked);
     assert_eq!(report.mismatches, 0);
     assert!(report.p50_us > 0.0 && report.p50_us <= report.p99_us);
+}
+
+#[test]
+fn serve_without_batching_answers_every_request_correctly() {
+    let report = serve::run(1_000, serve::WORKERS, 13, serve::Mode::Unbatched).unwrap();
+    assert_eq!((report.requests, report.mismatches), (1_000, 0));
+    assert!(report.metrics.is_none());
+}
+
+#[test]
+fn a_distributed_node_opens_with_its_store_on_redis() {
+    let server = crate::common::redis_server::RedisServer::start(&[]);
+    let client = distributed_node::open_node(0, 1, &server.url(), "example", true).unwrap();
+    assert_eq!(client.process_index(), 0);
+    assert!(client.local_device_count() >= 1);
+    assert_eq!(client.device_count(), client.local_device_count());
 }
 
 #[test]
