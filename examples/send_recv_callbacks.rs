@@ -8,6 +8,16 @@ use pjrt_actors::{
 };
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let (message, json) = run()?;
+    if let Some(m) = message {
+        println!("{m}");
+    }
+    println!("{json}");
+    Ok(())
+}
+
+/// Runs the check: a message (the refusal, on CPU) and the JSON line.
+pub fn run() -> Result<(Option<String>, String), Box<dyn std::error::Error>> {
     let client = Client::open()?;
     let t = ArrayType {
         dtype: ElementType::F32,
@@ -41,9 +51,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     {
         Ok(exe) => exe,
         Err(e @ Error::Unsupported { .. }) => {
-            println!("{e}");
-            println!("{{\"platform\":\"{platform}\",\"send_recv\":\"unsupported\"}}");
-            return Ok(());
+            let json = format!("{{\"platform\":\"{platform}\",\"send_recv\":\"unsupported\"}}");
+            return Ok((Some(e.to_string()), json));
         }
         Err(e) => return Err(e.into()),
     };
@@ -59,6 +68,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         checked += 1;
     }
-    println!("{{\"platform\":\"{platform}\",\"send_recv\":\"ok\",\"runs_checked\":{checked}}}");
-    Ok(())
+    Ok((
+        None,
+        format!("{{\"platform\":\"{platform}\",\"send_recv\":\"ok\",\"runs_checked\":{checked}}}"),
+    ))
 }

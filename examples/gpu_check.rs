@@ -1,0 +1,166 @@
+//! The GPU check in one binary (what `scripts/gpu-check build` carries to a GPU machine, which
+//! has no Rust toolchain): the plugin's devices, host send/recv callbacks, the main job batched
+//! and unbatched, and two processes forming one distributed client through Redis. Prints a line per check and, last,
+//! one JSON object. Runs on any plugin (`PJRT_PLUGIN_PATH`); on CPU it checks itself.
+//!
+//! `gpu_check [--requests N] [--redis-server PATH]`; `gpu_check --node I --nodes N --redis URL`
+//! is one node (started by the check itself).
+
+#[allow(dead_code)]
+#[path = "serve.rs"]
+mod serve;
+
+#[allow(dead_code)]
+#[path = "distributed_node.rs"]
+mod distributed_node;
+
+#[allow(dead_code)]
+#[path = "send_recv_callbacks.rs"]
+mod send_recv_callbacks;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.windows(2).find(|w| w[0] == name).map(|w| w[1].clone())
+}
+
+/// One node: open, print `devices addressable process_index`.
+fn node(node: i64, nodes: i64, url: &str) -> pjrt_actors::Result<()> {
+    let client = distributed_node::open_node(node, nodes, url, "gpu-check", false)?;
+    println!(
+        "{} {} {}",
+        client.device_count(),
+        client.local_device_count(),
+        client.process_index()
+    );
+    Ok(())
+}
+
+/// Two nodes through a Redis started from `redis_server`: each one's (devices, addressable).
+fn two_nodes(redis_server: &str) -> Result<Vec<(u64, u64, u64)>, String> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| e.to_string())?
+        .local_addr()
+        .map_err(|e| e.to_string())?
+        .port();
+    let mut server = Command::new(redis_server)
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {redis_server}: {e}"))?;
+    std::thread::sleep(Duration::from_millis(300));
+    let url = format!("redis://127.0.0.1:{port}");
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let children: Vec<_> = (0..2)
+        .map(|i| {
+            Command::new(&me)
+                .args(["--node", &i.to_string(), "--nodes", "2", "--redis", &url])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for child in children {
+        let o = child.wait_with_output().map_err(|e| e.to_string())?;
+        let text = String::from_utf8_lossy(&o.stdout);
+        let v: Vec<u64> = text
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        if v.len() != 3 {
+            let _ = server.kill();
+            return Err(format!(
+                "a node failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+        }
+        out.push((v[0], v[1], v[2]));
+    }
+    let _ = server.kill();
+    Ok(out)
+}
+
+fn main() -> std::process::ExitCode {
+    if let Some(i) = arg("--node") {
+        let nodes = arg("--nodes").and_then(|v| v.parse().ok()).unwrap_or(2);
+        return match node(
+            i.parse().unwrap_or(0),
+            nodes,
+            &arg("--redis").unwrap_or_default(),
+        ) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
+    let requests: u64 = arg("--requests")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50_000);
+    let client = pjrt_actors::Client::open().expect("a plugin");
+    println!(
+        "platform {} {}, {} devices",
+        client.platform(),
+        client.platform_version(),
+        client.device_count()
+    );
+    drop(client);
+    let send_recv = match send_recv_callbacks::run() {
+        Ok((_, json)) => json,
+        Err(e) => format!(
+            "{{\"send_recv\":\"failed: {}\"}}",
+            e.to_string().replace('"', "'")
+        ),
+    };
+    println!("send/recv callbacks: {send_recv}");
+    let batched =
+        serve::run(requests, serve::WORKERS, 97, serve::Mode::Batched).expect("batched serve");
+    let unbatched =
+        serve::run(requests, serve::WORKERS, 97, serve::Mode::Unbatched).expect("unbatched serve");
+    let rps = |r: &serve::Report| r.requests as f64 / r.seconds;
+    println!(
+        "serve: batched {:.0} requests/s (p99 {:.0} us, {} mismatches), unbatched {:.0} requests/s (p99 {:.0} us, {} mismatches)",
+        rps(&batched),
+        batched.p99_us,
+        batched.mismatches,
+        rps(&unbatched),
+        unbatched.p99_us,
+        unbatched.mismatches
+    );
+    let nodes = match arg("--redis-server") {
+        Some(path) => two_nodes(&path),
+        None => Err("no --redis-server given".into()),
+    };
+    match &nodes {
+        Ok(n) => println!("two nodes: (devices, addressable, process index) = {n:?}"),
+        Err(e) => println!("two nodes: not run: {e}"),
+    }
+    println!(
+        "{{\"batched_rps\": {:.0}, \"unbatched_rps\": {:.0}, \"batching_speedup\": {:.2}, \"batched_p99_us\": {:.0}, \"unbatched_p99_us\": {:.0}, \"mismatches\": {}, \"two_nodes\": \"{}\"}}",
+        rps(&batched),
+        rps(&unbatched),
+        rps(&batched) / rps(&unbatched),
+        batched.p99_us,
+        unbatched.p99_us,
+        batched.mismatches + unbatched.mismatches,
+        match &nodes {
+            Ok(n) => format!("{n:?}"),
+            Err(e) => e.replace('"', "'"),
+        }
+    );
+    std::process::ExitCode::SUCCESS
+}
