@@ -19,7 +19,8 @@ fn module(i: usize) -> (String, i64) {
     )
 }
 
-/// Compiles `modules` distinct modules from `threads` threads, cancelling every tenth; returns
+/// Compiles `modules` distinct modules from `threads` threads, cancelling two in ten (one while
+/// in flight, one before it is sent); returns
 /// (completed, cancelled, compiles the plugin ran).
 pub fn run(modules: usize, threads: usize) -> pjrt_actors::Result<(usize, usize, u64)> {
     let client = Client::builder().compile_queue_bound(16).open()?;
@@ -32,6 +33,10 @@ pub fn run(modules: usize, threads: usize) -> pjrt_actors::Result<(usize, usize,
                     for i in (t..modules).step_by(threads) {
                         let (program, n) = module(i);
                         let token = CancelToken::new();
+                        if i % 10 == 7 {
+                            // Cancelled before it is sent: never compiled, always cancelled.
+                            token.cancel();
+                        }
                         if i % 10 == 3 {
                             let token = token.clone();
                             std::thread::spawn(move || {

@@ -10,7 +10,7 @@ use pjrt_actors_core::actors::device::ReadRequest;
 use pjrt_actors_core::actors::memory_space::UploadRequest;
 use pjrt_actors_core::buffers::{ArrayCore, BufferSlot};
 use pjrt_actors_core::dtype::{ElementType, byte_size};
-use pjrt_actors_core::pjrt::{HostData, NativeType, as_bytes, zeroed_vec};
+use pjrt_actors_core::pjrt::{HostData, NativeType, SharedBytes, as_bytes, zeroed_vec};
 use pjrt_actors_core::registry::Id;
 use pjrt_actors_core::site::Site;
 use pjrt_actors_core::{Error, Result};
@@ -26,16 +26,18 @@ pub enum HostBuffer<'a> {
     /// Read until the transfer completes; the runtime holds a clone of the `Arc` until then
     /// (`kImmutableUntilTransferCompletes`).
     UntilTransferCompletes(Arc<[u8]>),
-    /// Aliased for the array's whole life where the plugin can (the CPU plugin, for suitably
-    /// aligned data); the runtime holds the `Arc` as long as the array (`kImmutableZeroCopy`).
-    ZeroCopy(Arc<[u8]>),
+    /// Aliased for the array's whole life where the plugin can (the CPU plugin: `SharedBytes`
+    /// are 64-byte aligned, as it needs); the runtime holds a clone as long as the array
+    /// (`kImmutableZeroCopy`).
+    ZeroCopy(SharedBytes),
 }
 
 impl<'a> HostBuffer<'a> {
     fn bytes(&self) -> &[u8] {
         match self {
             HostBuffer::Copy(b) => b,
-            HostBuffer::UntilTransferCompletes(b) | HostBuffer::ZeroCopy(b) => b,
+            HostBuffer::UntilTransferCompletes(b) => b,
+            HostBuffer::ZeroCopy(b) => b,
         }
     }
 
@@ -301,6 +303,13 @@ impl Array {
     /// The array's layout on its device.
     pub fn layout(&self) -> Result<pjrt_actors_core::pjrt::Layout> {
         self.open_slot()?.with_buffer(|b| b.layout())
+    }
+
+    /// The address of the array's device memory, as a number (py_client's
+    /// `unsafe_buffer_pointer`): to check zero-copy sharing or hand to other libraries. It is
+    /// valid while the array lives and is not moved by a defragment.
+    pub fn unsafe_buffer_pointer(&self) -> Result<usize> {
+        self.open_slot()?.with_buffer(|b| b.device_address())
     }
 
     /// Whether a failed defragment left this array's bytes in host memory (readable; the next

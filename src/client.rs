@@ -57,6 +57,19 @@ impl ClientBuilder {
         self
     }
 
+    /// A create option from text, typed by the known-options table (`"preallocate"`,
+    /// `"false"`; `"visible_devices"`, `"0,1"`): a bad name or value is an error here, before
+    /// any plugin sees it. The environment can set some too: `PJRT_ACTORS_PREALLOCATE`,
+    /// `PJRT_ACTORS_MEM_FRACTION`, `PJRT_ACTORS_ALLOCATOR`, `PJRT_ACTORS_VISIBLE_DEVICES`, and
+    /// JAX's `XLA_PYTHON_CLIENT_PREALLOCATE` / `_MEM_FRACTION` / `_ALLOCATOR`; an option set
+    /// here wins.
+    pub fn option_text(mut self, name: &str, value: &str) -> crate::Result<Self> {
+        let (name, value) = pjrt_actors_core::config::parse_option(name, value)?;
+        self.config.options.retain(|(n, _)| *n != name);
+        self.config.options.push((name, value));
+        Ok(self)
+    }
+
     /// One process (`node_id` of `num_nodes`) of a client that spans several processes: sets
     /// the `node_id` and `num_nodes` create options and hands the plugin `store` (for example a
     /// [`RedisKvStore`](crate::RedisKvStore)) as its `kv_get` / `kv_try_get` / `kv_put`

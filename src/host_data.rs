@@ -245,8 +245,17 @@ fn npy_descr(dtype: ElementType) -> Option<&'static str> {
         F64 => "<f8",
         C64 => "<c8",
         C128 => "<c16",
-        BF16 => return None,
+        // NumPy has no bfloat16; ml_dtypes saves it as a 2-byte void, and so do we. NumPy reads
+        // it back as `|V2`: `np.load(f).view(ml_dtypes.bfloat16)`.
+        BF16 => "<V2",
     })
+}
+
+/// Whether a `.npy` descr is a void (`<V2`, `|V1`): how ml_dtypes saves types NumPy lacks.
+pub fn is_void_descr(descr: &str) -> bool {
+    descr
+        .trim_start_matches(['<', '|', '>', '='])
+        .starts_with('V')
 }
 
 fn dtype_of_descr(descr: &str) -> Option<ElementType> {
@@ -291,8 +300,18 @@ pub fn read_npy(bytes: &[u8]) -> Result<HostData> {
         .and_then(|v| v.strip_prefix('\''))
         .and_then(|v| v.split('\'').next())
         .ok_or_else(|| bad(what, "no 'descr' in header".into()))?;
-    let dtype =
-        dtype_of_descr(descr).ok_or_else(|| bad(what, format!("unsupported dtype `{descr}`")))?;
+    let dtype = match dtype_of_descr(descr) {
+        Some(t) => t,
+        None if is_void_descr(descr) && descr.ends_with("V1") => {
+            return Err(bad(
+                what,
+                format!(
+                    "`{descr}` is a 1-byte void (ml_dtypes' float8 types); float8 is not supported"
+                ),
+            ));
+        }
+        None => return Err(bad(what, format!("unsupported dtype `{descr}`"))),
+    };
     if field("fortran_order").is_some_and(|v| v.starts_with("True")) {
         return Err(bad(what, "Fortran-ordered arrays are not supported".into()));
     }

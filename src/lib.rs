@@ -41,7 +41,7 @@ pub use pjrt_actors_core::pjrt::kv::{KvError, KvStore};
 pub use pjrt_actors_core::pjrt::lapack;
 pub use pjrt_actors_core::pjrt::{
     ArrayType, CompiledMemoryStats, DeviceMemoryStats, DmaMapping, HostView, HostViewMut, Layout,
-    MemoryKind, NamedValue, NativeType, PLUGIN_PATH_ENV,
+    MemoryKind, NamedValue, NativeType, PLUGIN_PATH_ENV, SharedBytes,
 };
 pub use pjrt_actors_core::redis_cache::{
     CACHE_REDIS_ENV, CACHE_REDIS_READ_ONLY_ENV, RedisCacheConfig, RedisTier,

@@ -115,9 +115,173 @@ pub fn validate_options(options: &[(String, NamedValue)]) -> Result<()> {
     Ok(())
 }
 
+/// A create option from text (`--option preallocate=false`, an environment variable), typed by
+/// the known-options table: `int64` (`4`), `bool` (`true`/`false`/`1`/`0`), `float`
+/// (`0.5`), `string`, `int64 list` (`0,1`). An unknown name or a value of the wrong form is an
+/// `InvalidOption` error, before any plugin sees it.
+pub fn parse_option(name: &str, value: &str) -> Result<(String, NamedValue)> {
+    let bad = |reason: String| Error::InvalidOption {
+        name: name.to_string(),
+        reason,
+    };
+    let Some((_, kind)) = KNOWN_OPTIONS.iter().find(|(n, _)| *n == name) else {
+        let known: Vec<&str> = KNOWN_OPTIONS.iter().map(|(n, _)| *n).collect();
+        return Err(bad(format!("unknown option; known: {}", known.join(", "))));
+    };
+    let v = value.trim();
+    let parsed = match *kind {
+        "int64" => NamedValue::Int64(
+            v.parse()
+                .map_err(|_| bad(format!("`{v}` is not an integer")))?,
+        ),
+        "float" => NamedValue::Float(
+            v.parse()
+                .map_err(|_| bad(format!("`{v}` is not a number")))?,
+        ),
+        "bool" => NamedValue::Bool(match v.to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" => true,
+            "false" | "0" | "no" => false,
+            _ => return Err(bad(format!("`{v}` is not true or false"))),
+        }),
+        "int64 list" => NamedValue::Int64List(
+            (v.split(',').map(str::trim).filter(|x| !x.is_empty()))
+                .map(|x| {
+                    x.parse()
+                        .map_err(|_| bad(format!("`{x}` in `{v}` is not an integer")))
+                })
+                .collect::<Result<Vec<i64>>>()?,
+        ),
+        _ => NamedValue::String(v.to_string()),
+    };
+    let option = (name.to_string(), parsed);
+    validate_options(std::slice::from_ref(&option))?;
+    Ok(option)
+}
+
+/// `NAME=VALUE`, parsed by `parse_option`.
+pub fn parse_option_assignment(text: &str) -> Result<(String, NamedValue)> {
+    let (name, value) = text.split_once('=').ok_or_else(|| Error::InvalidOption {
+        name: text.to_string(),
+        reason: "expected NAME=VALUE".into(),
+    })?;
+    parse_option(name.trim(), value)
+}
+
+/// Environment variables that set create options, ours first, then JAX's names (so a JAX
+/// user's settings carry over): (variables, option).
+pub const OPTION_ENV: &[(&[&str], &str)] = &[
+    (
+        &["PJRT_ACTORS_PREALLOCATE", "XLA_PYTHON_CLIENT_PREALLOCATE"],
+        "preallocate",
+    ),
+    (
+        &["PJRT_ACTORS_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION"],
+        "memory_fraction",
+    ),
+    (
+        &["PJRT_ACTORS_ALLOCATOR", "XLA_PYTHON_CLIENT_ALLOCATOR"],
+        "allocator",
+    ),
+    (&["PJRT_ACTORS_VISIBLE_DEVICES"], "visible_devices"),
+];
+
+/// The create options the environment sets, for options `given` does not set already; `env`
+/// reads a variable (the process environment, or a table in tests).
+pub fn options_from_env(
+    given: &[(String, NamedValue)],
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Vec<(String, NamedValue)>> {
+    let mut out = Vec::new();
+    for (vars, option) in OPTION_ENV {
+        if given.iter().any(|(n, _)| n == option) {
+            continue;
+        }
+        let found = vars
+            .iter()
+            .find_map(|v| env(v).filter(|x| !x.is_empty()).map(|x| (v, x)));
+        if let Some((var, value)) = found {
+            out.push(
+                parse_option(option, &value).map_err(|e| Error::InvalidOption {
+                    name: format!("{option} (from {var})"),
+                    reason: match e {
+                        Error::InvalidOption { reason, .. } => reason,
+                        other => other.to_string(),
+                    },
+                })?,
+            );
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn options_parse_from_text_by_their_known_type() {
+        use NamedValue::*;
+        let cases: &[(&str, std::result::Result<NamedValue, &str>)] = &[
+            ("preallocate=false", Ok(Bool(false))),
+            ("preallocate=1", Ok(Bool(true))),
+            ("memory_fraction=0.5", Ok(Float(0.5))),
+            ("cpu_device_count=8", Ok(Int64(8))),
+            ("visible_devices=0, 2", Ok(Int64List(vec![0, 2]))),
+            ("allocator=platform", Ok(String("platform".into()))),
+            ("preallocate=maybe", Err("not true or false")),
+            ("memory_fraction=1.5", Err("must be in (0, 1]")),
+            ("cpu_device_count=four", Err("not an integer")),
+            ("visible_devices=0,x", Err("`x` in `0,x` is not an integer")),
+            ("no_such_option=1", Err("unknown option")),
+            ("preallocate", Err("expected NAME=VALUE")),
+        ];
+        for (text, want) in cases {
+            match (parse_option_assignment(text), want) {
+                (Ok((_, v)), Ok(w)) => assert_eq!(&v, w, "{text}"),
+                (Err(e), Err(w)) => assert!(e.to_string().contains(w), "{text}: {e}"),
+                (got, want) => panic!("{text}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_environment_sets_options_not_given_ours_before_jax_names() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let got = options_from_env(
+            &[],
+            env(&[
+                ("XLA_PYTHON_CLIENT_PREALLOCATE", "false"),
+                ("PJRT_ACTORS_MEM_FRACTION", "0.25"),
+                ("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.9"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            vec![
+                ("preallocate".into(), NamedValue::Bool(false)),
+                ("memory_fraction".into(), NamedValue::Float(0.25))
+            ]
+        );
+        let given = vec![("preallocate".to_string(), NamedValue::Bool(true))];
+        assert!(
+            options_from_env(&given, env(&[("PJRT_ACTORS_PREALLOCATE", "false")]))
+                .unwrap()
+                .is_empty(),
+            "an explicit option wins"
+        );
+        let err = options_from_env(&[], env(&[("PJRT_ACTORS_MEM_FRACTION", "lots")])).unwrap_err();
+        assert!(
+            err.to_string().contains("PJRT_ACTORS_MEM_FRACTION"),
+            "{err}"
+        );
+    }
 
     fn check(options: &[(&str, NamedValue)]) -> std::result::Result<(), String> {
         let options: Vec<_> = options

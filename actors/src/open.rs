@@ -16,7 +16,7 @@ use crate::actors::registry::BufferRegistryActor;
 use crate::compile_cache::{CacheStats, DiskCache};
 use crate::compile_env::CompileEnv;
 use crate::compile_worker::WorkerSpec;
-use crate::config::{CACHE_DIR_ENV, ClientConfig, validate_options};
+use crate::config::{CACHE_DIR_ENV, ClientConfig, options_from_env, validate_options};
 use crate::envelope;
 use crate::error::{Error, Result};
 use crate::guard::ClientGuard;
@@ -30,7 +30,11 @@ use crate::runtime::{Runtime, WorkerCount};
 use crate::state::{ClientState, StateParts, read_snapshot};
 
 /// Opens a client: everything that can fail with a typed error happens before a thread starts.
-pub fn open_client(config: ClientConfig) -> Result<ClientGuard> {
+pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
+    // Options the environment sets (`PJRT_ACTORS_PREALLOCATE`, JAX's `XLA_PYTHON_CLIENT_*`),
+    // where the caller set none.
+    let from_env = options_from_env(&config.options, |v| std::env::var(v).ok())?;
+    config.options.extend(from_env);
     validate_options(&config.options)?;
     let compile_threads = match config.compile_threads {
         Some(0) => {

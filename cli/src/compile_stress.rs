@@ -136,6 +136,9 @@ fn fleet(cli: &Cli, stress: &Stress) -> Result<()> {
     if let Some(n) = cli.cpu_devices {
         common.extend(["--cpu-devices".into(), n.to_string()]);
     }
+    for option in &cli.options {
+        common.extend(["--option".into(), option.clone()]);
+    }
     common.extend([
         "compile-stress".into(),
         "--modules".into(),

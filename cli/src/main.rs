@@ -36,6 +36,10 @@ pub struct Cli {
     /// Number of CPU devices the CPU plugin creates.
     #[arg(long, global = true)]
     pub cpu_devices: Option<i64>,
+    /// A plugin create option, NAME=VALUE, typed by the known options (`preallocate=false`,
+    /// `memory_fraction=0.5`, `allocator=platform`, `visible_devices=0,1`); repeatable.
+    #[arg(long = "option", global = true)]
+    pub options: Vec<String>,
     /// Print tracing output (RUST_LOG refines it).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -183,6 +187,14 @@ pub fn open_with(cli: &Cli, redis: Option<&str>) -> Result<Client> {
     }
     if let Some(n) = cli.cpu_devices {
         builder = builder.cpu_device_count(n);
+    }
+    for text in &cli.options {
+        let (name, value) = text
+            .split_once('=')
+            .ok_or_else(|| usage(format!("--option `{text}`: expected NAME=VALUE")))?;
+        builder = builder
+            .option_text(name.trim(), value)
+            .map_err(|e| usage(format!("--option `{text}`: {}", e.detail())))?;
     }
     builder.open()
 }

@@ -211,8 +211,15 @@ pub fn check_inputs(
     }
     for (i, (input, p)) in inputs.iter().zip(params).enumerate() {
         if input.dtype != p.dtype || input.dims != p.dims {
+            // A `<V2` file is bf16 (ml_dtypes' convention); its width fits no other parameter.
+            let void = if input.dtype == pjrt_actors::ElementType::BF16 && texts[i].starts_with('@')
+            {
+                " (a 2-byte void `<V2` .npy, as ml_dtypes saves bfloat16, is read as bf16 only)"
+            } else {
+                ""
+            };
             return Err(usage(format!(
-                "input {i} (`{}`) is {}{:?}; the module expects {}{:?}",
+                "input {i} (`{}`) is {}{:?}; the module expects {}{:?}{void}",
                 texts[i], input.dtype, input.dims, p.dtype, p.dims
             )));
         }

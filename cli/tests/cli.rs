@@ -565,3 +565,109 @@ fn a_lease_holder_killed_mid_compile_is_taken_over_by_the_next_process() {
         "the next process compiled and stored the module"
     );
 }
+
+#[test]
+fn bfloat16_npy_files_in_ml_dtypes_form_round_trip_and_mismatches_are_refused() {
+    let dir = scratch_dir("cli-bf16");
+    // ml_dtypes saves bfloat16 as a 2-byte void: `{'descr': '<V2', ...}`.
+    let bf16 = |v: &[f32]| HostData {
+        dtype: ElementType::BF16,
+        dims: vec![v.len() as i64],
+        bytes: v
+            .iter()
+            .flat_map(|x| ((x.to_bits() >> 16) as u16).to_le_bytes())
+            .collect(),
+    };
+    let x = dir.join("x.npy");
+    let written = write_npy(&bf16(&[1.5, -2.0, 3.0])).unwrap();
+    assert!(String::from_utf8_lossy(&written[..64]).contains("'descr': '<V2'"));
+    std::fs::write(&x, &written).unwrap();
+    let program = |ty: &str| {
+        module(
+            &format!("double_{ty}"),
+            &format!(
+                "module @d {{\n  func.func public @main(%x: tensor<3x{ty}>) -> tensor<3x{ty}> {{\n    %0 = stablehlo.add %x, %x : tensor<3x{ty}>\n    return %0 : tensor<3x{ty}>\n  }}\n}}\n"
+            ),
+        )
+    };
+    let y = dir.join("y.npy");
+    let o = cli(&[
+        "run",
+        &program("bf16"),
+        "--input",
+        &format!("@{}", x.display()),
+        "--output",
+        &format!("@{}", y.display()),
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let back = std::fs::read(&y).unwrap();
+    assert!(
+        String::from_utf8_lossy(&back[..64]).contains("'descr': '<V2'"),
+        "bf16 results are written as ml_dtypes reads them"
+    );
+    assert_eq!(read_npy(&back).unwrap(), bf16(&[3.0, -4.0, 6.0]));
+    // A 2-byte void into an f16 parameter: refused, saying why.
+    let o = cli(&[
+        "run",
+        &program("f16"),
+        "--input",
+        &format!("@{}", x.display()),
+    ]);
+    assert!(
+        !o.status.success() && error_line(&o).contains("<V2"),
+        "{o:?}"
+    );
+    // ml_dtypes' float8 (`<V1`): a clear refusal.
+    let mut f8 = written.clone();
+    let at = f8.windows(3).position(|w| w == b"<V2").unwrap();
+    f8[at + 2] = b'1';
+    let f8_path = dir.join("f8.npy");
+    std::fs::write(&f8_path, &f8).unwrap();
+    let o = cli(&[
+        "run",
+        &program("bf16"),
+        "--input",
+        &format!("@{}", f8_path.display()),
+    ]);
+    assert!(
+        !o.status.success() && error_line(&o).contains("float8"),
+        "{o:?}"
+    );
+}
+
+#[test]
+fn create_options_come_from_flags_and_the_environment_typed_before_the_plugin_sees_them() {
+    let o = cli(&[
+        "--option",
+        "cpu_device_count=2",
+        "--option",
+        "preallocate=false",
+        "devices",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["devices"].as_array().map(|d| d.len()), Some(2), "{v}");
+    for (flag, words) in [
+        ("preallocate=maybe", "not true or false"),
+        ("memory_fraction=0", "must be in (0, 1]"),
+        ("visible_devices=0,a", "not an integer"),
+        ("no_such=1", "unknown option"),
+        ("preallocate", "expected NAME=VALUE"),
+    ] {
+        let o = cli(&["--option", flag, "devices"]);
+        assert!(
+            !o.status.success() && error_line(&o).contains(words),
+            "{flag}: {o:?}"
+        );
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+        .arg("devices")
+        .env("XLA_PYTHON_CLIENT_MEM_FRACTION", "7")
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success() && error_line(&o).contains("XLA_PYTHON_CLIENT_MEM_FRACTION"),
+        "{o:?}"
+    );
+}

@@ -117,9 +117,9 @@ pub enum HostData<'a> {
     Borrowed(&'a [u8]),
     /// Read until the transfer completes: a clone of the `Arc` is kept until then.
     UntilTransfer(Arc<[u8]>),
-    /// Aliased for the buffer's whole life where the plugin can (CPU): the `Arc` is kept as
-    /// long as the buffer.
-    ZeroCopy(Arc<[u8]>),
+    /// Aliased for the buffer's whole life where the plugin can (CPU, 64-byte aligned): a clone
+    /// is kept as long as the buffer.
+    ZeroCopy(crate::native::SharedBytes),
 }
 
 impl HostData<'_> {
@@ -127,7 +127,8 @@ impl HostData<'_> {
     pub fn bytes(&self) -> &[u8] {
         match self {
             HostData::Borrowed(b) => b,
-            HostData::UntilTransfer(b) | HostData::ZeroCopy(b) => b,
+            HostData::UntilTransfer(b) => b,
+            HostData::ZeroCopy(b) => b,
         }
     }
 }
@@ -137,7 +138,7 @@ pub struct PjrtBuffer {
     client: PjrtClient,
     raw: *mut sys::PJRT_Buffer,
     /// Host memory the buffer aliases (zero copy); released only after the buffer is destroyed.
-    _aliased: Option<Arc<[u8]>>,
+    _aliased: Option<crate::native::SharedBytes>,
 }
 
 // SAFETY: PJRT buffers are thread-safe for the operations we expose (queries, copies, reads,
@@ -399,6 +400,15 @@ impl PjrtBuffer {
             raw: a.event,
         }
         .wait()
+    }
+
+    /// The address of the buffer's device memory (py_client's `unsafe_buffer_pointer`), as a
+    /// number: for identity checks and interop, never dereferenced here.
+    pub fn device_address(&self) -> Result<usize> {
+        let plugin = self.client.plugin();
+        let mut p = args!(PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args { buffer: self.raw });
+        call!(plugin, PJRT_Buffer_OpaqueDeviceMemoryDataPointer, &mut p)?;
+        Ok(p.device_memory_ptr as usize)
     }
 
     pub(crate) fn raw(&self) -> *mut sys::PJRT_Buffer {

@@ -37,7 +37,9 @@ pub use ffi::{CALLBACK_ID_ATTR, CallbackDispatch, HOST_CALLBACK_TARGET, HostView
 pub use ffi_abi::FfiSupport;
 pub use host_transfer::{HostTransferDispatch, RecvStream};
 pub use layouts::{DmaMapping, Layout, MemoryKind};
-pub use native::{AlignedBytes, NativeType, as_bytes, copy_typed, read_typed, zeroed_vec};
+pub use native::{
+    AlignedBytes, NativeType, SharedBytes, as_bytes, copy_typed, read_typed, zeroed_vec,
+};
 pub use plugin::{PLUGIN_PATH_ENV, Plugin};
 pub use values::NamedValue;
 

@@ -109,3 +109,57 @@ impl AlignedBytes {
         unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast(), self.len) }
     }
 }
+
+/// One cache line, the alignment the CPU plugin needs to alias host memory.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
+/// Immutable shared bytes aligned to 64, for zero-copy uploads: the CPU plugin aliases host
+/// memory only at that alignment (an `Arc<[u8]>`'s bytes start 16 bytes into its allocation
+/// and are copied instead). Cheap to clone; the upload keeps a clone as long as the array.
+#[derive(Clone)]
+pub struct SharedBytes {
+    lines: std::sync::Arc<[Line]>,
+    len: usize,
+}
+
+impl SharedBytes {
+    /// A 64-byte-aligned copy of `bytes`.
+    pub fn copy_from(bytes: &[u8]) -> Self {
+        let mut lines = vec![Line([0; 64]); bytes.len().div_ceil(64)];
+        for (line, chunk) in lines.iter_mut().zip(bytes.chunks(64)) {
+            line.0[..chunk.len()].copy_from_slice(chunk);
+        }
+        SharedBytes {
+            lines: lines.into(),
+            len: bytes.len(),
+        }
+    }
+
+    /// How many handles share these bytes (arrays that alias them hold one each).
+    pub fn holders(&self) -> usize {
+        std::sync::Arc::strong_count(&self.lines)
+    }
+}
+
+impl std::ops::Deref for SharedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the lines are `len.div_ceil(64)` contiguous 64-byte arrays of initialised
+        // bytes, so their first `len` bytes are a valid `[u8]`, immutable behind the `Arc`.
+        unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast::<u8>(), self.len) }
+    }
+}
+
+impl From<&[u8]> for SharedBytes {
+    fn from(bytes: &[u8]) -> Self {
+        Self::copy_from(bytes)
+    }
+}
+
+impl std::fmt::Debug for SharedBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SharedBytes({} bytes)", self.len)
+    }
+}

@@ -52,7 +52,11 @@ fn the_host_callback_pipeline_computes_correctly() {
 fn concurrent_compiles_complete_or_cancel() {
     let (done, cancelled, compiles) = concurrent_compile::run(40, 8).unwrap();
     assert_eq!(done + cancelled, 40);
-    assert!(done >= 36, "only the every-tenth ones may be cancelled");
+    assert!(done >= 32, "only two in ten may be cancelled");
+    assert!(
+        cancelled >= 4,
+        "the four cancelled before they were sent must be ({cancelled})"
+    );
     assert!(
         compiles as usize > done,
         "the single-flight probe compiled once more"

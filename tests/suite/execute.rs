@@ -306,9 +306,10 @@ fn host_buffer_semantics() {
             None,
         )
         .unwrap();
+    let aligned = pjrt_actors::SharedBytes::copy_from(&bytes);
     let zero_copy = client
         .buffer_from_host(
-            HostBuffer::ZeroCopy(shared.clone()),
+            HostBuffer::ZeroCopy(aligned.clone()),
             ElementType::F32,
             &[32, 32],
             d,
@@ -319,11 +320,26 @@ fn host_buffer_semantics() {
         a.block_until_ready().unwrap();
         assert_eq!(a.to_vec::<f32>().unwrap(), values);
     }
-    // The runtime keeps the zero-copy data alive as long as the array: our Arc is not unique.
+    // Zero copy means the array's memory is our bytes; a copy's is not.
+    assert_eq!(
+        zero_copy.unsafe_buffer_pointer().unwrap(),
+        aligned.as_ptr() as usize,
+        "ZeroCopy copied"
+    );
+    assert_ne!(
+        copied.unsafe_buffer_pointer().unwrap(),
+        bytes.as_ptr() as usize
+    );
+    // The runtime keeps the shared data alive as long as the arrays: our handles are not the
+    // only ones until they go.
     drop(until);
-    let mut shared = shared;
-    assert!(Arc::get_mut(&mut shared).is_none());
+    assert!(aligned.holders() > 1);
     drop(zero_copy);
+    assert!(common::eventually(
+        std::time::Duration::from_secs(5),
+        || aligned.holders() == 1
+    ));
+    let mut shared = shared;
     assert!(common::eventually(
         std::time::Duration::from_secs(5),
         || Arc::get_mut(&mut shared).is_some()
@@ -406,11 +422,12 @@ fn async_forms() {
             )
             .await
             .unwrap();
-        let data: Arc<[u8]> = [1f32, 2., 3., 4.]
-            .iter()
-            .flat_map(|v| v.to_ne_bytes())
-            .collect::<Vec<_>>()
-            .into();
+        let data = pjrt_actors::SharedBytes::copy_from(
+            &[1f32, 2., 3., 4.]
+                .iter()
+                .flat_map(|v| v.to_ne_bytes())
+                .collect::<Vec<_>>(),
+        );
         let a = client
             .buffer_from_host_async(HostBuffer::ZeroCopy(data), ElementType::F32, &[4], &d, None)
             .await
