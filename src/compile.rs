@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use pjrt_actors_core::actors::client::{LiveExecutables, Load};
-use pjrt_actors_core::actors::compile_service::{ClearMemoryCache, CompileSpec, Submit};
+use pjrt_actors_core::actors::compile_service::{
+    ClearMemoryCache, CompileSpec, ForgetCompiled, Submit,
+};
 use pjrt_actors_core::callbacks::HostCallback;
 use pjrt_actors_core::compile::CompileOptions;
 pub use pjrt_actors_core::compile_cache::CancelToken;
@@ -138,7 +140,25 @@ impl CompileRequest {
     /// plugin has no `PJRT_Compile`; this compiles on this client, serializes, and releases
     /// the load.)
     pub fn compile(self) -> Result<Executable> {
-        Executable::from_loaded(&self.load()?)
+        let state = self.shared.state();
+        let key = state.compile_key(
+            &self.program,
+            &self
+                .options
+                .to_proto(&state.device_facts())?
+                .encode_to_vec(),
+        );
+        // A program already loaded here stays so; one loaded only for this compile is let go,
+        // so it is not live, cached or in heap profiles afterwards.
+        let loaded_before = state.cached_executable(&key).is_some();
+        let shared = self.shared.clone();
+        let loaded = self.load()?;
+        let executable = Executable::from_loaded(&loaded)?;
+        drop(loaded);
+        if !loaded_before {
+            wait(shared.route_plain(ForgetCompiled(key)))?;
+        }
+        Ok(executable)
     }
 
     /// Sends the compile to the compile service through the client actor and waits: for a
@@ -194,7 +214,7 @@ impl Client {
         options: &CompileOptions,
         topology: &TopologyDescription,
     ) -> Result<Executable> {
-        if topology.serialized.as_slice() != self.state().topology().as_slice() {
+        if !self.topology()?.matches(topology) {
             return Err(Error::TopologyMismatch {
                 reason: format!(
                     "this {} client's topology differs, and the plugin cannot compile without a client of that topology",
@@ -379,7 +399,7 @@ pub struct Executable {
     bytes: Arc<Vec<u8>>,
     meta: Arc<ExecutableMeta>,
     cost_analysis: Arc<Vec<(String, NamedValue)>>,
-    topology: Arc<Vec<u8>>,
+    topology: Arc<TopologyDescription>,
 }
 
 impl Executable {
@@ -388,7 +408,7 @@ impl Executable {
             bytes: Arc::new(loaded.serialize()?),
             meta: Arc::new(loaded.core.meta.clone()),
             cost_analysis: Arc::new(loaded.cost_analysis()?),
-            topology: loaded.shared.state().topology().clone(),
+            topology: Arc::new(loaded.client().topology()?),
         })
     }
 
@@ -424,6 +444,11 @@ impl Executable {
 
     /// The serialized topology it was compiled for.
     pub fn topology(&self) -> &[u8] {
+        &self.topology.serialized
+    }
+
+    /// The topology it was compiled for: platform, version, devices, attributes.
+    pub fn topology_description(&self) -> &TopologyDescription {
         &self.topology
     }
 
@@ -434,7 +459,7 @@ impl Executable {
 
     /// Loads it on `client`, whose topology must be the one it was compiled for.
     pub fn load(&self, client: &Client) -> Result<LoadedExecutable> {
-        if client.state().topology().as_slice() != self.topology.as_slice() {
+        if !client.topology()?.matches(&self.topology) {
             return Err(Error::TopologyMismatch {
                 reason: format!(
                     "`{}` was compiled for another topology than this client's ({} devices)",

@@ -117,6 +117,11 @@ impl<V: Clone> LruCache<V> {
         }
     }
 
+    /// Forgets `key`'s entry; returns whether there was one.
+    pub fn remove(&self, key: &CompileKey) -> bool {
+        self.map.write().remove(key).is_some()
+    }
+
     /// Empties the cache; returns how many entries it held.
     pub fn clear(&self) -> usize {
         let mut map = self.map.write();

@@ -490,3 +490,48 @@ fn cancelled_requests_leave_the_queue_without_compiling() {
     );
     assert_eq!(client.live_executables().unwrap().len(), 1);
 }
+
+#[test]
+fn an_unloaded_compile_leaves_nothing_loaded_but_keeps_what_was() {
+    let client = Client::open().unwrap();
+    let live = |c: &Client| c.live_executables().unwrap().len();
+    let before = live(&client);
+    let (program, dims) = distinct_module(90, 3);
+    let unloaded = client
+        .compile_request(&program)
+        .options(&defaults())
+        .compile()
+        .unwrap();
+    assert_eq!(
+        live(&client),
+        before,
+        "compile() must not leave the executable loaded"
+    );
+    // It loads later, and computes.
+    check_distinct(
+        &unloaded.load(&client).unwrap(),
+        &client.devices()[0],
+        &dims,
+        3,
+    );
+    // A program loaded before stays loaded (and cached) after compiling it unloaded.
+    let (loaded_program, _) = distinct_module(91, 2);
+    let held = client
+        .compile_and_load(&loaded_program, &defaults())
+        .unwrap();
+    let with_it = live(&client);
+    client
+        .compile_request(&loaded_program)
+        .options(&defaults())
+        .compile()
+        .unwrap();
+    assert_eq!(live(&client), with_it);
+    let again = client
+        .compile_and_load(&loaded_program, &defaults())
+        .unwrap();
+    assert_eq!(held, again, "still the cached executable");
+    assert_eq!(
+        unloaded.topology_description().device_descriptions.len(),
+        client.device_count()
+    );
+}

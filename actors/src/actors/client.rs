@@ -11,7 +11,7 @@ use actix::dev::{MessageResponse, ToEnvelope};
 use actix::{Actor, Addr, Context, Handler, Message, ResponseFuture};
 use tracing::Span;
 
-use super::compile_service::{ClearMemoryCache, CompileService, Submit};
+use super::compile_service::{ClearMemoryCache, CompileService, ForgetCompiled, Submit};
 use super::compiler::{CompilerActor, DeserializeJob};
 use super::device::{DeviceActor, ExecuteRequest};
 use super::registry::{BufferRegistryActor, Defragment, DefragmentReport, HeapProfile};
@@ -90,6 +90,15 @@ impl Handler<Submit> for ClientActor {
     /// reply channel, so a caller that drops it is seen there as gone.
     fn handle(&mut self, msg: Submit, _: &mut Context<Self>) {
         self.routes.compile_service.do_send(msg);
+    }
+}
+
+impl Handler<ForgetCompiled> for ClientActor {
+    type Result = ResponseFuture<bool>;
+
+    fn handle(&mut self, msg: ForgetCompiled, _: &mut Context<Self>) -> Self::Result {
+        let request = self.routes.compile_service.send(msg);
+        Box::pin(async move { request.await.unwrap_or(false) })
     }
 }
 

@@ -50,6 +50,12 @@ pub struct Submit {
 #[rtype(result = "usize")]
 pub struct ClearMemoryCache;
 
+/// Forgets one key's executable in the memory cache (an unloaded compile's: it must not stay
+/// loaded and live); answers whether it was there.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct ForgetCompiled(pub CompileKey);
+
 pub struct CompileService {
     pool: Addr<CompilerActor>,
     flight: SingleFlight<CompileKey, CompileSpec, CompileReply>,
@@ -162,6 +168,14 @@ impl Handler<Submit> for CompileService {
             let _ = reply.send(Err(e));
         }
         self.dispatch(ctx);
+    }
+}
+
+impl Handler<ForgetCompiled> for CompileService {
+    type Result = bool;
+
+    fn handle(&mut self, msg: ForgetCompiled, _: &mut Context<Self>) -> bool {
+        self.state.memory_cache.remove(&msg.0)
     }
 }
 
