@@ -80,11 +80,6 @@ impl Weights {
     }
 }
 
-/// The MLP with its batch dimension written `{batch}`: the batcher compiles it per size.
-fn mlp_template() -> String {
-    MLP.replace("tensor<4x", "tensor<{batch}x")
-}
-
 fn f32_data(values: &[f32], dims: &[i64]) -> HostData {
     HostData {
         dtype: ElementType::F32,
@@ -105,7 +100,8 @@ pub enum Mode {
 /// The batcher serving the MLP: batches of up to 256 rows (64 requests of 4), padded to a
 /// power of two, gathered for at most 200 µs.
 pub fn mlp_batcher(client: &Client, weights: &Weights) -> pjrt_actors::Result<Batcher> {
-    let model = BatchModel::from_template("mlp", 1, mlp_template())
+    // The program is written for 4 rows; the batcher respecialises it per allowed size.
+    let model = BatchModel::from_program("mlp", 1, MLP, BATCH)
         .fixed_input(f32_data(&weights.w1, &[IN as i64, HIDDEN as i64]))
         .fixed_input(f32_data(&weights.b1, &[HIDDEN as i64]))
         .fixed_input(f32_data(&weights.w2, &[HIDDEN as i64, OUT as i64]))

@@ -69,6 +69,21 @@ impl BatchModel {
         })
     }
 
+    /// A model given as one program compiled for batch size `batch`: its tensors that lead
+    /// with `batch` (`tensor<4x16xf32>` for `batch` 4) are respecialised per allowed size.
+    /// The rewrite is textual: give a `batch` no other tensor's leading dimension equals.
+    pub fn from_program(
+        name: impl Into<String>,
+        batched_inputs: usize,
+        text: impl Into<String>,
+        batch: usize,
+    ) -> Self {
+        let template = text
+            .into()
+            .replace(&format!("tensor<{batch}x"), "tensor<{batch}x");
+        Self::from_template(name, batched_inputs, template)
+    }
+
     /// Adds a parameter that every batch shares (weights), uploaded once to each device.
     pub fn fixed_input(mut self, input: HostData) -> Self {
         self.fixed.push(input);
