@@ -17,6 +17,17 @@ pub struct HostData {
     pub bytes: Vec<u8>,
 }
 
+impl HostData {
+    /// An array's contents read back to the host.
+    pub fn from_array(array: &crate::Array) -> Result<HostData> {
+        Ok(HostData {
+            dtype: array.dtype(),
+            dims: array.dims().to_vec(),
+            bytes: array.to_bytes()?,
+        })
+    }
+}
+
 fn bad(what: &str, why: String) -> Error {
     Error::InvalidArgument(format!("{what}: {why}"))
 }

@@ -353,12 +353,7 @@ impl RedisTier {
     pub fn usage(&self) -> Result<(u64, u64)> {
         let pattern = format!("{}:exe:*", self.config.namespace);
         self.run(move |mut c| async move {
-            let mut keys: Vec<String> = Vec::new();
-            let mut iter: redis::AsyncIter<String> = c.scan_match(pattern).await?;
-            while let Some(k) = iter.next_item().await {
-                keys.push(k?);
-            }
-            drop(iter);
+            let keys = scan(&mut c, pattern).await?;
             let mut bytes = 0u64;
             for k in &keys {
                 let n: u64 = c.strlen(k).await?;
@@ -366,22 +361,14 @@ impl RedisTier {
             }
             Ok((keys.len() as u64, bytes))
         })
-        .map_err(|reason| Error::Cache {
-            path: redact(&self.config.url),
-            reason,
-        })
+        .map_err(|reason| self.cache_error(reason))
     }
 
     /// Deletes every entry and lease under this namespace; returns how many keys went.
     pub fn clear(&self) -> Result<u64> {
         let pattern = format!("{}:*", self.config.namespace);
         self.run(move |mut c| async move {
-            let mut keys: Vec<String> = Vec::new();
-            let mut iter: redis::AsyncIter<String> = c.scan_match(pattern).await?;
-            while let Some(k) = iter.next_item().await {
-                keys.push(k?);
-            }
-            drop(iter);
+            let keys = scan(&mut c, pattern).await?;
             let mut gone = 0u64;
             for chunk in keys.chunks(256) {
                 let n: u64 = c.del(chunk).await?;
@@ -389,11 +376,25 @@ impl RedisTier {
             }
             Ok(gone)
         })
-        .map_err(|reason| Error::Cache {
+        .map_err(|reason| self.cache_error(reason))
+    }
+
+    fn cache_error(&self, reason: String) -> Error {
+        Error::Cache {
             path: redact(&self.config.url),
             reason,
-        })
+        }
     }
+}
+
+/// Every key matching `pattern` (SCAN, so the server is never blocked on a large keyspace).
+async fn scan(c: &mut ConnectionManager, pattern: String) -> redis::RedisResult<Vec<String>> {
+    let mut keys = Vec::new();
+    let mut iter: redis::AsyncIter<String> = c.scan_match(pattern).await?;
+    while let Some(k) = iter.next_item().await {
+        keys.push(k?);
+    }
+    Ok(keys)
 }
 
 impl Drop for Lease {

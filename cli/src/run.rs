@@ -62,13 +62,7 @@ pub fn run(
     }
     let host: Vec<HostData> = results
         .iter()
-        .map(|r| {
-            Ok(HostData {
-                dtype: r.dtype(),
-                dims: r.dims().to_vec(),
-                bytes: r.to_bytes()?,
-            })
-        })
+        .map(HostData::from_array)
         .collect::<Result<_>>()?;
     for (path, data) in output_paths.iter().zip(&host) {
         std::fs::write(path, write_npy(data)?)

@@ -192,21 +192,44 @@ unsafe extern "C" fn free_value(value: *mut c_char) {
     }
 }
 
+/// Runs a get-like call: the store's answer becomes the args' value and deleter, or an error.
+///
+/// # Safety
+/// `value`, `size` and `deleter` must be the args' out fields and `callback_error` its
+/// callback, all valid during the call.
+unsafe fn answer(
+    got: std::thread::Result<Result<Vec<u8>, KvError>>,
+    value: &mut *mut c_char,
+    size: &mut usize,
+    deleter: &mut Option<unsafe extern "C" fn(*mut c_char)>,
+    callback_error: *const CallbackError,
+) -> *mut sys::PJRT_Error {
+    match got.unwrap_or_else(|_| Err(KvError::Unavailable("the store panicked".into()))) {
+        Ok(v) => {
+            (*value, *size) = give(v);
+            *deleter = Some(free_value);
+            null_mut()
+        }
+        // SAFETY: guaranteed by the caller.
+        Err(e) => unsafe { report(callback_error, e) },
+    }
+}
+
 unsafe extern "C" fn kv_get(args: *mut KvGetArgs) -> *mut sys::PJRT_Error {
     // SAFETY: the plugin passes its args, valid during the call; `user_arg` is our handle.
     let args = unsafe { &mut *args };
     let (store, key) = unsafe { store_and_key(args.user_arg, args.key, args.key_size) };
     let timeout = Duration::from_millis(args.timeout_in_ms.max(0) as u64);
-    let got = catch_unwind(AssertUnwindSafe(|| store.get(&key, timeout)))
-        .unwrap_or_else(|_| Err(KvError::Unavailable("the store panicked".into())));
-    match got {
-        Ok(value) => {
-            (args.value, args.value_size) = give(value);
-            args.value_deleter_callback = Some(free_value);
-            null_mut()
-        }
-        // SAFETY: the args' own callback.
-        Err(e) => unsafe { report(args.callback_error, e) },
+    let got = catch_unwind(AssertUnwindSafe(|| store.get(&key, timeout)));
+    // SAFETY: the args' own out fields and callback.
+    unsafe {
+        answer(
+            got,
+            &mut args.value,
+            &mut args.value_size,
+            &mut args.value_deleter_callback,
+            args.callback_error,
+        )
     }
 }
 
@@ -214,16 +237,16 @@ unsafe extern "C" fn kv_try_get(args: *mut KvTryGetArgs) -> *mut sys::PJRT_Error
     // SAFETY: as in `kv_get`.
     let args = unsafe { &mut *args };
     let (store, key) = unsafe { store_and_key(args.user_arg, args.key, args.key_size) };
-    let got = catch_unwind(AssertUnwindSafe(|| store.try_get(&key)))
-        .unwrap_or_else(|_| Err(KvError::Unavailable("the store panicked".into())));
-    match got {
-        Ok(value) => {
-            (args.value, args.value_size) = give(value);
-            args.value_deleter_callback = Some(free_value);
-            null_mut()
-        }
-        // SAFETY: the args' own callback.
-        Err(e) => unsafe { report(args.callback_error, e) },
+    let got = catch_unwind(AssertUnwindSafe(|| store.try_get(&key)));
+    // SAFETY: the args' own out fields and callback.
+    unsafe {
+        answer(
+            got,
+            &mut args.value,
+            &mut args.value_size,
+            &mut args.value_deleter_callback,
+            args.callback_error,
+        )
     }
 }
 

@@ -50,13 +50,7 @@ impl DeviceModel {
             .collect::<Result<Vec<_>>>()?;
         let args: Vec<&Array> = batched.iter().chain(&self.fixed).collect();
         (exe.execute(&args)?.iter())
-            .map(|a| {
-                Ok(HostData {
-                    dtype: a.dtype(),
-                    dims: a.dims().to_vec(),
-                    bytes: a.to_bytes()?,
-                })
-            })
+            .map(HostData::from_array)
             .collect()
     }
 

@@ -82,13 +82,7 @@ fn run(exe: &LoadedExecutable, inputs: &[HostData]) -> Result<Vec<HostData>, Err
     let refs: Vec<_> = arrays.iter().collect();
     exe.execute(&refs)?
         .iter()
-        .map(|a| {
-            Ok(HostData {
-                dtype: a.dtype(),
-                dims: a.dims().to_vec(),
-                bytes: a.to_bytes()?,
-            })
-        })
+        .map(HostData::from_array)
         .collect()
 }
 

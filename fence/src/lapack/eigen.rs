@@ -2,8 +2,8 @@
 //! eigenvectors unpacked to complex as jaxlib does) and Schur (`gees`).
 
 use super::frame::{
-    Check, Frame, at, batch_count, by_mut, by_ref, copy_operand, dims, expect, square, work_len,
-    workspace, zero,
+    Check, Frame, at, batch_count, by_mut, by_ref, copy_operand, dims, expect, query_workspace,
+    square, work_len, workspace, zero,
 };
 use super::library::{Lapack, call as fortran};
 use super::{Kernel, Scalar, routine};
@@ -176,20 +176,9 @@ impl Kernel for Geev {
             v.extend([info, 1, 1]);
             v
         };
-        let mut answer = T::default();
-        let (query, mut query_info) = (-1i32, 0i32);
-        let args = words(
-            0,
-            [0, 0],
-            0,
-            0,
-            [by_mut(&mut answer), by_ref(&query)],
-            by_mut(&mut query_info),
-        );
-        // SAFETY: a workspace query: only the jobs and sizes are read.
-        unsafe { fortran(f, &args) };
-        let lwork = work_len(answer.real())?;
-        let mut work = workspace::<T>(lwork);
+        // SAFETY: ?geev's query: only the jobs and sizes are read.
+        let (mut work, lwork) =
+            unsafe { query_workspace::<T>(f, |w, l, i| words(0, [0, 0], 0, 0, [w, l], i)) }?;
         for i in 0..batch_count(batch) {
             let info_i = at::<i32>(info, i, 1);
             // SAFETY: this batch entry's n x n operand, read into our scratch copy (?geev
@@ -299,20 +288,9 @@ impl Kernel for Gees {
             out.extend([0, info, 1, 1]);
             out
         };
-        let mut answer = T::default();
-        let (query, mut query_info) = (-1i32, 0i32);
-        let args = words(
-            0,
-            0,
-            [0, 0],
-            0,
-            [by_mut(&mut answer), by_ref(&query)],
-            by_mut(&mut query_info),
-        );
-        // SAFETY: a workspace query: only the jobs and sizes are read.
-        unsafe { fortran(f, &args) };
-        let lwork = work_len(answer.real())?;
-        let mut work = workspace::<T>(lwork);
+        // SAFETY: ?gees's query: only the jobs and sizes are read.
+        let (mut work, lwork) =
+            unsafe { query_workspace::<T>(f, |w, l, i| words(0, 0, [0, 0], 0, [w, l], i)) }?;
         for i in 0..batch_count(batch) {
             let v = [
                 at::<T>(&call.rets[2], i, n) as usize,

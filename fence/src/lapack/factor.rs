@@ -4,7 +4,7 @@
 
 use super::frame::{
     Check, Frame, at, batch_count, by_mut, by_ref, copy_operand, dims, expect, lapack_int,
-    matrices, work_len,
+    matrices, query_workspace, work_len,
 };
 use super::library::{Lapack, call as fortran};
 use super::{Kernel, Scalar, routine};
@@ -132,45 +132,32 @@ impl Kernel for Geqrf {
         copy_operand(x, out);
         let f = routine::<Self, T>(lapack)?;
         let (mi, ni, lda) = (m as i32, n as i32, (m as i32).max(1));
-        let mut info = 0i32;
-        let mut answer = T::default();
-        let query = -1i32;
-        // SAFETY: a workspace query: dgeqrf reads only the sizes and writes `answer`.
-        unsafe {
-            fortran(
-                f,
-                &[
-                    by_ref(&mi),
-                    by_ref(&ni),
-                    0,
-                    by_ref(&lda),
-                    0,
-                    by_mut(&mut answer),
-                    by_ref(&query),
-                    by_mut(&mut info),
-                ],
-            )
+        let words = |a: usize, tau: usize, work: usize, lwork: usize, info: usize| {
+            vec![
+                by_ref(&mi),
+                by_ref(&ni),
+                a,
+                by_ref(&lda),
+                tau,
+                work,
+                lwork,
+                info,
+            ]
         };
-        let lwork = work_len(answer.real())?;
-        let mut work = vec![T::default(); lwork as usize];
+        // SAFETY: ?geqrf's query: 8 words, null matrices.
+        let (mut work, lwork) = unsafe { query_workspace::<T>(f, |w, l, i| words(0, 0, w, l, i)) }?;
+        let mut info = 0i32;
         for i in 0..batch_count(batch) {
-            // SAFETY: dgeqrf's 8 arguments over this batch entry's checked buffers and a
+            let args = words(
+                at::<T>(out, i, m * n) as usize,
+                at::<T>(tau, i, m.min(n)) as usize,
+                work.as_mut_ptr() as usize,
+                by_ref(&lwork),
+                by_mut(&mut info),
+            );
+            // SAFETY: ?geqrf's 8 arguments over this batch entry's checked buffers and a
             // workspace of the size LAPACK asked for.
-            unsafe {
-                fortran(
-                    f,
-                    &[
-                        by_ref(&mi),
-                        by_ref(&ni),
-                        at::<T>(out, i, m * n) as usize,
-                        by_ref(&lda),
-                        at::<T>(tau, i, m.min(n)) as usize,
-                        work.as_mut_ptr() as usize,
-                        by_ref(&lwork),
-                        by_mut(&mut info),
-                    ],
-                )
-            };
+            unsafe { fortran(f, &args) };
         }
         Ok(())
     }
@@ -256,46 +243,32 @@ impl Kernel for Orgqr {
         copy_operand(x, out);
         let f = routine::<Self, T>(lapack)?;
         let (mi, ni, ki, lda) = (m as i32, n as i32, lapack_int(k, "tau")?, (m as i32).max(1));
-        let mut info = 0i32;
-        let mut answer = T::default();
-        let query = -1i32;
-        // SAFETY: a workspace query: only the sizes are read.
-        unsafe {
-            fortran(
-                f,
-                &[
-                    by_ref(&mi),
-                    by_ref(&ni),
-                    by_ref(&ki),
-                    0,
-                    by_ref(&lda),
-                    0,
-                    by_mut(&mut answer),
-                    by_ref(&query),
-                    by_mut(&mut info),
-                ],
-            )
+        let words = |a: usize, tau: usize, work: usize, lwork: usize, info: usize| {
+            vec![
+                by_ref(&mi),
+                by_ref(&ni),
+                by_ref(&ki),
+                a,
+                by_ref(&lda),
+                tau,
+                work,
+                lwork,
+                info,
+            ]
         };
-        let lwork = work_len(answer.real())?;
-        let mut work = vec![T::default(); lwork as usize];
+        // SAFETY: ?orgqr's query: 9 words, null matrices.
+        let (mut work, lwork) = unsafe { query_workspace::<T>(f, |w, l, i| words(0, 0, w, l, i)) }?;
+        let mut info = 0i32;
         for i in 0..batch_count(batch) {
-            // SAFETY: dorgqr's 9 arguments over this batch entry's checked buffers.
-            unsafe {
-                fortran(
-                    f,
-                    &[
-                        by_ref(&mi),
-                        by_ref(&ni),
-                        by_ref(&ki),
-                        at::<T>(out, i, m * n) as usize,
-                        by_ref(&lda),
-                        at::<T>(tau, i, k) as usize,
-                        work.as_mut_ptr() as usize,
-                        by_ref(&lwork),
-                        by_mut(&mut info),
-                    ],
-                )
-            };
+            let args = words(
+                at::<T>(out, i, m * n) as usize,
+                at::<T>(tau, i, k) as usize,
+                work.as_mut_ptr() as usize,
+                by_ref(&lwork),
+                by_mut(&mut info),
+            );
+            // SAFETY: ?orgqr's 9 arguments over this batch entry's checked buffers.
+            unsafe { fortran(f, &args) };
         }
         Ok(())
     }
@@ -339,59 +312,47 @@ impl Kernel for Ormqr {
         };
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
         let (lda, ldc) = ((nq as i32).max(1), mi.max(1));
-        let mut info = 0i32;
-        let mut answer = T::default();
-        let query = -1i32;
-        // SAFETY: a workspace query: only the sizes and characters are read.
-        unsafe {
-            fortran(
-                f,
+        let words = |a: usize, tau: usize, c: usize, work: usize, lwork: usize, info: usize| {
+            let head = [
+                by_ref(&side),
+                by_ref(&trans),
+                by_ref(&mi),
+                by_ref(&ni),
+                by_ref(&ki),
+            ];
+            [
+                &head[..],
                 &[
-                    by_ref(&side),
-                    by_ref(&trans),
-                    by_ref(&mi),
-                    by_ref(&ni),
-                    by_ref(&ki),
-                    0,
+                    a,
                     by_ref(&lda),
-                    0,
-                    0,
+                    tau,
+                    c,
                     by_ref(&ldc),
-                    by_mut(&mut answer),
-                    by_ref(&query),
-                    by_mut(&mut info),
+                    work,
+                    lwork,
+                    info,
                     1,
                     1,
                 ],
-            )
+            ]
+            .concat()
         };
-        let lwork = work_len(answer.real())?;
-        let mut work = vec![T::default(); lwork as usize];
+        // SAFETY: ?ormqr's query: 13 words and 2 lengths, null matrices.
+        let (mut work, lwork) =
+            unsafe { query_workspace::<T>(f, |w, l, i| words(0, 0, 0, w, l, i)) }?;
+        let mut info = 0i32;
         for i in 0..batch_count(batch) {
-            // SAFETY: dormqr's 13 arguments and 2 character lengths over this batch entry's
+            let args = words(
+                at::<T>(a, i, a_rows * a_cols) as usize,
+                at::<T>(tau, i, k) as usize,
+                at::<T>(out, i, m * n) as usize,
+                work.as_mut_ptr() as usize,
+                by_ref(&lwork),
+                by_mut(&mut info),
+            );
+            // SAFETY: ?ormqr's 13 arguments and 2 character lengths over this batch entry's
             // checked buffers.
-            unsafe {
-                fortran(
-                    f,
-                    &[
-                        by_ref(&side),
-                        by_ref(&trans),
-                        by_ref(&mi),
-                        by_ref(&ni),
-                        by_ref(&ki),
-                        at::<T>(a, i, a_rows * a_cols) as usize,
-                        by_ref(&lda),
-                        at::<T>(tau, i, k) as usize,
-                        at::<T>(out, i, m * n) as usize,
-                        by_ref(&ldc),
-                        work.as_mut_ptr() as usize,
-                        by_ref(&lwork),
-                        by_mut(&mut info),
-                        1,
-                        1,
-                    ],
-                )
-            };
+            unsafe { fortran(f, &args) };
         }
         Ok(())
     }

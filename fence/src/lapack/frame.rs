@@ -212,3 +212,23 @@ pub(crate) fn square<'b, T: super::Scalar>(x: &FrameBuffer<'b>) -> Check<(&'b [i
 pub(crate) fn workspace<V: Copy + Default>(len: i32) -> Vec<V> {
     vec![V::default(); len.max(1) as usize]
 }
+
+/// Asks LAPACK routine `f` how much workspace it wants: `words(work, lwork, info)` gives the
+/// call's words with null matrices and those three where the routine takes them. Returns a
+/// workspace of that many elements (rounded up) and the length to tell LAPACK.
+///
+/// # Safety
+/// `f` must be a LAPACK routine whose query form takes exactly the words `words` returns, with
+/// `work`, `lwork` and `info` where it reads and writes them; every other address must be null
+/// (a matrix a query does not touch) or live.
+pub(crate) unsafe fn query_workspace<T: super::Scalar>(
+    f: usize,
+    words: impl FnOnce(usize, usize, usize) -> Vec<usize>,
+) -> Check<(Vec<T>, i32)> {
+    let (mut answer, query, mut info) = (T::default(), -1i32, 0i32);
+    let args = words(by_mut(&mut answer), by_ref(&query), by_mut(&mut info));
+    // SAFETY: guaranteed by the caller.
+    unsafe { super::library::call(f, &args) };
+    let lwork = work_len(answer.real())?;
+    Ok((workspace::<T>(lwork), lwork))
+}

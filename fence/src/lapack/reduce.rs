@@ -2,8 +2,7 @@
 //! place of the matrix with its Householder scalars.
 
 use super::frame::{
-    Check, Frame, at, batch_count, by_mut, by_ref, copy_operand, dims, expect, square, work_len,
-    workspace,
+    Check, Frame, at, batch_count, by_ref, copy_operand, dims, expect, query_workspace, square,
 };
 use super::library::{Lapack, call as fortran};
 use super::{Kernel, Scalar, routine};
@@ -34,46 +33,23 @@ impl Kernel for Gehrd {
         copy_operand(x, out);
         let f = routine::<Self, T>(lapack)?;
         let lda = ni.max(1);
-        let mut answer = T::default();
-        let (query, mut query_info) = (-1i32, 0i32);
-        // SAFETY: a workspace query: only the sizes are read.
-        unsafe {
-            fortran(
-                f,
-                &[
-                    by_ref(&ni),
-                    by_ref(&low),
-                    by_ref(&high),
-                    0,
-                    by_ref(&lda),
-                    0,
-                    by_mut(&mut answer),
-                    by_ref(&query),
-                    by_mut(&mut query_info),
-                ],
-            )
+        let words = |a: usize, tau: usize, work: usize, lwork: usize, info: usize| {
+            let sizes = [by_ref(&ni), by_ref(&low), by_ref(&high)];
+            [&sizes[..], &[a, by_ref(&lda), tau, work, lwork, info]].concat()
         };
-        let lwork = work_len(answer.real())?;
-        let mut work = workspace::<T>(lwork);
+        // SAFETY: ?gehrd's query: 9 words, null matrices.
+        let (mut work, lwork) = unsafe { query_workspace::<T>(f, |w, l, i| words(0, 0, w, l, i)) }?;
         for i in 0..batch_count(batch) {
+            let args = words(
+                at::<T>(out, i, n * n) as usize,
+                at::<T>(tau, i, reflectors) as usize,
+                work.as_mut_ptr() as usize,
+                by_ref(&lwork),
+                at::<i32>(info, i, 1) as usize,
+            );
             // SAFETY: ?gehrd's 9 arguments over this batch entry's checked buffers, with
             // `low` and `high` in the range LAPACK accepts.
-            unsafe {
-                fortran(
-                    f,
-                    &[
-                        by_ref(&ni),
-                        by_ref(&low),
-                        by_ref(&high),
-                        at::<T>(out, i, n * n) as usize,
-                        by_ref(&lda),
-                        at::<T>(tau, i, reflectors) as usize,
-                        work.as_mut_ptr() as usize,
-                        by_ref(&lwork),
-                        at::<i32>(info, i, 1) as usize,
-                    ],
-                )
-            };
+            unsafe { fortran(f, &args) };
         }
         Ok(())
     }
@@ -106,50 +82,41 @@ impl Kernel for Sytrd {
         copy_operand(x, out);
         let f = routine::<Self, T>(lapack)?;
         let (ni, lda) = (n as i32, (n as i32).max(1));
-        let mut answer = T::default();
-        let (query, mut query_info) = (-1i32, 0i32);
-        // SAFETY: a workspace query: only the sizes are read.
-        unsafe {
-            fortran(
-                f,
-                &[
-                    by_ref(&uplo),
-                    by_ref(&ni),
-                    0,
-                    by_ref(&lda),
-                    0,
-                    0,
-                    0,
-                    by_mut(&mut answer),
-                    by_ref(&query),
-                    by_mut(&mut query_info),
-                    1,
-                ],
-            )
+        let words = |a: usize, ptrs: [usize; 3], work: usize, lwork: usize, info: usize| {
+            let [d, e, tau] = ptrs;
+            vec![
+                by_ref(&uplo),
+                by_ref(&ni),
+                a,
+                by_ref(&lda),
+                d,
+                e,
+                tau,
+                work,
+                lwork,
+                info,
+                1,
+            ]
         };
-        let lwork = work_len(answer.real())?;
-        let mut work = workspace::<T>(lwork);
+        // SAFETY: ?sytrd's query: 10 words and a length, null matrices.
+        let (mut work, lwork) =
+            unsafe { query_workspace::<T>(f, |w, l, i| words(0, [0; 3], w, l, i)) }?;
         for i in 0..batch_count(batch) {
+            let ptrs = [
+                at::<T::Real>(d, i, n) as usize,
+                at::<T::Real>(e, i, off) as usize,
+                at::<T>(tau, i, off) as usize,
+            ];
+            let args = words(
+                at::<T>(out, i, n * n) as usize,
+                ptrs,
+                work.as_mut_ptr() as usize,
+                by_ref(&lwork),
+                at::<i32>(info, i, 1) as usize,
+            );
             // SAFETY: ?sytrd's 10 arguments and 1 length over this batch entry's checked
             // buffers and a workspace of the size LAPACK asked for.
-            unsafe {
-                fortran(
-                    f,
-                    &[
-                        by_ref(&uplo),
-                        by_ref(&ni),
-                        at::<T>(out, i, n * n) as usize,
-                        by_ref(&lda),
-                        at::<T::Real>(d, i, n) as usize,
-                        at::<T::Real>(e, i, off) as usize,
-                        at::<T>(tau, i, off) as usize,
-                        work.as_mut_ptr() as usize,
-                        by_ref(&lwork),
-                        at::<i32>(info, i, 1) as usize,
-                        1,
-                    ],
-                )
-            };
+            unsafe { fortran(f, &args) };
         }
         Ok(())
     }

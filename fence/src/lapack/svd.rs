@@ -2,8 +2,8 @@
 //! checks and one batch loop; U and V^H are computed for modes 'A' and 'S', not for 'N'.
 
 use super::frame::{
-    Check, Frame, at, batch_count, by_mut, by_ref, copy_operand, dims, expect, matrices, work_len,
-    workspace, zero,
+    Check, Frame, at, batch_count, by_ref, copy_operand, dims, expect, matrices, query_workspace,
+    zero,
 };
 use super::library::{Lapack, call as fortran};
 use super::{Kernel, Scalar, routine};
@@ -153,21 +153,9 @@ fn svd<T: Scalar>(
             }
             w
         };
-    let mut answer = T::default();
-    let (query, mut query_info) = (-1i32, 0i32);
-    let args = words(
-        0,
-        0,
-        0,
-        0,
-        by_mut(&mut answer),
-        by_ref(&query),
-        by_mut(&mut query_info),
-    );
-    // SAFETY: a workspace query with valid jobs and leading dimensions: only sizes are read.
-    unsafe { fortran(f, &args) };
-    let lwork = work_len(answer.real())?;
-    let mut work = workspace::<T>(lwork);
+    // SAFETY: ?gesdd's or ?gesvd's query with valid jobs and leading dimensions, null matrices.
+    let (mut work, lwork) =
+        unsafe { query_workspace::<T>(f, |w, l, i| words(0, 0, 0, 0, w, l, i)) }?;
     let (u_step, vt_step) = (s.u.0 * s.u.1, s.vt.0 * s.vt.1);
     for i in 0..batch_count(s.batch) {
         let args = words(
