@@ -41,81 +41,56 @@ pub(crate) trait Scalar: Copy + Default + Send + 'static {
     fn real(self) -> f64;
 }
 
-impl Scalar for f32 {
-    type Real = f32;
-    const TYPE: ElementType = ElementType::F32;
-    const REAL_TYPE: ElementType = ElementType::F32;
-    const COMPLEX_TYPE: ElementType = ElementType::C64;
-    const LETTER: char = 's';
-    const IS_COMPLEX: bool = false;
-    const ONE: Self = 1.0;
-    fn is_finite(self) -> bool {
-        f32::is_finite(self)
-    }
-    fn neg(self) -> Self {
-        -self
-    }
-    fn real(self) -> f64 {
-        self.into()
-    }
+macro_rules! real_scalar {
+    ($t:ty, $ty:ident, $complex:ident, $letter:literal) => {
+        impl Scalar for $t {
+            type Real = $t;
+            const TYPE: ElementType = ElementType::$ty;
+            const REAL_TYPE: ElementType = ElementType::$ty;
+            const COMPLEX_TYPE: ElementType = ElementType::$complex;
+            const LETTER: char = $letter;
+            const IS_COMPLEX: bool = false;
+            const ONE: Self = 1.0;
+            fn is_finite(self) -> bool {
+                <$t>::is_finite(self)
+            }
+            fn neg(self) -> Self {
+                -self
+            }
+            fn real(self) -> f64 {
+                self.into()
+            }
+        }
+    };
 }
 
-impl Scalar for f64 {
-    type Real = f64;
-    const TYPE: ElementType = ElementType::F64;
-    const REAL_TYPE: ElementType = ElementType::F64;
-    const COMPLEX_TYPE: ElementType = ElementType::C128;
-    const LETTER: char = 'd';
-    const IS_COMPLEX: bool = false;
-    const ONE: Self = 1.0;
-    fn is_finite(self) -> bool {
-        f64::is_finite(self)
-    }
-    fn neg(self) -> Self {
-        -self
-    }
-    fn real(self) -> f64 {
-        self
-    }
+macro_rules! complex_scalar {
+    ($t:ty, $ty:ident, $real:ident, $letter:literal) => {
+        impl Scalar for [$t; 2] {
+            type Real = $t;
+            const TYPE: ElementType = ElementType::$ty;
+            const REAL_TYPE: ElementType = ElementType::$real;
+            const COMPLEX_TYPE: ElementType = ElementType::$ty;
+            const LETTER: char = $letter;
+            const IS_COMPLEX: bool = true;
+            const ONE: Self = [1.0, 0.0];
+            fn is_finite(self) -> bool {
+                self[0].is_finite() && self[1].is_finite()
+            }
+            fn neg(self) -> Self {
+                [-self[0], -self[1]]
+            }
+            fn real(self) -> f64 {
+                self[0].into()
+            }
+        }
+    };
 }
 
-impl Scalar for [f32; 2] {
-    type Real = f32;
-    const TYPE: ElementType = ElementType::C64;
-    const REAL_TYPE: ElementType = ElementType::F32;
-    const COMPLEX_TYPE: ElementType = ElementType::C64;
-    const LETTER: char = 'c';
-    const IS_COMPLEX: bool = true;
-    const ONE: Self = [1.0, 0.0];
-    fn is_finite(self) -> bool {
-        self[0].is_finite() && self[1].is_finite()
-    }
-    fn neg(self) -> Self {
-        [-self[0], -self[1]]
-    }
-    fn real(self) -> f64 {
-        self[0].into()
-    }
-}
-
-impl Scalar for [f64; 2] {
-    type Real = f64;
-    const TYPE: ElementType = ElementType::C128;
-    const REAL_TYPE: ElementType = ElementType::F64;
-    const COMPLEX_TYPE: ElementType = ElementType::C128;
-    const LETTER: char = 'z';
-    const IS_COMPLEX: bool = true;
-    const ONE: Self = [1.0, 0.0];
-    fn is_finite(self) -> bool {
-        self[0].is_finite() && self[1].is_finite()
-    }
-    fn neg(self) -> Self {
-        [-self[0], -self[1]]
-    }
-    fn real(self) -> f64 {
-        self[0]
-    }
-}
+real_scalar!(f32, F32, C64, 's');
+real_scalar!(f64, F64, C128, 'd');
+complex_scalar!(f32, C64, F32, 'c');
+complex_scalar!(f64, C128, F64, 'z');
 
 /// One family of custom calls (`getrf` in its four types): checks the call frame against
 /// jaxlib's signature, then runs the LAPACK routine over the batch.
