@@ -29,6 +29,7 @@ pub mod send_recv;
 pub mod site;
 pub mod state;
 pub mod supervision;
+pub mod topology;
 
 pub use config::ClientConfig;
 pub use guard::ClientGuard;
@@ -36,4 +37,5 @@ pub use open::open_client;
 pub use pjrt_actors_fence as pjrt;
 pub use pjrt_actors_fence::{Error, PjrtCode, PluginError, Result};
 pub use pjrt_actors_fence::{dtype, error};
-pub use state::{ClientSnapshot, ClientState, DeviceSnapshot, MemorySnapshot, TopologyDescription};
+pub use state::{ClientSnapshot, ClientState, DeviceSnapshot, MemorySnapshot};
+pub use topology::TopologyDescription;

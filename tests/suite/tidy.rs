@@ -31,6 +31,10 @@ const LONG_FILES: &[(&str, &str)] = &[
         "every host-callback behaviour against the real plugin, sharing its helpers",
     ),
     (
+        "tests/suite/executables.rs",
+        "compile, cache, serialize and load behaviour against the real plugin, sharing its module generators",
+    ),
+    (
         "tests/suite/serving.rs",
         "every batcher behaviour against the real plugin, sharing one model and its helpers",
     ),

@@ -20,8 +20,9 @@ use crate::error::{Error, Result};
 use crate::executable::ExecutableCore;
 use crate::registry::Id;
 use crate::site::Site;
-use crate::state::{ClientState, TopologyDescription};
+use crate::state::ClientState;
 use crate::supervision::{guarded, mailbox_error};
+use crate::topology::TopologyDescription;
 
 /// Where each kind of control-plane request goes.
 pub(crate) struct Routes {
