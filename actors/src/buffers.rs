@@ -142,33 +142,15 @@ impl BufferSlot {
         }
     }
 
-    /// Defragment's move of one buffer: under the write lock, frees the device buffer (or the
-    /// host copy) and uploads `bytes` in its place with `upload`. If the upload fails the bytes
-    /// stay in the slot (`OnHost`). Never waits: a buffer an operation holds is left `InUse`.
-    pub fn relocate(
-        &self,
-        bytes: Vec<u8>,
-        upload: impl FnOnce(&[u8]) -> Result<PjrtBuffer>,
-    ) -> Result<Relocation> {
+    /// Defragment's hold on this buffer: its write lock, so nothing uses it while it moves
+    /// (others wait for it). `None` when an operation holds it or it was deleted: never waits.
+    pub fn hold(&self) -> Option<MoveHold<'_>> {
         self.settle();
-        let Some(mut state) = self.state.try_write() else {
-            return Ok(Relocation::InUse(bytes));
-        };
+        let state = self.state.try_write()?;
         if self.is_deleted() || matches!(*state, SlotState::Deleted) {
-            return Ok(Relocation::Deleted);
+            return None;
         }
-        // Free first, so the new allocation can use the space the old one held.
-        *state = SlotState::OnHost(Vec::new());
-        match upload(&bytes) {
-            Ok(buffer) => {
-                *state = SlotState::Live(buffer);
-                Ok(Relocation::Moved)
-            }
-            Err(e) => {
-                *state = SlotState::OnHost(bytes);
-                Err(e)
-            }
-        }
+        Some(MoveHold { slot: self, state })
     }
 
     /// Whether a failed defragment left the array's bytes in host memory.
@@ -189,14 +171,42 @@ impl BufferSlot {
     }
 }
 
-/// What defragment's move did with one buffer.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Relocation {
-    Moved,
-    /// Deleted meanwhile: nothing to move.
-    Deleted,
-    /// An operation (an execute, a read) holds it: left where it is; the bytes come back.
-    InUse(Vec<u8>),
+/// A buffer held for a move: taken off its device into host memory (`evict`), then put back
+/// (`restore`); if putting it back fails the bytes stay on the host (`OnHost`), readable, and
+/// the next defragment tries again.
+pub struct MoveHold<'a> {
+    slot: &'a BufferSlot,
+    state: parking_lot::RwLockWriteGuard<'a, SlotState>,
+}
+
+impl MoveHold<'_> {
+    /// Copies the device buffer to host memory and frees it; returns the bytes moved (a buffer
+    /// already on the host from a failed defragment is left as it is).
+    pub fn evict(&mut self) -> Result<usize> {
+        let SlotState::Live(buffer) = &*self.state else {
+            return Ok(0);
+        };
+        let mut bytes = vec![0u8; crate::dtype::byte_size(self.slot.dtype, &self.slot.dims)?];
+        buffer.read_into(&mut bytes, self.slot.dims.len())?;
+        let len = bytes.len();
+        *self.state = SlotState::OnHost(bytes);
+        Ok(len)
+    }
+
+    /// Uploads the host bytes with `upload` back into the slot; `Ok(false)` if there were none.
+    pub fn restore(&mut self, upload: impl FnOnce(&[u8]) -> Result<PjrtBuffer>) -> Result<bool> {
+        let SlotState::OnHost(bytes) = &*self.state else {
+            return Ok(false);
+        };
+        let buffer = upload(bytes)?;
+        *self.state = SlotState::Live(buffer);
+        Ok(true)
+    }
+
+    /// The slot held.
+    pub fn slot(&self) -> &BufferSlot {
+        self.slot
+    }
 }
 
 /// The registry of live arrays. It holds weak links: it lists every live buffer (and can

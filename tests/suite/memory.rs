@@ -231,6 +231,10 @@ fn defragment_keeps_every_handle_and_every_byte() {
     let report = client.defragment().unwrap();
     assert_eq!(report.moved, 40, "each buffer moved once, clones included");
     assert_eq!(
+        report.free_block_ratio, None,
+        "the CPU plugin has no allocator statistics"
+    );
+    assert_eq!(
         report.bytes,
         arrays.iter().map(|(_, v)| v.len() * 4).sum::<usize>()
     );

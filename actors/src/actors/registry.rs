@@ -8,7 +8,7 @@ use std::sync::Arc;
 use actix::{Actor, Context, Handler, Message};
 use tracing::Span;
 
-use crate::buffers::{ArrayCore, Relocation};
+use crate::buffers::MoveHold;
 use crate::error::{Error, Result};
 use crate::heap_profile::{self, ExecutableSample};
 use crate::pjrt::HostData;
@@ -69,7 +69,7 @@ impl Handler<HeapProfile> for BufferRegistryActor {
 }
 
 /// What a defragment did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct DefragmentReport {
     /// Buffers freed and uploaded again.
     pub moved: usize,
@@ -78,9 +78,13 @@ pub struct DefragmentReport {
     /// Buffers an operation held (an execute, a callback inside it) through the whole pass:
     /// left where they were, for the next defragment.
     pub skipped: usize,
+    /// The largest free block over the free bytes (1.0: all free memory in one block) of the
+    /// most fragmented device, before and after, where the plugin reports allocator
+    /// statistics (GPU plugins); `None` on the CPU plugin, which has none.
+    pub free_block_ratio: Option<(f64, f64)>,
 }
 
-/// Moves every live buffer: all copied to host first, then each freed and uploaded again.
+/// Moves every live buffer: all taken off their devices first, then all uploaded again.
 #[derive(Message)]
 #[rtype(result = "Result<DefragmentReport>")]
 pub struct Defragment {
@@ -121,43 +125,69 @@ impl BufferRegistryActor {
     /// against an execute, and nothing queued behind this request waits on one.
     fn defragment(&self, fail_after: Option<usize>) -> Result<DefragmentReport> {
         let arrays = self.state.buffers.live_arrays();
-        // 1. Copy every buffer to host (an array deleted meanwhile is skipped). Arrays never
-        // change in place (nothing is donated), so a copy stays right until it is moved.
-        let mut copies = Vec::with_capacity(arrays.len());
-        for array in arrays {
-            let slot = &array.slot;
-            let mut bytes = vec![0u8; crate::dtype::byte_size(slot.dtype, &slot.dims)?];
-            match slot.read_bytes(&mut bytes) {
-                Ok(()) => copies.push((array, bytes)),
-                Err(Error::Deleted { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        // 2. Free each device copy and upload it again; a failure keeps the host copy.
+        let stats_before = self.free_block_ratios();
+        // 1. Hold every buffer no operation uses (operations that want one wait), take them
+        // all off their devices, and only then put them back: with everything freed first the
+        // allocator can place them compactly, as py_client's defragment does.
         let mut report = DefragmentReport::default();
-        let mut on_host = Vec::new();
         let mut first_error = None;
-        for last_try in [false, true] {
-            let mut in_use = Vec::new();
-            for (array, bytes) in copies {
-                let len = bytes.len();
-                let fail = fail_after.is_some_and(|n| report.moved >= n);
-                match self.relocate(&array, bytes, fail) {
-                    Ok(Relocation::Moved) => {
-                        report.moved += 1;
-                        report.bytes += len;
+        let mut on_host = Vec::new();
+        let mut busy = Vec::new();
+        {
+            let mut held = Vec::with_capacity(arrays.len());
+            for array in &arrays {
+                match array.slot.hold() {
+                    Some(hold) => held.push((array, hold)),
+                    None if array.slot.is_deleted() => {}
+                    None => busy.push(array),
+                }
+            }
+            let mut moving = Vec::with_capacity(held.len());
+            for (array, mut hold) in held {
+                match hold.evict() {
+                    Ok(bytes) => moving.push((array, hold, bytes)),
+                    Err(e) => {
+                        first_error.get_or_insert(e);
                     }
-                    Ok(Relocation::Deleted) => {}
-                    Ok(Relocation::InUse(bytes)) if !last_try => in_use.push((array, bytes)),
-                    Ok(Relocation::InUse(_)) => report.skipped += 1,
+                }
+            }
+            for (array, mut hold, bytes) in moving {
+                let fail = fail_after.is_some_and(|n| report.moved >= n);
+                match self.restore(&mut hold, fail) {
+                    Ok(true) => {
+                        report.moved += 1;
+                        report.bytes += bytes;
+                    }
+                    Ok(false) => {}
                     Err(e) => {
                         on_host.push(array.id.to_string());
                         first_error.get_or_insert(e);
                     }
                 }
             }
-            copies = in_use;
         }
+        // 2. What an operation held is tried once more, one at a time, now that it may be free.
+        for array in busy {
+            let Some(mut hold) = array.slot.hold() else {
+                if !array.slot.is_deleted() {
+                    report.skipped += 1;
+                }
+                continue;
+            };
+            let bytes = hold.evict()?;
+            let fail = fail_after.is_some_and(|n| report.moved >= n);
+            match self.restore(&mut hold, fail) {
+                Ok(_) => {
+                    report.moved += 1;
+                    report.bytes += bytes;
+                }
+                Err(e) => {
+                    on_host.push(array.id.to_string());
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        report.free_block_ratio = stats_before.zip(self.free_block_ratios());
         match first_error {
             None => Ok(report),
             Some(e) => Err(Error::Defragment {
@@ -168,9 +198,13 @@ impl BufferRegistryActor {
         }
     }
 
-    fn relocate(&self, array: &ArrayCore, bytes: Vec<u8>, fail: bool) -> Result<Relocation> {
-        let (res, slot) = (&self.state, &array.slot);
-        slot.relocate(bytes, |bytes| {
+    /// Uploads a held buffer's host bytes back to its device and memory.
+    fn restore(&self, hold: &mut MoveHold<'_>, fail: bool) -> Result<bool> {
+        let res = &self.state;
+        let slot = hold.slot();
+        let (dtype, dims, device, memory) =
+            (slot.dtype, slot.dims.clone(), slot.device, slot.memory);
+        hold.restore(|bytes| {
             if fail {
                 return Err(Error::Pjrt {
                     function: "PJRT_Client_BufferFromHostBuffer",
@@ -181,11 +215,25 @@ impl BufferRegistryActor {
             }
             res.pjrt.upload(
                 HostData::Borrowed(bytes),
-                slot.dtype,
-                &slot.dims,
-                &res.devices[slot.device],
-                Some(&res.memories[slot.memory]),
+                dtype,
+                &dims,
+                &res.devices[device],
+                Some(&res.memories[memory]),
             )
         })
+    }
+
+    /// Compaction as the allocators see it: the largest free block over the free bytes, the
+    /// worst device's, where every device has statistics (GPU plugins; the CPU plugin has none).
+    fn free_block_ratios(&self) -> Option<f64> {
+        let mut worst: Option<f64> = None;
+        for device in &self.state.devices {
+            let stats = device.memory_stats().ok()??;
+            let (largest, limit) = (stats.largest_free_block_bytes?, stats.bytes_limit?);
+            let free = (limit - stats.bytes_in_use).max(1) as f64;
+            let ratio = (largest as f64 / free).min(1.0);
+            worst = Some(worst.map_or(ratio, |w| w.min(ratio)));
+        }
+        worst
     }
 }
