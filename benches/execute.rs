@@ -28,7 +28,7 @@ const THREAD_ROUNDS: usize = 9;
 fn raw_compile(client: &PjrtClient, device_id: i32) -> PjrtLoadedExecutable {
     let facts = DeviceFacts {
         devices: (0..4).map(|i| (i, true)).collect(),
-        device_memory_limit: None,
+        memory_limits: Vec::new(),
     };
     let options = CompileOptions {
         devices: Some(vec![device_id]),

@@ -28,8 +28,9 @@ pub struct CompileOptions {
 pub struct DeviceFacts {
     /// (id, addressable) of every device.
     pub devices: Vec<(i32, bool)>,
-    /// The smallest `bytes_limit` the addressable devices' allocators report, if any do.
-    pub device_memory_limit: Option<i64>,
+    /// (id, the allocator's `bytes_limit`) of every addressable device whose allocator reports
+    /// one, read when the compile is asked for (py_client reads them on every compile).
+    pub memory_limits: Vec<(i32, i64)>,
 }
 
 impl CompileOptions {
@@ -116,8 +117,15 @@ impl CompileOptions {
         if build.device_ordinal == 0 {
             build.device_ordinal = -1;
         }
+        // XLA plans memory for `device_memory_size`: the smallest limit among the devices the
+        // executable targets (all addressable ones when the options name none).
+        let targets = self.devices.as_deref();
+        let limit = (facts.memory_limits.iter())
+            .filter(|(id, _)| targets.is_none_or(|t| t.contains(id)))
+            .map(|(_, limit)| *limit)
+            .min();
         if build.device_memory_size == 0
-            && let Some(limit) = facts.device_memory_limit
+            && let Some(limit) = limit
         {
             build.device_memory_size = limit;
         }
@@ -175,7 +183,7 @@ mod tests {
     fn facts() -> DeviceFacts {
         DeviceFacts {
             devices: vec![(0, true), (1, true), (2, true), (7, false)],
-            device_memory_limit: Some(1 << 30),
+            memory_limits: vec![(0, 1 << 30), (1, 1 << 30), (2, 1 << 30)],
         }
     }
 
@@ -255,11 +263,51 @@ mod tests {
     }
 
     #[test]
+    fn the_device_memory_size_is_the_smallest_limit_of_the_devices_targeted() {
+        let facts = DeviceFacts {
+            devices: vec![(0, true), (1, true), (2, true)],
+            memory_limits: vec![(0, 8 << 30), (1, 2 << 30), (2, 4 << 30)],
+        };
+        let size = |devices: Option<Vec<i32>>| {
+            let o = CompileOptions {
+                devices,
+                ..Default::default()
+            };
+            o.to_proto(&facts)
+                .unwrap()
+                .executable_build_options
+                .unwrap()
+                .device_memory_size
+        };
+        assert_eq!(size(Some(vec![0])), 8 << 30);
+        assert_eq!(size(Some(vec![2])), 4 << 30);
+        assert_eq!(
+            size(None),
+            2 << 30,
+            "no devices named: every addressable one"
+        );
+        let none = DeviceFacts {
+            devices: facts.devices.clone(),
+            memory_limits: Vec::new(),
+        };
+        let o = CompileOptions::default();
+        assert_eq!(
+            o.to_proto(&none)
+                .unwrap()
+                .executable_build_options
+                .unwrap()
+                .device_memory_size,
+            0,
+            "no statistics (CPU): left to XLA"
+        );
+    }
+
+    #[test]
     fn device_ids_are_laid_out_replica_major_per_partition() {
         let proto = options(2, 2, Some(vec![0, 1, 2, 3]))
             .to_proto(&DeviceFacts {
                 devices: (0..4).map(|i| (i, true)).collect(),
-                device_memory_limit: None,
+                memory_limits: Vec::new(),
             })
             .unwrap();
         let assignment = proto

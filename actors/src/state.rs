@@ -119,6 +119,9 @@ pub(crate) fn read_snapshot(
 /// one writer.
 pub struct ClientState {
     pub(crate) pjrt: PjrtClient,
+    /// Indices of the addressable devices whose allocators report a `bytes_limit` (read at
+    /// open): the ones a compile asks again for `device_memory_size`.
+    devices_with_limits: Vec<usize>,
     /// Set by an explicit shutdown: every later call fails with `Error::ShutDown`.
     shut_down: AtomicBool,
     pub(crate) site_capture: SiteCapture,
@@ -142,8 +145,6 @@ pub struct ClientState {
     pub(crate) compile_permits: tokio::sync::Semaphore,
     pub(crate) compile_queue_bound: usize,
     pub(crate) compile_threads: usize,
-    /// The smallest allocator `bytes_limit` the devices report (read once at open).
-    pub(crate) device_memory_limit: Option<i64>,
 }
 
 /// The parts of [`ClientState`] that `open` reads before building it.
@@ -164,15 +165,18 @@ pub(crate) struct StateParts {
 
 impl ClientState {
     pub(crate) fn new(p: StateParts) -> Self {
-        let device_memory_limit = p
-            .devices
-            .iter()
-            .zip(&p.snapshot.devices)
-            .filter(|(_, s)| s.is_addressable)
-            .filter_map(|(d, _)| d.memory_stats().ok().flatten())
-            .filter_map(|s| s.bytes_limit)
-            .min();
+        let devices_with_limits = (p.devices.iter().zip(&p.snapshot.devices).enumerate())
+            .filter(|(_, (d, s))| {
+                s.is_addressable
+                    && d.memory_stats()
+                        .ok()
+                        .flatten()
+                        .is_some_and(|m| m.bytes_limit.is_some())
+            })
+            .map(|(i, _)| i)
+            .collect();
         ClientState {
+            devices_with_limits,
             shut_down: AtomicBool::new(false),
             buffers: BufferRegistry::new("array", p.snapshot.devices.len()),
             executables: Arc::new(ExecutableRegistry::new("executable", 1)),
@@ -189,7 +193,6 @@ impl ClientState {
             cache_stats: p.cache_stats,
             compile_queue_bound: p.compile_queue_bound,
             compile_threads: p.compile_threads,
-            device_memory_limit,
         }
     }
 
@@ -237,7 +240,14 @@ impl ClientState {
                 .iter()
                 .map(|d| (d.description.id, d.is_addressable))
                 .collect(),
-            device_memory_limit: self.device_memory_limit,
+            // Read now, per compile, from the devices whose allocators report a limit (none
+            // on CPU, so a cache hit there makes no PJRT call).
+            memory_limits: (self.devices_with_limits.iter())
+                .filter_map(|&i| {
+                    let limit = self.devices[i].memory_stats().ok().flatten()?.bytes_limit?;
+                    Some((self.snapshot.devices[i].description.id, limit))
+                })
+                .collect(),
         }
     }
 

@@ -95,7 +95,7 @@ fn send_recv_callback_text_lowers_to_host_send_and_recv() {
     );
     let facts = DeviceFacts {
         devices: (0..4).map(|i| (i, true)).collect(),
-        device_memory_limit: None,
+        memory_limits: Vec::new(),
     };
     let options = CompileOptions::default().to_proto(&facts).unwrap();
     let err = match client.compile(program.as_bytes(), "mlir", &options.encode_to_vec()) {
@@ -131,7 +131,7 @@ fn execute_options_carry_send_and_recv_callback_lists() {
     let client = PjrtClient::create(plugin, &[]).unwrap();
     let facts = DeviceFacts {
         devices: (0..4).map(|i| (i, true)).collect(),
-        device_memory_limit: None,
+        memory_limits: Vec::new(),
     };
     let options = CompileOptions::default().to_proto(&facts).unwrap();
     let program = "func.func public @main(%x: tensor<3xf32>) -> tensor<3xf32> {\n  %y = stablehlo.add %x, %x : tensor<3xf32>\n  return %y : tensor<3xf32>\n}\n";
