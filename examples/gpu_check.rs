@@ -93,6 +93,48 @@ fn two_nodes(redis_server: &str) -> Result<Vec<(u64, u64, u64)>, String> {
     Ok(out)
 }
 
+/// Compiles unloaded for the client's own topology, loads the result and runs it.
+fn compile_for_topology(client: &pjrt_actors::Client) -> String {
+    let run = || -> pjrt_actors::Result<String> {
+        let program = "module @twice { func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> { %0 = stablehlo.add %x, %x : tensor<4xf32>\n return %0 : tensor<4xf32> } }";
+        let topology = client.topology()?;
+        let exe = client.compile_for_topology(program, &Default::default(), &topology)?;
+        let loaded = exe.load(client)?;
+        let x = client.devices()[0].put(&[1.0f32, 2.0, 3.0, 4.0], &[4])?;
+        let y = loaded.execute(&[&x])?[0].to_vec::<f32>()?;
+        Ok(if y == [2.0, 4.0, 6.0, 8.0] {
+            "ok".into()
+        } else {
+            format!("wrong answer {y:?}")
+        })
+    };
+    run().unwrap_or_else(|e| format!("failed: {e}"))
+}
+
+/// 4,000 arrays of 16 KiB, every other one deleted, then a defragment: what moved and how the
+/// allocator's largest free block compares with its free bytes before and after.
+fn defragment_compaction(client: &pjrt_actors::Client) -> String {
+    let run = || -> pjrt_actors::Result<String> {
+        let device = &client.devices()[0];
+        let arrays = (0..4000)
+            .map(|i| device.put(&vec![i as f32; 4096], &[4096]))
+            .collect::<pjrt_actors::Result<Vec<_>>>()?;
+        let kept: Vec<_> = arrays.into_iter().step_by(2).collect();
+        let report = client.defragment()?;
+        let intact = (kept.iter().enumerate())
+            .all(|(i, a)| a.to_vec::<f32>().is_ok_and(|v| v[0] == (2 * i) as f32));
+        let ratio = report.free_block_ratio.map_or(
+            "not reported (no allocator statistics)".to_string(),
+            |(before, after)| format!("{before:.3} -> {after:.3}"),
+        );
+        Ok(format!(
+            "moved {} ({} bytes), free-block ratio before/after {ratio}, data intact: {intact}",
+            report.moved, report.bytes
+        ))
+    };
+    run().unwrap_or_else(|e| format!("failed: {e}"))
+}
+
 fn main() -> std::process::ExitCode {
     if let Some(i) = arg("--node") {
         let nodes = arg("--nodes").and_then(|v| v.parse().ok()).unwrap_or(2);
@@ -118,6 +160,10 @@ fn main() -> std::process::ExitCode {
         client.platform_version(),
         client.device_count()
     );
+    let topology = compile_for_topology(&client);
+    println!("compile for the client's topology: {topology}");
+    let defragment = defragment_compaction(&client);
+    println!("defragment after freeing every other of 4,000 arrays: {defragment}");
     drop(client);
     let send_recv = match send_recv_callbacks::run() {
         Ok((_, json)) => json,
@@ -150,7 +196,7 @@ fn main() -> std::process::ExitCode {
         Err(e) => println!("two nodes: not run: {e}"),
     }
     println!(
-        "{{\"batched_rps\": {:.0}, \"unbatched_rps\": {:.0}, \"batching_speedup\": {:.2}, \"batched_p99_us\": {:.0}, \"unbatched_p99_us\": {:.0}, \"mismatches\": {}, \"two_nodes\": \"{}\"}}",
+        "{{\"batched_rps\": {:.0}, \"unbatched_rps\": {:.0}, \"batching_speedup\": {:.2}, \"batched_p99_us\": {:.0}, \"unbatched_p99_us\": {:.0}, \"mismatches\": {}, \"two_nodes\": \"{}\", \"compile_for_topology\": \"{}\", \"defragment\": \"{}\", \"send_recv\": {send_recv}}}",
         rps(&batched),
         rps(&unbatched),
         rps(&batched) / rps(&unbatched),
@@ -160,7 +206,9 @@ fn main() -> std::process::ExitCode {
         match &nodes {
             Ok(n) => format!("{n:?}"),
             Err(e) => e.replace('"', "'"),
-        }
+        },
+        topology.replace('"', "'"),
+        defragment.replace('"', "'"),
     );
     std::process::ExitCode::SUCCESS
 }
