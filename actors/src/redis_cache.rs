@@ -79,7 +79,9 @@ pub struct RedisTier {
     config: RedisCacheConfig,
     client: redis::Client,
     /// Drives the connection manager and lease renewals; callers wait on channels.
-    rt: tokio::runtime::Runtime,
+    /// Taken on drop and shut down in the background: the last handle may go on a thread
+    /// that runs another runtime (an actor's), where a blocking runtime drop would panic.
+    rt: Option<tokio::runtime::Runtime>,
     conn: Mutex<Option<ConnectionManager>>,
     /// After a connection failure or timeout, Redis is skipped until then, so an unreachable
     /// server costs one timeout per second, not one per compile.
@@ -120,13 +122,19 @@ impl RedisTier {
             token_prefix: format!("{}:{}", host.trim(), std::process::id()),
             config,
             client,
-            rt,
+            rt: Some(rt),
             conn: Mutex::new(None),
             skip_until: Mutex::new(None),
             stats,
             warned: AtomicBool::new(false),
             tokens: Default::default(),
         }))
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.rt
+            .as_ref()
+            .expect("the runtime lives until the tier is dropped")
     }
 
     /// The tier's settings.
@@ -148,7 +156,7 @@ impl RedisTier {
         let limit = self.config.op_timeout;
         let (tx, rx) = crossbeam_channel::bounded(1);
         let fut = op(conn);
-        self.rt.spawn(async move {
+        self.runtime().spawn(async move {
             let _ = tx.send(tokio::time::timeout(limit, fut).await);
         });
         let outcome = match rx.recv_timeout(limit + Duration::from_secs(1)) {
@@ -178,7 +186,7 @@ impl RedisTier {
             .set_number_of_retries(1);
         let client = self.client.clone();
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.rt.spawn(async move {
+        self.runtime().spawn(async move {
             let _ = tx.send(ConnectionManager::new_with_config(client, config).await);
         });
         match rx.recv_timeout(self.config.op_timeout * 3) {
@@ -288,7 +296,7 @@ impl RedisTier {
         let (period, ms) = (self.config.lease / 3, self.config.lease.as_millis() as u64);
         let (k, t, s) = (key.clone(), token.clone(), stop.clone());
         if let Ok(conn) = self.connection() {
-            self.rt.spawn(async move {
+            self.runtime().spawn(async move {
                 let mut conn = conn;
                 let script = redis::Script::new(RENEW);
                 loop {
@@ -395,6 +403,16 @@ async fn scan(c: &mut ConnectionManager, pattern: String) -> redis::RedisResult<
         keys.push(k?);
     }
     Ok(keys)
+}
+
+impl Drop for RedisTier {
+    fn drop(&mut self) {
+        // The connection goes with the runtime's tasks; nothing waits for them.
+        self.conn.lock().take();
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl Drop for Lease {

@@ -327,3 +327,16 @@ fn hex_bytes(hex: &str) -> [u8; 32] {
     }
     out
 }
+
+#[test]
+fn the_tier_can_be_dropped_inside_another_runtime() {
+    // The last handle may go on an actor's thread, inside its runtime: dropping the tier's own
+    // runtime there must not panic (a blocking runtime drop would).
+    let server = RedisServer::start(&[]);
+    let tier = pjrt_actors::RedisTier::new(config(&server.url()), Arc::default()).unwrap();
+    assert_eq!(tier.usage().unwrap(), (0, 0));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async move { drop(tier) });
+}

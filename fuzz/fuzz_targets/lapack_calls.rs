@@ -1,0 +1,130 @@
+//! Custom calls to jaxlib's LAPACK targets with arbitrary operands, results, attributes and
+//! layouts, compiled and run on the real CPU plugin: a typed error or an answer, never a crash
+//! (reference LAPACK stops the process on an argument it refuses, so the kernels' checks must
+//! catch every one).
+#![no_main]
+
+use std::sync::OnceLock;
+
+use libfuzzer_sys::fuzz_target;
+use pjrt_actors::{Client, CompileOptions};
+
+fn client() -> &'static Client {
+    static CLIENT: OnceLock<Client> = OnceLock::new();
+    CLIENT.get_or_init(|| {
+        Client::builder()
+            .memory_cache_entries(0)
+            .cpu_device_count(1)
+            .open()
+            .expect("run scripts/bootstrap first")
+    })
+}
+
+fn targets() -> &'static [String] {
+    static TARGETS: OnceLock<Vec<String>> = OnceLock::new();
+    TARGETS.get_or_init(pjrt_actors::lapack::target_names)
+}
+
+/// Reads small numbers from the input, then zeros.
+struct Draw<'a>(&'a [u8]);
+
+impl Draw<'_> {
+    fn next(&mut self, n: usize) -> usize {
+        match self.0.split_first() {
+            Some((&b, rest)) => {
+                self.0 = rest;
+                b as usize % n.max(1)
+            }
+            None => 0,
+        }
+    }
+}
+
+const ELEMENTS: [&str; 6] = ["f32", "f64", "complex<f32>", "complex<f64>", "i32", "i8"];
+const ATTRIBUTES: [(&str, &str); 13] = [
+    ("uplo", "ui8"), ("mode", "ui8"), ("side", "ui8"), ("trans_x", "ui8"), ("diag", "ui8"),
+    ("compute_left", "ui8"), ("compute_right", "ui8"), ("sort", "ui8"), ("low", "i32"),
+    ("high", "i32"), ("left", "bool"), ("transpose", "bool"), ("mode", "i32"),
+];
+
+fn tensor(d: &mut Draw<'_>) -> (String, usize) {
+    let rank = d.next(4);
+    let dims: Vec<String> = (0..rank).map(|_| d.next(6).to_string()).collect();
+    let element = ELEMENTS[d.next(ELEMENTS.len())];
+    let text = if dims.is_empty() {
+        format!("tensor<{element}>")
+    } else {
+        format!("tensor<{}x{element}>", dims.join("x"))
+    };
+    (text, rank)
+}
+
+fn layout(rank: usize, column_major: bool) -> String {
+    let order: Vec<String> = if column_major && rank >= 2 {
+        [rank - 2, rank - 1].into_iter().chain((0..rank - 2).rev()).map(|x| x.to_string()).collect()
+    } else {
+        (0..rank).rev().map(|x| x.to_string()).collect()
+    };
+    if order.is_empty() {
+        "dense<> : tensor<0xindex>".into()
+    } else {
+        format!("dense<[{}]> : tensor<{}xindex>", order.join(", "), order.len())
+    }
+}
+
+fuzz_target!(|bytes: &[u8]| {
+    let mut d = Draw(bytes);
+    let target = &targets()[d.next(targets().len())];
+    let operands: Vec<(String, usize)> = (0..1 + d.next(4)).map(|_| tensor(&mut d)).collect();
+    let results: Vec<(String, usize)> = (0..1 + d.next(6)).map(|_| tensor(&mut d)).collect();
+    let mut attrs = Vec::new();
+    for _ in 0..d.next(5) {
+        let (name, ty) = ATTRIBUTES[d.next(ATTRIBUTES.len())];
+        let value = match ty {
+            "ui8" => format!("{} : ui8", b"LUNTCVASOR"[d.next(10)] as usize + d.next(2)),
+            "i32" => format!("{} : i32", d.next(8) as i32 - 2),
+            _ => (if d.next(2) == 1 { "true" } else { "false" }).to_string(),
+        };
+        if !attrs.iter().any(|a: &String| a.starts_with(&format!("{name} ="))) {
+            attrs.push(format!("{name} = {value}"));
+        }
+    }
+    let column_major = d.next(4) != 0;
+    let params: Vec<String> = (operands.iter().enumerate()).map(|(i, (t, _))| format!("%a{i}: {t}")).collect();
+    let args: Vec<String> = (0..operands.len()).map(|i| format!("%a{i}")).collect();
+    let in_types: Vec<&str> = operands.iter().map(|(t, _)| t.as_str()).collect();
+    let out_types: Vec<&str> = results.iter().map(|(t, _)| t.as_str()).collect();
+    let in_layouts: Vec<String> = operands.iter().map(|(_, r)| layout(*r, column_major)).collect();
+    let out_layouts: Vec<String> = results.iter().map(|(_, r)| layout(*r, column_major)).collect();
+    let outs = format!("({})", out_types.join(", "));
+    let names: Vec<String> = (0..results.len()).map(|i| format!("%r#{i}")).collect();
+    let program = format!(
+        "module @fuzz {{\n  func.func public @main({}) -> {outs} {{\n    %r:{} = stablehlo.custom_call @{target}({}) {{api_version = 4 : i32, backend_config = {{{}}}, operand_layouts = [{}], result_layouts = [{}]}} : ({}) -> {outs}\n    return {} : {}\n  }}\n}}\n",
+        params.join(", "),
+        results.len(),
+        args.join(", "),
+        attrs.join(", "),
+        in_layouts.join(", "),
+        out_layouts.join(", "),
+        in_types.join(", "),
+        names.join(", "),
+        out_types.join(", "),
+    );
+    let client = client();
+    let Ok(exe) = client.compile_and_load(program.as_bytes(), &CompileOptions::default()) else {
+        return;
+    };
+    let device = &client.devices()[0];
+    let inputs: Result<Vec<_>, _> = (exe.parameter_types().iter())
+        .map(|t| {
+            let n = t.byte_size().unwrap_or(0);
+            // A non-trivial pattern, so NaN checks and pivoting see varied values.
+            let bytes: Vec<u8> = (0..n).map(|i| (i * 37 % 251) as u8 & 0x3f).collect();
+            client.buffer_from_host(pjrt_actors::HostBuffer::Copy(&bytes), t.dtype, &t.dims, device, None)
+        })
+        .collect();
+    if let Ok(inputs) = inputs {
+        let refs: Vec<_> = inputs.iter().collect();
+        let _ = exe.execute(&refs);
+    }
+});
