@@ -41,16 +41,56 @@ impl Draw<'_> {
 }
 
 const ELEMENTS: [&str; 6] = ["f32", "f64", "complex<f32>", "complex<f64>", "i32", "i8"];
+
+/// Each family's operand and result counts and attribute names (jaxlib's signatures), so most
+/// inputs reach the kernels' shape checks and LAPACK itself rather than stopping at the count.
+const SIGNATURES: [(&str, usize, usize, &[&str]); 18] = [
+    ("trsm", 2, 1, &["side", "uplo", "trans_x", "diag"]),
+    ("getrf", 1, 3, &[]),
+    ("geqrf", 1, 2, &[]),
+    ("geqp3", 2, 3, &[]),
+    ("orgqr", 2, 1, &[]),
+    ("ungqr", 2, 1, &[]),
+    ("ormqr", 3, 1, &["left", "transpose"]),
+    ("unmqr", 3, 1, &["left", "transpose"]),
+    ("potrf", 1, 2, &["uplo"]),
+    ("gtsv", 4, 5, &[]),
+    ("gesdd", 1, 5, &["mode"]),
+    ("gesvd", 1, 5, &["mode"]),
+    ("evd", 1, 3, &["uplo", "mode"]),
+    ("geev", 1, 5, &["compute_left", "compute_right"]),
+    ("gees", 1, 6, &["mode", "sort"]),
+    ("gehrd", 1, 3, &["low", "high"]),
+    ("sytrd", 1, 5, &["uplo"]),
+    ("hetrd", 1, 5, &["uplo"]),
+];
+
+/// The element type of a target's matrices (`lapack_zgeev_ffi`: complex<f64>).
+fn element_of(target: &str) -> &'static str {
+    match target.as_bytes().get(7) {
+        Some(b's') => "f32",
+        Some(b'd') => "f64",
+        Some(b'c') => "complex<f32>",
+        _ => "complex<f64>",
+    }
+}
 const ATTRIBUTES: [(&str, &str); 13] = [
     ("uplo", "ui8"), ("mode", "ui8"), ("side", "ui8"), ("trans_x", "ui8"), ("diag", "ui8"),
     ("compute_left", "ui8"), ("compute_right", "ui8"), ("sort", "ui8"), ("low", "i32"),
     ("high", "i32"), ("left", "bool"), ("transpose", "bool"), ("mode", "i32"),
 ];
 
-fn tensor(d: &mut Draw<'_>) -> (String, usize) {
-    let rank = d.next(4);
-    let dims: Vec<String> = (0..rank).map(|_| d.next(6).to_string()).collect();
-    let element = ELEMENTS[d.next(ELEMENTS.len())];
+fn tensor(d: &mut Draw<'_>, usual: &str) -> (String, usize) {
+    // An exhausted input reads zeros: those mean the usual case (rank 2, 3 x 3, the target's
+    // own type and counts), so short inputs reach the kernels and longer ones vary them.
+    let rank = (d.next(4) + 2) % 4;
+    let dims: Vec<String> = (0..rank).map(|_| ((d.next(6) + 3) % 6).to_string()).collect();
+    // Mostly the target's own type (or i32, for pivots and info), now and then anything.
+    let element = match d.next(8) {
+        7 => ELEMENTS[d.next(ELEMENTS.len())],
+        5 | 6 => "i32",
+        _ => usual,
+    };
     let text = if dims.is_empty() {
         format!("tensor<{element}>")
     } else {
@@ -75,11 +115,29 @@ fn layout(rank: usize, column_major: bool) -> String {
 fuzz_target!(|bytes: &[u8]| {
     let mut d = Draw(bytes);
     let target = &targets()[d.next(targets().len())];
-    let operands: Vec<(String, usize)> = (0..1 + d.next(4)).map(|_| tensor(&mut d)).collect();
-    let results: Vec<(String, usize)> = (0..1 + d.next(6)).map(|_| tensor(&mut d)).collect();
+    let usual = element_of(target);
+    let (_, args_n, rets_n, names) = SIGNATURES
+        .iter()
+        .find(|(family, ..)| target.contains(family))
+        .copied()
+        .unwrap_or(("", 1, 1, &[]));
+    // Usually the family's own counts and attributes, sometimes off by some.
+    let (args_n, rets_n) = match d.next(4) {
+        3 => (1 + d.next(4), 1 + d.next(6)),
+        _ => (args_n, rets_n),
+    };
+    let operands: Vec<(String, usize)> = (0..args_n).map(|_| tensor(&mut d, usual)).collect();
+    let results: Vec<(String, usize)> = (0..rets_n).map(|_| tensor(&mut d, usual)).collect();
     let mut attrs = Vec::new();
-    for _ in 0..d.next(5) {
-        let (name, ty) = ATTRIBUTES[d.next(ATTRIBUTES.len())];
+    let picks = if d.next(4) == 3 { d.next(5) } else { names.len() };
+    for k in 0..picks {
+        let (name, ty) = match names.get(k) {
+            Some(&n) if d.next(6) != 5 => {
+                let ty = ATTRIBUTES.iter().find(|(a, _)| *a == n).map_or("ui8", |(_, t)| *t);
+                (n, ty)
+            }
+            _ => ATTRIBUTES[d.next(ATTRIBUTES.len())],
+        };
         let value = match ty {
             "ui8" => format!("{} : ui8", b"LUNTCVASOR"[d.next(10)] as usize + d.next(2)),
             "i32" => format!("{} : i32", d.next(8) as i32 - 2),
