@@ -4,7 +4,7 @@
 
 use super::frame::{
     Check, Frame, at, batch_count, by_mut, by_ref, copy_operand, dims, expect, lapack_int,
-    matrices, query_workspace, work_len,
+    matrices, query_workspace, square,
 };
 use super::library::{Lapack, call as fortran};
 use super::{Kernel, Scalar, routine};
@@ -182,38 +182,39 @@ impl Kernel for Geqp3 {
         copy_operand(jpvt, jpvt_out);
         let f = routine::<Self, T>(lapack)?;
         let (mi, ni, lda) = (m as i32, n as i32, (m as i32).max(1));
-        let mut info = 0i32;
-        let mut answer = T::default();
-        let query = -1i32;
         let mut rwork = vec![T::Real::default(); 2 * n as usize + 1];
         let rwork = rwork.as_mut_ptr() as usize;
-        let tail = |work: usize, lwork: usize, info: usize| -> Vec<usize> {
-            if T::IS_COMPLEX {
-                vec![work, lwork, rwork, info]
-            } else {
-                vec![work, lwork, info]
-            }
-        };
-        let mut query_args = vec![by_ref(&mi), by_ref(&ni), 0, by_ref(&lda), 0, 0];
-        query_args.extend(tail(by_mut(&mut answer), by_ref(&query), by_mut(&mut info)));
-        // SAFETY: a workspace query (9 words, 10 for complex with `rwork`): only sizes are read.
-        unsafe { fortran(f, &query_args) };
-        let lwork = work_len(answer.real())?;
-        let mut work = vec![T::default(); lwork as usize];
-        for i in 0..batch_count(batch) {
-            let mut args = vec![
+        // ?geqp3's words; the complex routine takes `rwork` (2n reals) before `info`.
+        let words = |a: usize, jpvt: usize, tau: usize, work: usize, lwork: usize, info: usize| {
+            let mut w = vec![
                 by_ref(&mi),
                 by_ref(&ni),
-                at::<T>(out, i, m * n) as usize,
+                a,
                 by_ref(&lda),
+                jpvt,
+                tau,
+                work,
+                lwork,
+            ];
+            if T::IS_COMPLEX {
+                w.push(rwork);
+            }
+            w.push(info);
+            w
+        };
+        // SAFETY: ?geqp3's query (9 words, 10 for complex), null matrices.
+        let (mut work, lwork) =
+            unsafe { query_workspace::<T>(f, |w, l, i| words(0, 0, 0, w, l, i)) }?;
+        let mut info = 0i32;
+        for i in 0..batch_count(batch) {
+            let args = words(
+                at::<T>(out, i, m * n) as usize,
                 at::<i32>(jpvt_out, i, n) as usize,
                 at::<T>(tau, i, m.min(n)) as usize,
-            ];
-            args.extend(tail(
                 work.as_mut_ptr() as usize,
                 by_ref(&lwork),
                 by_mut(&mut info),
-            ));
+            );
             // SAFETY: dgeqp3's 9 arguments (zgeqp3's 10, with `rwork` of 2n reals) over this
             // batch entry's checked buffers and a workspace of the size LAPACK asked for.
             unsafe { fortran(f, &args) };
@@ -368,10 +369,7 @@ impl Kernel for Potrf {
         call.arity(1, 2)?;
         let (x, out, info) = (&call.args[0], &call.rets[0], &call.rets[1]);
         let uplo = call.char_attr("uplo", b"LU")?;
-        let (batch, m, n) = matrices(x, T::TYPE, "operand 0")?;
-        if m != n {
-            return Err(format!("needs square matrices; the call has {m} x {n}"));
-        }
+        let (batch, n) = square::<T>(x)?;
         expect(out, T::TYPE, x.dims, "result 0")?;
         expect(info, S32, batch, "result 1 (info)")?;
         copy_operand(x, out);
