@@ -7,11 +7,14 @@
 
 #[path = "../tests/suite/common/redis_server.rs"]
 mod redis_server;
+mod support;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use pjrt_actors::{Client, CompileOptions, RedisCacheConfig};
+// p50 of milliseconds here: the helper's percentile is unit-agnostic.
+use support::percentile_us;
 
 const PROCESSES: usize = 8;
 const MODULES: usize = 24;
@@ -143,11 +146,6 @@ fn fleet(redis: Option<&str>) -> (f64, Vec<Report>) {
     (start.elapsed().as_secs_f64(), reports)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
 fn clear(server: &redis_server::RedisServer) {
     let _: () = redis::cmd("FLUSHALL")
         .query(&mut server.connection().unwrap())
@@ -235,14 +233,17 @@ fn main() {
         "{PROCESSES} processes x {MODULES} modules: {alone:.2} s alone, {shared:.2} s sharing one Redis"
     );
     // Each module compiled alone in a fresh process, then fetched and loaded in another.
-    let compile = report(spawn("sequential", None, (0, MODULES, LAYERS), 3000));
-    let hit = report(spawn("sequential", Some(&url), (0, MODULES, LAYERS), 3000));
+    let mut compile = report(spawn("sequential", None, (0, MODULES, LAYERS), 3000));
+    let mut hit = report(spawn("sequential", Some(&url), (0, MODULES, LAYERS), 3000));
     assert_eq!(
         (hit.compiles, hit.hits),
         (0, MODULES as u64),
         "every module was in Redis"
     );
-    let (compile_ms, hit_ms) = (median(compile.times_ms), median(hit.times_ms));
+    let (compile_ms, hit_ms) = (
+        percentile_us(&mut compile.times_ms, 50.0),
+        percentile_us(&mut hit.times_ms, 50.0),
+    );
     println!("per module, p50: compile {compile_ms:.1} ms, Redis fetch + load {hit_ms:.1} ms");
     let lease_ms = 1000;
     let (takeover_ok, after) = takeover(&server, lease_ms);

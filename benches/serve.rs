@@ -7,6 +7,7 @@
 #[allow(dead_code)]
 #[path = "../examples/serve.rs"]
 mod serve;
+mod support;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 use pjrt_actors::host_data::HostData;
 use pjrt_actors::serving::{Batcher, InferRequest};
 use pjrt_actors::{Client, CompileOptions, Error};
+use support::percentile_us;
 
 const THREADS: usize = 16;
 const SECONDS: f64 = 3.0;
@@ -26,13 +28,10 @@ struct Load {
 }
 
 fn summarize(mut latencies: Vec<f64>, seconds: f64) -> Load {
-    let n = latencies.len();
-    latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let at = |q: f64| latencies[((q * n as f64) as usize).min(n - 1)];
     Load {
-        rps: n as f64 / seconds,
-        p50_us: at(0.5),
-        p99_us: at(0.99),
+        rps: latencies.len() as f64 / seconds,
+        p50_us: percentile_us(&mut latencies, 50.0),
+        p99_us: percentile_us(&mut latencies, 99.0),
     }
 }
 
