@@ -8,7 +8,8 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
 
-use pjrt_actors_core::actors::client::{LiveExecutables, Load};
+use pjrt_actors_core::actors::client::{CreateTopology, LiveExecutables, Load};
+use pjrt_actors_core::actors::compiler::CompileAhead;
 use pjrt_actors_core::actors::compile_service::{
     ClearMemoryCache, CompileSpec, ForgetCompiled, Submit,
 };
@@ -135,11 +136,24 @@ impl CompileRequest {
         LoadedExecutable::bind(self.shared, core, self.callbacks).await
     }
 
-    /// Compiles without keeping the executable loaded: the result can be inspected,
-    /// serialized, and loaded later on any client whose topology matches this one's. (The CPU
-    /// plugin has no `PJRT_Compile`; this compiles on this client, serializes, and releases
-    /// the load.)
+    /// Compiles without loading: the result can be inspected, serialized, and loaded later on
+    /// any client whose topology matches this one's. Where the plugin has `PJRT_Compile` (GPU
+    /// plugins do), nothing is loaded at all. The CPU plugin has none: there this compiles on
+    /// this client, serializes, and lets the load go, so it is not live, cached or in heap
+    /// profiles afterwards (unless it was loaded here already).
     pub fn compile(self) -> Result<Executable> {
+        let client = Client {
+            shared: self.shared.clone(),
+        };
+        let own = client.topology()?;
+        if let Some(compiled) = compile_ahead(&client, &self.program, &self.options, &own, true)? {
+            return Ok(compiled);
+        }
+        self.compile_by_loading()
+    }
+
+    /// `compile` where the plugin has no ahead-of-time compiler: load, serialize, let go.
+    fn compile_by_loading(self) -> Result<Executable> {
         let state = self.shared.state();
         let key = state.compile_key(
             &self.program,
@@ -148,8 +162,7 @@ impl CompileRequest {
                 .to_proto(&state.device_facts())?
                 .encode_to_vec(),
         );
-        // A program already loaded here stays so; one loaded only for this compile is let go,
-        // so it is not live, cached or in heap profiles afterwards.
+        // A program already loaded here stays so; one loaded only for this compile is let go.
         let loaded_before = state.cached_executable(&key).is_some();
         let shared = self.shared.clone();
         let loaded = self.load()?;
@@ -204,9 +217,12 @@ impl CompileRequest {
 }
 
 impl Client {
-    /// Compiles for a topology: the client's own (see [`topology`](Self::topology)) or one
-    /// rebuilt from its bytes. A topology no client here can compile for is
-    /// `Error::TopologyMismatch`.
+    /// Compiles for a topology (py_client's `compile(..., topology)`, JAX's ahead-of-time
+    /// compile): the client's own (see [`topology`](Self::topology)), one rebuilt from its
+    /// bytes, or one the plugin made ([`create_topology`](Self::create_topology)). Where the
+    /// plugin has `PJRT_Compile`, the target's devices need not be in this process. Where it
+    /// has not (CPU), only a topology that [matches](TopologyDescription::matches) this
+    /// client's compiles, through this client; another is `Error::TopologyMismatch`.
     #[track_caller]
     pub fn compile_for_topology(
         &self,
@@ -214,15 +230,39 @@ impl Client {
         options: &CompileOptions,
         topology: &TopologyDescription,
     ) -> Result<Executable> {
-        if !self.topology()?.matches(topology) {
+        let own = self.topology()?.matches(topology);
+        let program = Arc::new(program.as_ref().to_vec());
+        if let Some(compiled) = compile_ahead(self, &program, options, topology, own)? {
+            return Ok(compiled);
+        }
+        if !own {
             return Err(Error::TopologyMismatch {
                 reason: format!(
-                    "this {} client's topology differs, and the plugin cannot compile without a client of that topology",
+                    "this {} client's topology differs, and the plugin cannot compile without a client of that topology (it has no `PJRT_Compile`)",
                     self.platform()
                 ),
             });
         }
-        self.compile_request(program).options(options).compile()
+        self.compile_request(program.as_slice())
+            .options(options)
+            .compile_by_loading()
+    }
+
+    /// A topology the plugin builds from a name and plugin-specific options
+    /// (`PJRT_TopologyDescription_Create`), to compile for devices this process need not have.
+    /// What a plugin accepts is its own; the CPU plugin accepts nothing and answers an error.
+    pub fn create_topology(
+        &self,
+        name: &str,
+        options: &[(&str, NamedValue)],
+    ) -> Result<TopologyDescription> {
+        let options = (options.iter())
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        wait(self.shared.route(CreateTopology {
+            name: name.to_string(),
+            options,
+        }))
     }
 
     /// Serializes a loaded executable into bytes that
@@ -470,6 +510,56 @@ impl Executable {
         }
         client.deserialize_executable(&self.bytes, None, &[])
     }
+}
+
+/// Compiles with the plugin's ahead-of-time compiler (`PJRT_Compile`) for `topology`, nothing
+/// loaded: `None` where the plugin has none (the CPU plugin answers `NotFound`), so the caller
+/// can fall back. `own` says `topology` is this client's, which is then given as a hint.
+fn compile_ahead(
+    client: &Client,
+    program: &Arc<Vec<u8>>,
+    options: &CompileOptions,
+    topology: &TopologyDescription,
+    own: bool,
+) -> Result<Option<Executable>> {
+    let state = client.state();
+    state.check_open()?;
+    check_program(program)?;
+    let proto = options.to_proto(&state.device_facts())?.encode_to_vec();
+    let job = CompileAhead {
+        code: program.clone(),
+        options: proto.clone(),
+        portable: options.portable,
+        topology: (!own).then(|| topology.serialized.clone()),
+        span: tracing::Span::current(),
+    };
+    let compiled = match wait(client.shared.route(job)) {
+        Ok(compiled) => compiled,
+        Err(e) if no_ahead_of_time_compiler(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let bytes = envelope::encode(&envelope::Envelope {
+        identity: state.identity().to_string(),
+        portable: options.portable,
+        options: proto,
+        topology: topology.serialized.clone(),
+        payload: compiled.payload,
+        cache_key: Vec::new(),
+    });
+    Ok(Some(Executable {
+        bytes: Arc::new(bytes),
+        meta: Arc::new(compiled.meta),
+        cost_analysis: Arc::new(compiled.cost_analysis),
+        topology: Arc::new(topology.clone()),
+    }))
+}
+
+/// Whether a `PJRT_Compile` failure means the plugin has no compiler for it at all (CPU:
+/// `NOT_FOUND: No compiler registered for platform cpu`), rather than a bad program.
+fn no_ahead_of_time_compiler(e: &Error) -> bool {
+    use pjrt_actors_core::PjrtCode::{NotFound, Unimplemented};
+    matches!(e.pjrt_code(), Some(NotFound | Unimplemented))
+        || matches!(e, Error::Unsupported { .. })
 }
 
 impl fmt::Debug for Executable {

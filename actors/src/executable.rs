@@ -5,7 +5,7 @@
 use std::sync::{Arc, OnceLock, Weak};
 
 use crate::error::Result;
-use crate::pjrt::{ArrayType, PjrtDevice, PjrtLoadedExecutable};
+use crate::pjrt::{ArrayType, PjrtDevice, PjrtExecutable, PjrtLoadedExecutable};
 use crate::registry::{Id, Registry};
 use crate::site::Site;
 
@@ -37,6 +37,18 @@ impl ExecutableMeta {
     pub fn read(
         exe: &PjrtLoadedExecutable,
         devices: &[PjrtDevice],
+        portable: bool,
+        compile_options: &[u8],
+    ) -> Result<Self> {
+        Ok(ExecutableMeta {
+            devices: exe.addressable_device_indices(devices)?,
+            ..Self::read_unloaded(exe, portable, compile_options)?
+        })
+    }
+
+    /// What is known about an executable compiled but not loaded: no devices yet.
+    pub fn read_unloaded(
+        exe: &PjrtExecutable,
         portable: bool,
         compile_options: &[u8],
     ) -> Result<Self> {
@@ -75,7 +87,7 @@ impl ExecutableMeta {
             output_types,
             non_donatable,
             parameter_types,
-            devices: exe.addressable_device_indices(devices)?,
+            devices: Vec::new(),
             portable,
             compile_options: compile_options.to_vec(),
             callback_ids,

@@ -2,7 +2,7 @@
 //! by its serialized bytes, and when two describe the same thing (`matches`).
 
 use crate::error::Result;
-use crate::pjrt::{DeviceDescription, NamedValue, PjrtClient};
+use crate::pjrt::{DeviceDescription, NamedValue, PjrtClient, PjrtTopology};
 
 /// A topology description: the devices a compile can target, and its serialized bytes.
 #[derive(Debug, Clone)]
@@ -20,9 +20,10 @@ pub struct TopologyDescription {
 }
 
 impl TopologyDescription {
-    /// A topology known only by its serialized bytes (e.g. read back from a file). The plugin
-    /// offers no deserializer for CPU topologies, so the other fields are left empty; compiling
-    /// for it works where a client here has exactly this topology.
+    /// A topology known only by its serialized bytes (e.g. read back from a file); the other
+    /// fields are left empty. The plugin rebuilds it from the bytes to compile for it
+    /// (`PJRT_Compile`); a plugin without that compiler (CPU) compiles for it only where a
+    /// client here has exactly this topology.
     pub fn from_serialized(bytes: Vec<u8>) -> Self {
         TopologyDescription {
             platform_name: String::new(),
@@ -68,7 +69,11 @@ impl TopologyDescription {
 
     /// Reads a client's topology from the plugin.
     pub(crate) fn read(client: &PjrtClient) -> Result<Self> {
-        let topology = client.topology()?;
+        Self::describe(&client.topology()?)
+    }
+
+    /// Reads what a plugin topology describes, and its bytes.
+    pub(crate) fn describe(topology: &PjrtTopology) -> Result<Self> {
         Ok(TopologyDescription {
             platform_name: topology.platform_name()?,
             platform_version: topology.platform_version()?,

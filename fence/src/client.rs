@@ -531,8 +531,21 @@ impl PjrtTopology {
         Ok(unsafe { plugin_str(a.platform_version, a.platform_version_size) })
     }
 
-    pub(crate) fn plugin(&self) -> &Plugin {
+    pub(crate) fn plugin(&self) -> &Arc<Plugin> {
         &self.plugin
+    }
+
+    pub(crate) fn raw(&self) -> *mut sys::PJRT_TopologyDescription {
+        self.raw
+    }
+
+    /// Wraps a topology the plugin created for us; destroyed with the wrapper.
+    pub(crate) fn owned(plugin: Arc<Plugin>, raw: *mut sys::PJRT_TopologyDescription) -> Self {
+        PjrtTopology {
+            plugin,
+            raw,
+            owner: TopologyOwner::Owned,
+        }
     }
 
     pub(crate) fn raw_descriptions(&self) -> Result<Vec<*mut sys::PJRT_DeviceDescription>> {

@@ -4,17 +4,15 @@
 use std::ptr::{null, null_mut};
 
 use pjrt_sys as sys;
-use prost::Message;
 use smallvec::SmallVec;
 
 use super::abi;
-use super::buffer::{PjrtBuffer, PjrtEvent, from_raw_type};
+use super::buffer::{PjrtBuffer, PjrtEvent};
 use super::call::{args, call};
 use super::client::{PjrtClient, PjrtDevice};
+use super::compiled::PjrtExecutable;
 use super::ffi::{CallbackContext, CallbackDispatch};
 use super::host_transfer::{HostTransferDispatch, HostTransferOptions};
-use super::plugin_bytes::{plugin_str, take_serialized};
-use super::values::{NamedValue, read_named_values};
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
 
@@ -61,30 +59,34 @@ pub struct CompiledMemoryStats {
     pub peak_memory: i64,
 }
 
-/// An owned, loaded executable (and the unloaded `PJRT_Executable` behind it).
+/// An owned, loaded executable; what was compiled (name, types, serialization) is read through
+/// the unloaded `PJRT_Executable` behind it, which it derefs to.
 pub struct PjrtLoadedExecutable {
     client: PjrtClient,
     loaded: *mut sys::PJRT_LoadedExecutable,
-    executable: *mut sys::PJRT_Executable,
+    executable: PjrtExecutable,
 }
 
-// SAFETY: loaded executables are thread-safe in PJRT (concurrent Execute is supported); both
-// pointers are destroyed once, in Drop.
+// SAFETY: loaded executables are thread-safe in PJRT (concurrent Execute is supported); the
+// pointer is destroyed once, in Drop.
 unsafe impl Send for PjrtLoadedExecutable {}
 // SAFETY: as above.
 unsafe impl Sync for PjrtLoadedExecutable {}
 
 impl Drop for PjrtLoadedExecutable {
     fn drop(&mut self) {
-        let plugin = self.client.plugin();
-        let mut e = args!(PJRT_Executable_Destroy_Args {
-            executable: self.executable
-        });
-        let _ = call!(plugin, PJRT_Executable_Destroy, &mut e);
         let mut l = args!(PJRT_LoadedExecutable_Destroy_Args {
             executable: self.loaded
         });
-        let _ = call!(plugin, PJRT_LoadedExecutable_Destroy, &mut l);
+        let _ = call!(self.client.plugin(), PJRT_LoadedExecutable_Destroy, &mut l);
+    }
+}
+
+impl std::ops::Deref for PjrtLoadedExecutable {
+    type Target = PjrtExecutable;
+
+    fn deref(&self) -> &PjrtExecutable {
+        &self.executable
     }
 }
 
@@ -92,7 +94,7 @@ impl Drop for PjrtLoadedExecutable {
 ///
 /// # Safety
 /// `ptr` must point at `n` values (or `n` must be 0).
-unsafe fn list<T: Copy>(ptr: *const T, n: usize) -> Vec<T> {
+pub(crate) unsafe fn list<T: Copy>(ptr: *const T, n: usize) -> Vec<T> {
     if ptr.is_null() || n == 0 {
         return Vec::new();
     }
@@ -174,9 +176,9 @@ impl PjrtLoadedExecutable {
         });
         let got = call!(client.plugin(), PJRT_LoadedExecutable_GetExecutable, &mut a);
         let exe = PjrtLoadedExecutable {
+            executable: PjrtExecutable::own(client.plugin().clone(), a.executable),
             client,
             loaded,
-            executable: a.executable,
         };
         got.map(|()| exe)
     }
@@ -190,111 +192,11 @@ impl PjrtLoadedExecutable {
         self.loaded
     }
 
-    pub fn name(&self) -> Result<String> {
-        let mut a = args!(PJRT_Executable_Name_Args {
-            executable: self.executable
-        });
-        call!(self.client.plugin(), PJRT_Executable_Name, &mut a)?;
-        // SAFETY: an executable-owned string of this size.
-        Ok(unsafe { plugin_str(a.executable_name, a.executable_name_size) })
-    }
 
-    /// The executable's fingerprint (stable across recompiles and serialization).
-    pub fn fingerprint(&self) -> Result<String> {
-        let mut a = args!(PJRT_Executable_Fingerprint_Args {
-            executable: self.executable
-        });
-        call!(self.client.plugin(), PJRT_Executable_Fingerprint, &mut a)?;
-        // SAFETY: an executable-owned string of this size.
-        Ok(unsafe { plugin_str(a.executable_fingerprint, a.executable_fingerprint_size) })
-    }
 
-    pub fn num_outputs(&self) -> Result<usize> {
-        let mut a = args!(PJRT_Executable_NumOutputs_Args {
-            executable: self.executable
-        });
-        call!(self.client.plugin(), PJRT_Executable_NumOutputs, &mut a)?;
-        Ok(a.num_outputs)
-    }
 
-    /// Output element types and dimensions, in output order.
-    pub fn output_types(&self) -> Result<Vec<ArrayType>> {
-        let plugin = self.client.plugin();
-        let mut t = args!(PJRT_Executable_OutputElementTypes_Args {
-            executable: self.executable
-        });
-        call!(plugin, PJRT_Executable_OutputElementTypes, &mut t)?;
-        let mut d = args!(PJRT_Executable_OutputDimensions_Args {
-            executable: self.executable
-        });
-        call!(plugin, PJRT_Executable_OutputDimensions, &mut d)?;
-        // SAFETY: executable-owned arrays of the sizes returned; `dims` is the concatenation of
-        // every output's dims, `dim_sizes[i]` of them for output i.
-        let (types, sizes, all_dims) = unsafe {
-            let sizes = list(d.dim_sizes, d.num_outputs);
-            let total = sizes.iter().sum();
-            (
-                list(t.output_types, t.num_output_types),
-                sizes,
-                list(d.dims, total),
-            )
-        };
-        let mut offset = 0;
-        types
-            .into_iter()
-            .zip(sizes)
-            .map(|(t, n)| {
-                let dims = all_dims[offset..offset + n].to_vec();
-                offset += n;
-                Ok(ArrayType {
-                    dtype: from_raw_type(t)?,
-                    dims,
-                })
-            })
-            .collect()
-    }
 
-    /// The optimized program: `(format, bytes)`, e.g. `("hlo", HloModuleProto bytes)`.
-    pub fn optimized_program(&self) -> Result<(String, Vec<u8>)> {
-        let plugin = self.client.plugin();
-        let mut program = sys::PJRT_Program {
-            struct_size: size_of::<sys::PJRT_Program>(),
-            ..Default::default()
-        };
-        let mut a = args!(PJRT_Executable_OptimizedProgram_Args {
-            executable: self.executable,
-            program: &mut program,
-        });
-        // First call: the plugin reports the size; second: it fills our buffer.
-        call!(plugin, PJRT_Executable_OptimizedProgram, &mut a)?;
-        let mut code = vec![0u8; program.code_size];
-        program.code = code.as_mut_ptr().cast();
-        a.program = &mut program;
-        call!(plugin, PJRT_Executable_OptimizedProgram, &mut a)?;
-        code.truncate(program.code_size);
-        // SAFETY: a program-owned string of this size.
-        let format = unsafe { plugin_str(program.format, program.format_size) };
-        Ok((format, code))
-    }
 
-    /// The optimized HLO module.
-    pub fn optimized_module(&self) -> Result<pjrt_sys::protos::xla::HloModuleProto> {
-        let (format, code) = self.optimized_program()?;
-        match format.as_str() {
-            "hlo" => pjrt_sys::protos::xla::HloModuleProto::decode(code.as_slice())
-                .map_err(|e| e.to_string()),
-            "hlo_with_config" => {
-                pjrt_sys::protos::xla::HloModuleProtoWithConfig::decode(code.as_slice())
-                    .map_err(|e| e.to_string())
-                    .and_then(|m| m.hlo_module.ok_or_else(|| "no module".to_string()))
-            }
-            other => Err(format!("unknown optimized program format {other:?}")),
-        }
-        .map_err(|e| Error::Unsupported {
-            what: "reading the optimized program",
-            hint: format!(": {e}"),
-        })
-    }
 
     /// The devices the executable runs on, as indices into `devices`.
     pub fn addressable_device_indices(&self, devices: &[PjrtDevice]) -> Result<Vec<usize>> {
@@ -314,57 +216,7 @@ impl PjrtLoadedExecutable {
             .collect())
     }
 
-    /// XLA's cost analysis (`flops`, `bytes accessed`, ...).
-    pub fn cost_analysis(&self) -> Result<Vec<(String, NamedValue)>> {
-        let mut a = args!(PJRT_Executable_GetCostAnalysis_Args {
-            executable: self.executable
-        });
-        call!(
-            self.client.plugin(),
-            PJRT_Executable_GetCostAnalysis,
-            &mut a
-        )?;
-        // SAFETY: executable-owned values.
-        Ok(unsafe { read_named_values(a.properties, a.num_properties) })
-    }
 
-    pub fn compiled_memory_stats(&self) -> Result<CompiledMemoryStats> {
-        let plugin = self.client.plugin();
-        // The 0.81 layout: the 0.54 one is 8 bytes short and the plugin writes past its end.
-        let mut a = abi::Executable_GetCompiledMemoryStats_Args {
-            struct_size: size_of::<abi::Executable_GetCompiledMemoryStats_Args>(),
-            extension_start: null_mut(),
-            executable: self.executable,
-            generated_code_size_in_bytes: 0,
-            argument_size_in_bytes: 0,
-            output_size_in_bytes: 0,
-            alias_size_in_bytes: 0,
-            temp_size_in_bytes: 0,
-            host_generated_code_size_in_bytes: 0,
-            host_argument_size_in_bytes: 0,
-            host_output_size_in_bytes: 0,
-            host_alias_size_in_bytes: 0,
-            host_temp_size_in_bytes: 0,
-            peak_memory_in_bytes: 0,
-        };
-        let f = abi::widen(plugin.api().base.PJRT_Executable_GetCompiledMemoryStats);
-        // SAFETY: `PJRT_Executable_GetCompiledMemoryStats` is called with an args struct of its own layout, filled in
-        // above, whose pointers stay live across the call.
-        unsafe { plugin.call("PJRT_Executable_GetCompiledMemoryStats", f, &mut a) }?;
-        Ok(CompiledMemoryStats {
-            generated_code_size: a.generated_code_size_in_bytes,
-            argument_size: a.argument_size_in_bytes,
-            output_size: a.output_size_in_bytes,
-            alias_size: a.alias_size_in_bytes,
-            temp_size: a.temp_size_in_bytes,
-            host_generated_code_size: a.host_generated_code_size_in_bytes,
-            host_argument_size: a.host_argument_size_in_bytes,
-            host_output_size: a.host_output_size_in_bytes,
-            host_alias_size: a.host_alias_size_in_bytes,
-            host_temp_size: a.host_temp_size_in_bytes,
-            peak_memory: a.peak_memory_in_bytes,
-        })
-    }
 
     /// Runs the executable: one argument list per device (`execute_device` names the device of
     /// a portable executable, with one list). Returns the outputs flat, device-major. The caller
@@ -460,22 +312,6 @@ impl PjrtLoadedExecutable {
         Ok(result)
     }
 
-    /// The plugin's serialization of the compiled program (`PJRT_Executable_Serialize`).
-    pub fn serialize(&self) -> Result<Vec<u8>> {
-        let mut a = args!(PJRT_Executable_Serialize_Args {
-            executable: self.executable
-        });
-        call!(self.client.plugin(), PJRT_Executable_Serialize, &mut a)?;
-        // SAFETY: the plugin's bytes live until its deleter runs.
-        Ok(unsafe {
-            take_serialized(
-                a.serialized_bytes,
-                a.serialized_bytes_size,
-                a.serialized_executable,
-                a.serialized_executable_deleter,
-            )
-        })
-    }
 }
 
 /// An execution's host send/recv callbacks: the dispatch, and the program's channels.

@@ -11,6 +11,7 @@ pub mod baseline;
 mod buffer;
 mod call;
 mod client;
+mod compiled;
 pub mod dtype;
 pub mod error;
 mod executable;
@@ -30,6 +31,7 @@ pub use client::{
     DeviceDescription, DeviceMemoryStats, MemoryDescription, PjrtClient, PjrtDevice, PjrtMemory,
     PjrtTopology,
 };
+pub use compiled::PjrtExecutable;
 pub use executable::{
     ArrayType, CompiledMemoryStats, HostTransfers, PjrtLoadedExecutable, parameter_types,
 };

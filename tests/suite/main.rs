@@ -2,6 +2,7 @@
 //! that change or measure the whole process (thread counts, the environment, resident memory)
 //! live in binaries of their own beside it: `shutdown.rs`, `plugin_env.rs`, `soak.rs`.
 
+mod ahead_of_time;
 mod callbacks;
 mod common;
 mod compile_stress;

@@ -12,7 +12,7 @@ use actix::{Actor, Addr, Context, Handler, Message, ResponseFuture};
 use tracing::Span;
 
 use super::compile_service::{ClearMemoryCache, CompileService, ForgetCompiled, Submit};
-use super::compiler::{CompilerActor, DeserializeJob};
+use super::compiler::{CompileAhead, CompiledAhead, CompilerActor, DeserializeJob};
 use super::device::{DeviceActor, ExecuteRequest};
 use super::registry::{BufferRegistryActor, Defragment, DefragmentReport, HeapProfile};
 use crate::callbacks::{CallbackSet, HostCallback};
@@ -22,6 +22,7 @@ use crate::registry::Id;
 use crate::site::Site;
 use crate::state::ClientState;
 use crate::supervision::{guarded, mailbox_error};
+use crate::pjrt::{NamedValue, PjrtTopology};
 use crate::topology::TopologyDescription;
 
 /// Where each kind of control-plane request goes.
@@ -84,6 +85,27 @@ impl Handler<GetTopology> for ClientActor {
     }
 }
 
+/// Asks the plugin for a topology by name and options (`PJRT_TopologyDescription_Create`): the
+/// devices an ahead-of-time compile may target without this process having them.
+#[derive(Message)]
+#[rtype(result = "Result<TopologyDescription>")]
+pub struct CreateTopology {
+    pub name: String,
+    pub options: Vec<(String, NamedValue)>,
+}
+
+impl Handler<CreateTopology> for ClientActor {
+    type Result = Result<TopologyDescription>;
+
+    fn handle(&mut self, msg: CreateTopology, _: &mut Context<Self>) -> Self::Result {
+        let _span = tracing::debug_span!("client.create_topology", name = %msg.name).entered();
+        guarded("create topology", || {
+            let plugin = self.state.pjrt.plugin().clone();
+            TopologyDescription::describe(&PjrtTopology::create(plugin, &msg.name, &msg.options)?)
+        })
+    }
+}
+
 impl Handler<Submit> for ClientActor {
     type Result = ();
 
@@ -138,6 +160,14 @@ impl Handler<Load> for ClientActor {
             let (exe, meta) = request.await.map_err(mailbox_error)??;
             Ok(state.register_executable(exe, meta, site))
         })
+    }
+}
+
+impl Handler<CompileAhead> for ClientActor {
+    type Result = ResponseFuture<Result<CompiledAhead>>;
+
+    fn handle(&mut self, msg: CompileAhead, _: &mut Context<Self>) -> Self::Result {
+        forward(&self.routes.compiler, msg)
     }
 }
 

@@ -14,7 +14,7 @@ use crate::compile_worker::{CompileWorker, WorkerSpec};
 use crate::envelope;
 use crate::error::{Error, Result};
 use crate::executable::ExecutableMeta;
-use crate::pjrt::{PjrtClient, PjrtDevice, PjrtLoadedExecutable};
+use crate::pjrt::{NamedValue, PjrtClient, PjrtDevice, PjrtLoadedExecutable, PjrtTopology};
 use crate::redis_cache::Lookup;
 use crate::runtime::WorkerToken;
 use crate::supervision::guarded;
@@ -207,6 +207,49 @@ impl Handler<DeserializeJob> for CompilerActor {
                 .deserialize_and_load(&job.payload, Some(&job.options))?;
             let meta = ExecutableMeta::read(&exe, &self.devices, job.portable, &job.options)?;
             Ok((exe, meta))
+        })
+    }
+}
+
+/// What an ahead-of-time compile produced: the plugin's serialization and what was read of it.
+pub struct CompiledAhead {
+    pub payload: Vec<u8>,
+    pub meta: ExecutableMeta,
+    pub cost_analysis: Vec<(String, NamedValue)>,
+}
+
+/// A compile with nothing loaded (`PJRT_Compile`), for this client's topology (`topology` is
+/// `None`; the client is given to the plugin as a hint) or for one known by its serialized
+/// bytes, whose devices this process may not have. Runs in this process even with compile
+/// isolation: a worker process could not load the result either.
+#[derive(Message)]
+#[rtype(result = "Result<CompiledAhead>")]
+pub struct CompileAhead {
+    pub code: Arc<Vec<u8>>,
+    pub options: Vec<u8>,
+    pub portable: bool,
+    pub topology: Option<Vec<u8>>,
+    pub span: Span,
+}
+
+impl Handler<CompileAhead> for CompilerActor {
+    type Result = Result<CompiledAhead>;
+
+    fn handle(&mut self, job: CompileAhead, _: &mut SyncContext<Self>) -> Self::Result {
+        let _entered = job.span.enter();
+        let _span = tracing::debug_span!("compiler.compile_ahead", bytes = job.code.len()).entered();
+        guarded("compile ahead of time", || {
+            let topology = match &job.topology {
+                None => self.client.topology()?,
+                Some(bytes) => PjrtTopology::deserialize(self.client.plugin().clone(), bytes)?,
+            };
+            let hint = job.topology.is_none().then_some(&self.client);
+            let exe = topology.compile(&job.code, "mlir", &job.options, hint)?;
+            Ok(CompiledAhead {
+                meta: ExecutableMeta::read_unloaded(&exe, job.portable, &job.options)?,
+                cost_analysis: exe.cost_analysis().unwrap_or_default(),
+                payload: exe.serialize()?,
+            })
         })
     }
 }
