@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use pjrt_actors_core::actors::client::GetTopology;
 use pjrt_actors_core::actors::registry::{Defragment, DefragmentReport, HeapProfile};
-use pjrt_actors_core::pjrt::{DmaMapping, Layout, NamedValue};
+use pjrt_actors_core::pjrt::{DmaMapping, Layout, NamedValue, SharedBytes};
 use pjrt_actors_core::{
     ClientConfig, ClientSnapshot, ClientState, Error, Result, TopologyDescription,
 };
@@ -423,11 +423,15 @@ impl Client {
         self.state().default_layout(dtype, dims)
     }
 
-    /// Maps host memory for DMA (py_client's `dma_map`). The mapping owns the memory, so it
-    /// stays valid for as long as it is mapped, whatever the caller does; `DmaMapping::unmap`
-    /// (or dropping it) unmaps. Plugins without DMA support (the CPU plugin) answer
-    /// `Error::Unsupported`, and the memory is dropped with the error.
-    pub fn dma_map(&self, memory: Box<[u8]>) -> Result<DmaMapping> {
+    /// Maps host memory for DMA (py_client's `dma_map`): pinned staging for transfers. The
+    /// mapping holds the memory, which must have no other holder. Upload from it without a
+    /// copy (`HostBuffer::ZeroCopy(mapping.bytes())`), and read arrays back into it
+    /// (`array.read_bytes_into(&mut mapping.memory_mut()?[..n])`, allowed while no array
+    /// aliases it). It stays mapped while the mapping or any array aliasing it lives;
+    /// `DmaMapping::unmap` unmaps at once and hands the memory back. Plugins without DMA
+    /// support (the CPU plugin) answer `Error::Unsupported`, and the memory is dropped with the
+    /// error.
+    pub fn dma_map(&self, memory: SharedBytes) -> Result<DmaMapping> {
         self.state().dma_map(memory)
     }
 

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use pjrt_actors_core::actors::client::{CreateTopology, LiveExecutables, Load};
-use pjrt_actors_core::actors::compiler::CompileAhead;
 use pjrt_actors_core::actors::compile_service::{
     ClearMemoryCache, CompileSpec, ForgetCompiled, Submit,
 };
+use pjrt_actors_core::actors::compiler::CompileAhead;
 use pjrt_actors_core::callbacks::HostCallback;
 use pjrt_actors_core::compile::CompileOptions;
 pub use pjrt_actors_core::compile_cache::CancelToken;

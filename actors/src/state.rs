@@ -373,7 +373,7 @@ impl ClientState {
     }
 
     /// Maps host memory for DMA; see `PjrtClient::dma_map`.
-    pub fn dma_map(&self, memory: Box<[u8]>) -> Result<crate::pjrt::DmaMapping> {
+    pub fn dma_map(&self, memory: crate::pjrt::SharedBytes) -> Result<crate::pjrt::DmaMapping> {
         self.check_open()?;
         self.pjrt.dma_map(memory)
     }

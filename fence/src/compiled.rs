@@ -214,11 +214,7 @@ impl PjrtExecutable {
         let mut a = args!(PJRT_Executable_GetCostAnalysis_Args {
             executable: self.raw
         });
-        call!(
-            &self.plugin,
-            PJRT_Executable_GetCostAnalysis,
-            &mut a
-        )?;
+        call!(&self.plugin, PJRT_Executable_GetCostAnalysis, &mut a)?;
         // SAFETY: executable-owned values.
         Ok(unsafe { read_named_values(a.properties, a.num_properties) })
     }

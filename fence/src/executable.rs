@@ -192,12 +192,6 @@ impl PjrtLoadedExecutable {
         self.loaded
     }
 
-
-
-
-
-
-
     /// The devices the executable runs on, as indices into `devices`.
     pub fn addressable_device_indices(&self, devices: &[PjrtDevice]) -> Result<Vec<usize>> {
         let mut a = args!(PJRT_LoadedExecutable_AddressableDevices_Args {
@@ -215,8 +209,6 @@ impl PjrtLoadedExecutable {
             .filter_map(|r| devices.iter().position(|d| d.raw() == r))
             .collect())
     }
-
-
 
     /// Runs the executable: one argument list per device (`execute_device` names the device of
     /// a portable executable, with one list). Returns the outputs flat, device-major. The caller
@@ -311,7 +303,6 @@ impl PjrtLoadedExecutable {
         }
         Ok(result)
     }
-
 }
 
 /// An execution's host send/recv callbacks: the dispatch, and the program's channels.

@@ -1,5 +1,5 @@
-//! Memory layouts (the array's own, and the plugin's default for a type through the Layouts
-//! extension) and DMA mappings of host memory (`PJRT_Client_DmaMap`, 0.81).
+//! Memory layouts: the array's own, and the plugin's default for a type through the Layouts
+//! extension.
 
 #![allow(non_camel_case_types)]
 
@@ -10,7 +10,6 @@ use std::ptr::null_mut;
 use pjrt_sys as sys;
 use prost::Message;
 
-use super::abi;
 use super::buffer::{PjrtBuffer, to_raw_type};
 use super::call::{args, call};
 use super::client::PjrtClient;
@@ -158,39 +157,6 @@ impl PjrtClient {
         serialized?;
         parse_layout(&bytes)
     }
-
-    /// Maps host memory for DMA (`PJRT_Client_DmaMap`, 0.81). The mapping owns the memory, so
-    /// it cannot be freed while mapped, whatever the caller does; dropping it unmaps.
-    pub fn dma_map(&self, mut memory: Box<[u8]>) -> Result<DmaMapping> {
-        let plugin = self.plugin();
-        let f = if plugin.has_slot(std::mem::offset_of!(abi::Api, PJRT_Client_DmaMap)) {
-            plugin.api().PJRT_Client_DmaMap
-        } else {
-            None
-        };
-        let mut a = abi::Client_DmaMap_Args {
-            struct_size: size_of::<abi::Client_DmaMap_Args>(),
-            extension_start: null_mut(),
-            client: self.raw(),
-            data: memory.as_mut_ptr().cast(),
-            size: memory.len(),
-        };
-        // SAFETY: `PJRT_Client_DmaMap` is called with an args struct of its own layout, filled in
-        // above, whose pointers stay live across the call.
-        match unsafe { plugin.call("PJRT_Client_DmaMap", f, &mut a) } {
-            Ok(()) => Ok(DmaMapping {
-                client: self.clone(),
-                memory: Some(memory),
-            }),
-            Err(e) if e.pjrt_code() == Some(crate::PjrtCode::Unimplemented) || f.is_none() => {
-                Err(Error::Unsupported {
-                    what: "DMA mapping",
-                    hint: format!(" ({e})"),
-                })
-            }
-            Err(e) => Err(e),
-        }
-    }
 }
 
 /// Reads a serialized layout: XLA's text form (`{1,0}`, `{1,0:T(8,128)(2,1)}`), which the CPU
@@ -254,62 +220,6 @@ mod tests {
         let tiled = parse_layout(b"{1,0:T(8,128)(2,1)S(1)}").unwrap();
         assert_eq!(tiled.tiles, vec![vec![8, 128], vec![2, 1]]);
         assert!(parse_layout(b"{1,x}").is_err());
-    }
-}
-
-/// Host memory mapped for DMA. Owns the memory; dropping it (or `unmap`) unmaps.
-pub struct DmaMapping {
-    client: PjrtClient,
-    memory: Option<Box<[u8]>>,
-}
-
-impl std::fmt::Debug for DmaMapping {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "DmaMapping({} bytes)", self.memory().len())
-    }
-}
-
-impl DmaMapping {
-    /// Unmaps and hands the memory back.
-    pub fn unmap(mut self) -> Result<Box<[u8]>> {
-        let memory = self.memory.take().expect("mapped until unmapped");
-        unmap(&self.client, &memory)?;
-        Ok(memory)
-    }
-
-    /// The mapped memory.
-    pub fn memory(&self) -> &[u8] {
-        self.memory.as_deref().unwrap_or_default()
-    }
-}
-
-fn unmap(client: &PjrtClient, memory: &[u8]) -> Result<()> {
-    let plugin = client.plugin();
-    let mut a = abi::Client_DmaUnmap_Args {
-        struct_size: size_of::<abi::Client_DmaUnmap_Args>(),
-        extension_start: null_mut(),
-        client: client.raw(),
-        data: memory.as_ptr() as *mut c_void,
-    };
-    // SAFETY: `PJRT_Client_DmaUnmap` is called with an args struct of its own layout, filled in
-    // above, whose pointers stay live across the call.
-    unsafe {
-        plugin.call(
-            "PJRT_Client_DmaUnmap",
-            plugin.api().PJRT_Client_DmaUnmap,
-            &mut a,
-        )
-    }
-}
-
-impl Drop for DmaMapping {
-    fn drop(&mut self) {
-        if let Some(memory) = self.memory.take()
-            && let Err(e) = unmap(&self.client, &memory)
-        {
-            tracing::error!(error = %e, "DMA unmap failed; the memory is leaked, not freed while mapped");
-            std::mem::forget(memory);
-        }
     }
 }
 

@@ -12,6 +12,7 @@ mod buffer;
 mod call;
 mod client;
 mod compiled;
+mod dma;
 pub mod dtype;
 pub mod error;
 mod executable;
@@ -32,13 +33,14 @@ pub use client::{
     PjrtTopology,
 };
 pub use compiled::PjrtExecutable;
+pub use dma::DmaMapping;
 pub use executable::{
     ArrayType, CompiledMemoryStats, HostTransfers, PjrtLoadedExecutable, parameter_types,
 };
 pub use ffi::{CALLBACK_ID_ATTR, CallbackDispatch, HOST_CALLBACK_TARGET, HostView, HostViewMut};
 pub use ffi_abi::FfiSupport;
 pub use host_transfer::{HostTransferDispatch, RecvStream};
-pub use layouts::{DmaMapping, Layout, MemoryKind};
+pub use layouts::{Layout, MemoryKind};
 pub use native::{
     AlignedBytes, NativeType, SharedBytes, as_bytes, copy_typed, read_typed, zeroed_vec,
 };

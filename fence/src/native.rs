@@ -115,40 +115,105 @@ impl AlignedBytes {
 #[repr(C, align(64))]
 struct Line([u8; 64]);
 
-/// Immutable shared bytes aligned to 64, for zero-copy uploads: the CPU plugin aliases host
-/// memory only at that alignment (an `Arc<[u8]>`'s bytes start 16 bytes into its allocation
-/// and are copied instead). Cheap to clone; the upload keeps a clone as long as the array.
+/// The memory `SharedBytes` share, and what must happen before it is freed.
+struct LineStore {
+    lines: Box<[Line]>,
+    /// Runs once, when the last holder goes, before the lines are freed (a DMA mapping's
+    /// unmap). `false` means the memory must not be freed, and it is leaked instead.
+    release: Option<Release>,
+}
+
+type Release = Box<dyn FnOnce(&[u8]) -> bool + Send + Sync>;
+
+impl LineStore {
+    fn bytes(&self, len: usize) -> &[u8] {
+        // SAFETY: the lines are `len.div_ceil(64)` contiguous 64-byte arrays of initialised
+        // bytes, so their first `len` bytes are a valid `[u8]`.
+        unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast::<u8>(), len) }
+    }
+}
+
+impl Drop for LineStore {
+    fn drop(&mut self) {
+        let len = self.lines.len() * 64;
+        if let Some(release) = self.release.take()
+            && !release(self.bytes(len))
+        {
+            std::mem::forget(std::mem::take(&mut self.lines));
+        }
+    }
+}
+
+/// Shared bytes aligned to 64, for zero-copy uploads: the CPU plugin aliases host memory only
+/// at that alignment (an `Arc<[u8]>`'s bytes start 16 bytes into its allocation and are copied
+/// instead). Cheap to clone; the upload keeps a clone as long as the array. Immutable while
+/// shared; the one holder may write (`get_mut`), e.g. to read an array back into DMA-mapped
+/// staging memory.
 #[derive(Clone)]
 pub struct SharedBytes {
-    lines: std::sync::Arc<[Line]>,
+    store: std::sync::Arc<LineStore>,
     len: usize,
 }
 
 impl SharedBytes {
     /// A 64-byte-aligned copy of `bytes`.
     pub fn copy_from(bytes: &[u8]) -> Self {
-        let mut lines = vec![Line([0; 64]); bytes.len().div_ceil(64)];
-        for (line, chunk) in lines.iter_mut().zip(bytes.chunks(64)) {
-            line.0[..chunk.len()].copy_from_slice(chunk);
-        }
+        let mut b = Self::zeroed(bytes.len());
+        b.get_mut()
+            .expect("new, so unshared")
+            .copy_from_slice(bytes);
+        b
+    }
+
+    /// `len` zero bytes, 64-byte-aligned.
+    pub fn zeroed(len: usize) -> Self {
         SharedBytes {
-            lines: lines.into(),
-            len: bytes.len(),
+            store: std::sync::Arc::new(LineStore {
+                lines: vec![Line([0; 64]); len.div_ceil(64)].into(),
+                release: None,
+            }),
+            len,
         }
     }
 
     /// How many handles share these bytes (arrays that alias them hold one each).
     pub fn holders(&self) -> usize {
-        std::sync::Arc::strong_count(&self.lines)
+        std::sync::Arc::strong_count(&self.store)
+    }
+
+    /// The bytes to write, where this is their only holder (`None` while shared).
+    pub fn get_mut(&mut self) -> Option<&mut [u8]> {
+        let len = self.len;
+        let store = std::sync::Arc::get_mut(&mut self.store)?;
+        // SAFETY: as in `LineStore::bytes`, and we hold the only reference to the store.
+        Some(unsafe { std::slice::from_raw_parts_mut(store.lines.as_mut_ptr().cast::<u8>(), len) })
+    }
+
+    /// Sets what runs when the last holder goes, before the memory is freed (see `LineStore`);
+    /// `None` where shared or already set.
+    pub(crate) fn on_release(mut self, release: Release) -> Result<Self, Self> {
+        match std::sync::Arc::get_mut(&mut self.store) {
+            Some(store) if store.release.is_none() => {
+                store.release = Some(release);
+                Ok(self)
+            }
+            _ => Err(self),
+        }
+    }
+
+    /// Runs the release now, where this is the only holder; `None` where shared or unset.
+    pub(crate) fn release_now(&mut self) -> Option<bool> {
+        let len = self.store.lines.len() * 64;
+        let store = std::sync::Arc::get_mut(&mut self.store)?;
+        let release = store.release.take()?;
+        Some(release(store.bytes(len)))
     }
 }
 
 impl std::ops::Deref for SharedBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        // SAFETY: the lines are `len.div_ceil(64)` contiguous 64-byte arrays of initialised
-        // bytes, so their first `len` bytes are a valid `[u8]`, immutable behind the `Arc`.
-        unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast::<u8>(), self.len) }
+        self.store.bytes(self.len)
     }
 }
 
@@ -161,5 +226,44 @@ impl From<&[u8]> for SharedBytes {
 impl std::fmt::Debug for SharedBytes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "SharedBytes({} bytes)", self.len)
+    }
+}
+
+#[cfg(test)]
+mod shared_bytes_tests {
+    use super::SharedBytes;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// The release hook (a DMA mapping's unmap) runs once, when the last holder goes, and
+    /// `release_now` runs it early only for the sole holder.
+    #[test]
+    fn the_release_hook_runs_once_when_the_last_holder_goes() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let hook = |runs: &Arc<AtomicUsize>| {
+            let runs = runs.clone();
+            Box::new(move |bytes: &[u8]| {
+                assert_eq!(bytes.as_ptr() as usize % 64, 0);
+                runs.fetch_add(1, Ordering::SeqCst);
+                true
+            })
+        };
+        let mut bytes = SharedBytes::zeroed(100);
+        bytes.get_mut().unwrap()[99] = 7;
+        let bytes = bytes.on_release(hook(&runs)).ok().unwrap();
+        let mut alias = bytes.clone();
+        assert!(alias.get_mut().is_none(), "shared bytes are immutable");
+        assert!(alias.release_now().is_none(), "not while shared");
+        assert!(bytes.clone().on_release(hook(&runs)).is_err());
+        drop(bytes);
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+        assert_eq!(alias[99], 7);
+        drop(alias);
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        // Released early: not again at drop.
+        let mut early = SharedBytes::zeroed(8).on_release(hook(&runs)).ok().unwrap();
+        assert_eq!(early.release_now(), Some(true));
+        drop(early);
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
     }
 }

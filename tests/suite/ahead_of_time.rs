@@ -19,7 +19,11 @@ fn compiling_for_a_topology_loads_nothing_and_the_result_runs() {
         .compile_for_topology(&program, &CompileOptions::default(), &own)
         .unwrap();
     let plain = client.compile_request(&program).compile().unwrap();
-    assert_eq!(live(&client), before, "a compile without loading left a load");
+    assert_eq!(
+        live(&client),
+        before,
+        "a compile without loading left a load"
+    );
     assert_eq!(compiled.fingerprint(), plain.fingerprint());
     assert!(compiled.topology_description().matches(&own));
     let loaded = compiled.load(&client).unwrap();

@@ -6,6 +6,7 @@ mod ahead_of_time;
 mod callbacks;
 mod common;
 mod compile_stress;
+mod dma;
 mod examples;
 mod executables;
 mod execute;

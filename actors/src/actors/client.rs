@@ -18,11 +18,11 @@ use super::registry::{BufferRegistryActor, Defragment, DefragmentReport, HeapPro
 use crate::callbacks::{CallbackSet, HostCallback};
 use crate::error::{Error, Result};
 use crate::executable::ExecutableCore;
+use crate::pjrt::{NamedValue, PjrtTopology};
 use crate::registry::Id;
 use crate::site::Site;
 use crate::state::ClientState;
 use crate::supervision::{guarded, mailbox_error};
-use crate::pjrt::{NamedValue, PjrtTopology};
 use crate::topology::TopologyDescription;
 
 /// Where each kind of control-plane request goes.

@@ -237,7 +237,8 @@ impl Handler<CompileAhead> for CompilerActor {
 
     fn handle(&mut self, job: CompileAhead, _: &mut SyncContext<Self>) -> Self::Result {
         let _entered = job.span.enter();
-        let _span = tracing::debug_span!("compiler.compile_ahead", bytes = job.code.len()).entered();
+        let _span =
+            tracing::debug_span!("compiler.compile_ahead", bytes = job.code.len()).entered();
         guarded("compile ahead of time", || {
             let topology = match &job.topology {
                 None => self.client.topology()?,
