@@ -1,7 +1,8 @@
-//! Our execute path against the raw PJRT C API, measured in one run on the CPU plugin:
-//! execute of a tiny `f32[4]` add with ready buffers, the full round trip (two uploads, execute,
-//! read back into a Vec), and aggregate throughput of 8 threads over 4 devices vs one thread.
-//! The raw side runs on its own PJRT client of the same plugin, built from the fence directly.
+//! Our execute path against the raw PJRT C API, measured in one run on any plugin (the CPU one
+//! here, a GPU's in the GPU check): execute of a tiny `f32[4]` add with ready buffers, the full
+//! round trip (two uploads, execute, read back into a Vec), and aggregate throughput of 8
+//! threads over up to 4 devices vs one thread. The raw side runs on its own PJRT client of the
+//! same plugin, built from the fence directly.
 //! Prints a table, then one JSON object as the last line.
 
 mod support;
@@ -25,9 +26,9 @@ const ASYNC_SAMPLES: usize = 5_000;
 const THREAD_RUN: Duration = Duration::from_millis(300);
 const THREAD_ROUNDS: usize = 9;
 
-fn raw_compile(client: &PjrtClient, device_id: i32) -> PjrtLoadedExecutable {
+fn raw_compile(client: &PjrtClient, device_id: i32, devices: usize) -> PjrtLoadedExecutable {
     let facts = DeviceFacts {
-        devices: (0..4).map(|i| (i, true)).collect(),
+        devices: (0..devices as i32).map(|i| (i, true)).collect(),
         memory_limits: Vec::new(),
     };
     let options = CompileOptions {
@@ -40,7 +41,8 @@ fn raw_compile(client: &PjrtClient, device_id: i32) -> PjrtLoadedExecutable {
         .unwrap()
 }
 
-/// Executes/s of `threads` threads, thread t on device t % 4, each running `step` in a loop.
+/// Executes/s of `threads` threads, thread t on device t % n (up to 4 devices), each running
+/// `step` in a loop.
 fn throughput<'a>(
     threads: usize,
     step: impl Fn(usize) -> Box<dyn FnMut() + Send + 'a> + Sync,
@@ -111,7 +113,17 @@ fn main() {
     let plugin = Plugin::discover().unwrap();
     let raw_client = PjrtClient::create(plugin, &[]).unwrap();
     let raw_devices = raw_client.addressable_devices().unwrap();
-    let raw_exes: Vec<_> = (0..4).map(|i| raw_compile(&raw_client, i)).collect();
+    // Up to 4 devices: the CPU plugin's 4, a one-GPU machine's 1.
+    let n = raw_devices.len().min(4);
+    let raw_exes: Vec<_> = (0..n)
+        .map(|i| {
+            raw_compile(
+                &raw_client,
+                raw_devices[i].description().unwrap().id,
+                raw_devices.len(),
+            )
+        })
+        .collect();
 
     let x = [1f32, 2., 3., 4.];
     let y = [10f32, 20., 30., 40.];
@@ -192,19 +204,19 @@ fn main() {
         .map(|d| (d.put(&x, &[4]).unwrap(), d.put(&y, &[4]).unwrap()))
         .collect();
     let ours_step = |t: usize| -> Box<dyn FnMut() + Send + '_> {
-        let (exe, (a, b)) = (exes[t % 4].clone(), ready[t % 4].clone());
+        let (exe, (a, b)) = (exes[t % n].clone(), ready[t % n].clone());
         Box::new(move || {
             let out = exe.execute(&[&a, &b]).unwrap();
             out[0].block_until_ready().unwrap();
         })
     };
     let (one, eight, speedup) = scaling(&ours_step);
-    let raw_ready: Vec<_> = (0..4)
+    let raw_ready: Vec<_> = (0..n)
         .map(|i| (upload_to(&x, i), upload_to(&y, i)))
         .collect();
     let raw_step = |t: usize| -> Box<dyn FnMut() + Send + '_> {
-        let raw = RawAdd::new(&raw_client, &raw_exes[t % 4], &raw_devices[t % 4]);
-        let (a, b) = (&raw_ready[t % 4].0, &raw_ready[t % 4].1);
+        let raw = RawAdd::new(&raw_client, &raw_exes[t % n], &raw_devices[t % n]);
+        let (a, b) = (&raw_ready[t % n].0, &raw_ready[t % n].1);
         Box::new(move || raw.execute_until_ready(a, b))
     };
     let (raw_one, raw_eight, raw_speedup) = scaling(&raw_step);

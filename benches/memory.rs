@@ -1,6 +1,8 @@
-//! The memory surface with 10,000 small live arrays on the CPU plugin, in one run: a heap
-//! profile, `live_arrays`, and `defragment` against moving every array by hand (read each
-//! to host, upload it again). Prints a table, then one JSON object as the last line.
+//! The memory surface with 10,000 small live arrays on any plugin (the CPU one here, a GPU's in
+//! the GPU check), in one run: a heap profile against the raw C API's floor (each buffer's size
+//! and device asked of the plugin), `live_arrays`, and `defragment` against moving every array
+//! by hand (read each to host, upload it again). Prints a table, then one JSON object as the
+//! last line.
 //!
 //! `heap_profile` and `live_arrays` are timed as `timeit` times JAX's: calls one after
 //! another, median, each including dropping what it returned. The first call after other
@@ -11,7 +13,9 @@ mod support;
 
 use std::time::Instant;
 
-use pjrt_actors::{Array, Client};
+use pjrt_actors::{Array, Client, ElementType};
+use pjrt_actors_core::pjrt::{HostData, PjrtBuffer, PjrtClient, Plugin};
+use pjrt_actors_fence::baseline::raw_profile_floor;
 use support::*;
 
 const ARRAYS: usize = 10_000;
@@ -91,6 +95,28 @@ fn main() {
         }));
     }
     let profiles = (0..CALLS).map(|_| profile()).collect();
+    // The raw floor: the same number of buffers on a raw client of the same plugin, each asked
+    // its size and device, as any profile must.
+    let raw_client = PjrtClient::create(Plugin::discover().unwrap(), &[]).unwrap();
+    let raw_devices = raw_client.addressable_devices().unwrap();
+    let raw_buffers: Vec<PjrtBuffer> = (0..ARRAYS)
+        .map(|i| {
+            let bytes: Vec<u8> = [i as f32; 4].iter().flat_map(|f| f.to_ne_bytes()).collect();
+            let device = &raw_devices[i % raw_devices.len()];
+            (raw_client.upload(
+                HostData::Borrowed(&bytes),
+                ElementType::F32,
+                &[4],
+                device,
+                None,
+            ))
+            .unwrap()
+        })
+        .collect();
+    let raw_floors = (0..CALLS)
+        .map(|_| ms(|| assert!(std::hint::black_box(raw_profile_floor(&raw_buffers)) > 0)))
+        .collect();
+    let heap_profile_raw_floor_ms = median(raw_floors);
     let lists = (0..CALLS).map(|_| list()).collect();
     let floors = (0..CALLS).map(|_| floor()).collect();
     let (heap_profile_ms, live_arrays_ms) = (median(profiles), median(lists));
@@ -134,14 +160,21 @@ fn main() {
         "{:<52} {:>10.3}",
         "heap_profile, first call after 10,000 new arrays", heap_profile_new_arrays_ms
     );
+    println!(
+        "{:<52} {:>10.3}",
+        "raw C API floor: each buffer's size and device", heap_profile_raw_floor_ms
+    );
     println!("{:<52} {:>10.3}", "defragment", defragment_ms);
     println!(
         "{:<52} {:>10.3}",
         "every array to host and back, by hand", copy_out_in_ms
     );
     println!(
-        "{{\"arrays\":{ARRAYS},\"heap_profile_ms\":{},\"heap_profile_first_ms\":{},\"heap_profile_new_arrays_ms\":{},\"live_arrays_ms\":{},\"live_arrays_first_ms\":{},\"live_arrays_floor_ms\":{},\"live_arrays_floor_first_ms\":{},\"live_arrays_floor_ratio\":{},\"defragment_ms\":{},\"copy_out_in_ms\":{},\"defragment_ratio\":{}}}",
+        "{{\"arrays\":{ARRAYS},\"heap_profile_ms\":{},\"heap_profile_raw_floor_ms\":{},\"heap_profile_raw_ratio\":{},\"heap_profile_new_arrays_raw_ratio\":{},\"heap_profile_first_ms\":{},\"heap_profile_new_arrays_ms\":{},\"live_arrays_ms\":{},\"live_arrays_first_ms\":{},\"live_arrays_floor_ms\":{},\"live_arrays_floor_first_ms\":{},\"live_arrays_floor_ratio\":{},\"defragment_ms\":{},\"copy_out_in_ms\":{},\"defragment_ratio\":{}}}",
         round3(heap_profile_ms),
+        round3(heap_profile_raw_floor_ms),
+        round3(heap_profile_ms / heap_profile_raw_floor_ms),
+        round3(heap_profile_new_arrays_ms / heap_profile_raw_floor_ms),
         round3(heap_profile_first_ms),
         round3(heap_profile_new_arrays_ms),
         round3(live_arrays_ms),

@@ -17,6 +17,8 @@ pub struct RawAdd<'a> {
     exe: &'a PjrtLoadedExecutable,
     device: &'a PjrtDevice,
     api: &'static abi::Api,
+    /// Device memory is host memory (the CPU plugin), so a read-back is a pointer read.
+    host_addressable: bool,
 }
 
 // SAFETY: only used from the thread that owns it in a benchmark; every pointer it reaches is a
@@ -34,6 +36,7 @@ impl<'a> RawAdd<'a> {
             exe,
             device,
             api: client.plugin().api(),
+            host_addressable: client.platform_name().is_ok_and(|p| p == "cpu"),
         }
     }
 
@@ -48,27 +51,41 @@ impl<'a> RawAdd<'a> {
     }
 
     /// Uploads `x` and `y`, executes, reads the output into a new `Vec`: the fastest sequence
-    /// the CPU plugin allows (the output read through its host pointer).
+    /// the plugin allows (on CPU the output is read through its host pointer, elsewhere with
+    /// `PJRT_Buffer_ToHostBuffer`).
     pub fn roundtrip(&self, x: &[f32; 4], y: &[f32; 4]) -> Vec<f32> {
         let a = self.upload(x);
         let b = self.upload(y);
         let out = self.execute(a, b);
         let mut result = vec![0f32; 4];
         // SAFETY: all three buffers are fresh and ours; the output is awaited before its host
-        // pointer is read (CPU plugin: device memory is host memory, dense major-to-minor), and
-        // each buffer is destroyed exactly once after its last use.
+        // pointer is read (only where device memory is host memory, dense major-to-minor), or
+        // copied by the plugin into `result`, whose 16 bytes outlive the awaited event; each
+        // buffer is destroyed exactly once after its last use.
         unsafe {
             self.await_ready(out);
-            let mut p = args!(PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args { buffer: out });
-            self.api
-                .base
-                .PJRT_Buffer_OpaqueDeviceMemoryDataPointer
-                .unwrap()(&mut p);
-            std::ptr::copy_nonoverlapping(
-                p.device_memory_ptr as *const f32,
-                result.as_mut_ptr(),
-                4,
-            );
+            if self.host_addressable {
+                let mut p = args!(PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args { buffer: out });
+                self.api
+                    .base
+                    .PJRT_Buffer_OpaqueDeviceMemoryDataPointer
+                    .unwrap()(&mut p);
+                std::ptr::copy_nonoverlapping(
+                    p.device_memory_ptr as *const f32,
+                    result.as_mut_ptr(),
+                    4,
+                );
+            } else {
+                let mut t = args!(PJRT_Buffer_ToHostBuffer_Args {
+                    src: out,
+                    host_layout: null_mut(),
+                    dst: result.as_mut_ptr().cast(),
+                    dst_size: 16,
+                });
+                let err = self.api.base.PJRT_Buffer_ToHostBuffer.unwrap()(&mut t);
+                assert!(err.is_null(), "raw read-back failed");
+                self.await_event(t.event);
+            }
             self.destroy(out);
             self.destroy(a);
             self.destroy(b);
@@ -134,12 +151,21 @@ impl<'a> RawAdd<'a> {
     /// `buffer` must be a live buffer.
     unsafe fn await_ready(&self, buffer: *mut sys::PJRT_Buffer) {
         let mut r = args!(PJRT_Buffer_ReadyEvent_Args { buffer: buffer });
-        // SAFETY: guaranteed by the caller; the event is awaited and destroyed once.
+        // SAFETY: guaranteed by the caller.
         unsafe {
             self.api.base.PJRT_Buffer_ReadyEvent.unwrap()(&mut r);
-            let mut w = args!(PJRT_Event_Await_Args { event: r.event });
+            self.await_event(r.event);
+        }
+    }
+
+    /// # Safety
+    /// `event` must be a live event, not used after this.
+    unsafe fn await_event(&self, event: *mut sys::PJRT_Event) {
+        // SAFETY: guaranteed by the caller; the event is awaited and destroyed once.
+        unsafe {
+            let mut w = args!(PJRT_Event_Await_Args { event: event });
             assert!(self.api.base.PJRT_Event_Await.unwrap()(&mut w).is_null());
-            let mut d = args!(PJRT_Event_Destroy_Args { event: r.event });
+            let mut d = args!(PJRT_Event_Destroy_Args { event: event });
             self.api.base.PJRT_Event_Destroy.unwrap()(&mut d);
         }
     }
@@ -151,4 +177,19 @@ impl<'a> RawAdd<'a> {
         // SAFETY: guaranteed by the caller.
         unsafe { self.api.base.PJRT_Buffer_Destroy.unwrap()(&mut d) };
     }
+}
+
+/// What any heap profile must ask the plugin for each of `buffers`: its on-device size and its
+/// device. The raw floor the memory benchmark sets our `heap_profile` against.
+pub fn raw_profile_floor(buffers: &[PjrtBuffer]) -> usize {
+    let mut total = 0;
+    for b in buffers {
+        total += b.on_device_size().unwrap_or(0);
+        let mut d = args!(PJRT_Buffer_Device_Args { buffer: b.raw() });
+        // SAFETY: a valid args struct for a live buffer we hold.
+        let err = unsafe { b.client().plugin().api().base.PJRT_Buffer_Device.unwrap()(&mut d) };
+        assert!(err.is_null(), "raw device query failed");
+        total += d.device.is_null() as usize;
+    }
+    total
 }
