@@ -1,7 +1,9 @@
-//! The GPU check in one binary (what `scripts/gpu-check build` carries to a GPU machine, which
-//! has no Rust toolchain): the plugin's devices, host send/recv callbacks, the main job batched
-//! and unbatched, and two processes forming one distributed client through Redis. Prints a line per check and, last,
-//! one JSON object. Runs on any plugin (`PJRT_PLUGIN_PATH`); on CPU it checks itself.
+//! The GPU check's own checks in one binary (what `scripts/gpu-check build` carries to a GPU
+//! machine, which has no Rust toolchain): the plugin's devices, compile for a topology,
+//! defragment compaction, the DMA round trip, host send/recv callbacks, the main job batched
+//! and unbatched, and two processes forming one distributed client through Redis. Prints a
+//! line per check and, last, one JSON object. Runs on any plugin (`PJRT_PLUGIN_PATH`); on CPU
+//! it checks itself.
 //!
 //! `gpu_check [--requests N] [--redis-server PATH]`; `gpu_check --node I --nodes N --redis URL`
 //! is one node (started by the check itself).
@@ -93,17 +95,39 @@ fn two_nodes(redis_server: &str) -> Result<Vec<(u64, u64, u64)>, String> {
     Ok(out)
 }
 
-/// Compiles unloaded for the client's own topology, loads the result and runs it.
+/// Compiles unloaded for the client's own topology, loads the result and runs it; says which
+/// path compiled it (`PJRT_Compile`, or the compile service's load-and-release fallback),
+/// whether anything stayed loaded, and what the plugin answers to a topology made by name.
 fn compile_for_topology(client: &pjrt_actors::Client) -> String {
     let run = || -> pjrt_actors::Result<String> {
         let program = "module @twice { func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> { %0 = stablehlo.add %x, %x : tensor<4xf32>\n return %0 : tensor<4xf32> } }";
         let topology = client.topology()?;
+        let (live, compiles) = (
+            client.live_executables()?.len(),
+            client.compile_cache_stats().compiles,
+        );
         let exe = client.compile_for_topology(program, &Default::default(), &topology)?;
+        let path = if client.compile_cache_stats().compiles == compiles {
+            "PJRT_Compile"
+        } else {
+            "load-and-release fallback"
+        };
+        let left_loaded = client.live_executables()?.len() - live;
         let loaded = exe.load(client)?;
         let x = client.devices()[0].put(&[1.0f32, 2.0, 3.0, 4.0], &[4])?;
         let y = loaded.execute(&[&x])?[0].to_vec::<f32>()?;
+        let by_name = match client.create_topology(
+            &topology.platform_name,
+            &[("topology", pjrt_actors::NamedValue::String("1x1x1".into()))],
+        ) {
+            Ok(t) => format!("{} devices", t.device_descriptions.len()),
+            Err(e) => format!("refused: {e}"),
+        };
         Ok(if y == [2.0, 4.0, 6.0, 8.0] {
-            "ok".into()
+            format!(
+                "ok via {path}, {left_loaded} left loaded; create_topology(\"{}\", topology=1x1x1): {by_name}",
+                topology.platform_name
+            )
         } else {
             format!("wrong answer {y:?}")
         })
@@ -130,6 +154,63 @@ fn defragment_compaction(client: &pjrt_actors::Client) -> String {
         Ok(format!(
             "moved {} ({} bytes), free-block ratio before/after {ratio}, data intact: {intact}",
             report.moved, report.bytes
+        ))
+    };
+    run().unwrap_or_else(|e| format!("failed: {e}"))
+}
+
+/// The DMA round trip of 64 MiB (upload, then read back), with mapped staging on both ends
+/// against the same through plain host memory: data checked, medians of 9 interleaved rounds.
+fn dma_round_trip(client: &pjrt_actors::Client) -> String {
+    use pjrt_actors::{ElementType, HostBuffer, SharedBytes};
+    const BYTES: usize = 64 << 20;
+    let run = || -> pjrt_actors::Result<String> {
+        let device = &client.devices()[0];
+        let filled = || {
+            let mut b = SharedBytes::zeroed(BYTES);
+            for (i, x) in b.get_mut().expect("new").iter_mut().enumerate() {
+                *x = (i % 251) as u8;
+            }
+            b
+        };
+        let up = match client.dma_map(filled()) {
+            Err(pjrt_actors::Error::Unsupported { .. }) => {
+                return Ok("not supported by this plugin".into());
+            }
+            other => other?,
+        };
+        let mut down = client.dma_map(SharedBytes::zeroed(BYTES))?;
+        let plain_up = filled();
+        let mut plain_down = vec![0u8; BYTES];
+        let dims = [(BYTES / 4) as i64];
+        let trip = |source: SharedBytes, target: &mut [u8]| -> pjrt_actors::Result<f64> {
+            let start = std::time::Instant::now();
+            let x = client.buffer_from_host(
+                HostBuffer::ZeroCopy(source),
+                ElementType::F32,
+                &dims,
+                device,
+                None,
+            )?;
+            x.read_bytes_into(target)?;
+            Ok(start.elapsed().as_secs_f64() * 1e3)
+        };
+        let (mut mapped, mut plain) = (Vec::new(), Vec::new());
+        for _ in 0..9 {
+            mapped.push(trip(up.bytes(), down.memory_mut()?)?);
+            plain.push(trip(plain_up.clone(), &mut plain_down)?);
+        }
+        if down.memory() != &up.memory()[..] || plain_down != plain_up[..] {
+            return Ok("failed: the bytes read back differ from those uploaded".into());
+        }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let (m, p) = (median(&mut mapped), median(&mut plain));
+        Ok(format!(
+            "64 MiB up and back: mapped staging {m:.2} ms, plain host memory {p:.2} ms, ratio {:.3}",
+            m / p
         ))
     };
     run().unwrap_or_else(|e| format!("failed: {e}"))
@@ -164,6 +245,8 @@ fn main() -> std::process::ExitCode {
     println!("compile for the client's topology: {topology}");
     let defragment = defragment_compaction(&client);
     println!("defragment after freeing every other of 4,000 arrays: {defragment}");
+    let dma = dma_round_trip(&client);
+    println!("DMA round trip: {dma}");
     drop(client);
     let send_recv = match send_recv_callbacks::run() {
         Ok((_, json)) => json,
@@ -196,7 +279,7 @@ fn main() -> std::process::ExitCode {
         Err(e) => println!("two nodes: not run: {e}"),
     }
     println!(
-        "{{\"batched_rps\": {:.0}, \"unbatched_rps\": {:.0}, \"batching_speedup\": {:.2}, \"batched_p99_us\": {:.0}, \"unbatched_p99_us\": {:.0}, \"mismatches\": {}, \"two_nodes\": \"{}\", \"compile_for_topology\": \"{}\", \"defragment\": \"{}\", \"send_recv\": {send_recv}}}",
+        "{{\"batched_rps\": {:.0}, \"unbatched_rps\": {:.0}, \"batching_speedup\": {:.2}, \"batched_p99_us\": {:.0}, \"unbatched_p99_us\": {:.0}, \"mismatches\": {}, \"two_nodes\": \"{}\", \"compile_for_topology\": \"{}\", \"defragment\": \"{}\", \"dma\": \"{}\", \"send_recv\": {send_recv}}}",
         rps(&batched),
         rps(&unbatched),
         rps(&batched) / rps(&unbatched),
@@ -209,6 +292,7 @@ fn main() -> std::process::ExitCode {
         },
         topology.replace('"', "'"),
         defragment.replace('"', "'"),
+        dma.replace('"', "'"),
     );
     std::process::ExitCode::SUCCESS
 }

@@ -2,26 +2,21 @@
 //! blocking and async forms run the same code), loading serialized executables, the compile
 //! cache's counters, and `Executable`, a compiled program that is not loaded.
 
-use std::fmt;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
 
-use pjrt_actors_core::actors::client::{CreateTopology, LiveExecutables, Load};
-use pjrt_actors_core::actors::compile_service::{
-    ClearMemoryCache, CompileSpec, ForgetCompiled, Submit,
-};
-use pjrt_actors_core::actors::compiler::CompileAhead;
+use pjrt_actors_core::actors::client::{LiveExecutables, Load};
+use pjrt_actors_core::actors::compile_service::{ClearMemoryCache, CompileSpec, Submit};
 use pjrt_actors_core::callbacks::HostCallback;
 use pjrt_actors_core::compile::CompileOptions;
 pub use pjrt_actors_core::compile_cache::CancelToken;
 use pjrt_actors_core::envelope;
-use pjrt_actors_core::executable::{ExecutableCore, ExecutableMeta};
-use pjrt_actors_core::pjrt::{ArrayType, NamedValue};
+use pjrt_actors_core::executable::ExecutableCore;
 use pjrt_actors_core::program_check::check_program;
 use pjrt_actors_core::site::Site;
-use pjrt_actors_core::{Error, Result, TopologyDescription};
+use pjrt_actors_core::{Error, Result};
 use prost::Message as _;
 use tokio::sync::oneshot;
 
@@ -39,9 +34,9 @@ use crate::handles::{Caller, Client, LoadedExecutable, Shared, wait};
 /// ```
 #[must_use = "a compile request does nothing until `load`, `load_async` or `compile` runs it"]
 pub struct CompileRequest {
-    shared: Arc<Shared>,
-    program: Arc<Vec<u8>>,
-    options: CompileOptions,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) program: Arc<Vec<u8>>,
+    pub(crate) options: CompileOptions,
     callbacks: Vec<HostCallback>,
     cancel: Option<CancelToken>,
     wait_for_slot: bool,
@@ -136,44 +131,6 @@ impl CompileRequest {
         LoadedExecutable::bind(self.shared, core, self.callbacks).await
     }
 
-    /// Compiles without loading: the result can be inspected, serialized, and loaded later on
-    /// any client whose topology matches this one's. Where the plugin has `PJRT_Compile` (GPU
-    /// plugins do), nothing is loaded at all. The CPU plugin has none: there this compiles on
-    /// this client, serializes, and lets the load go, so it is not live, cached or in heap
-    /// profiles afterwards (unless it was loaded here already).
-    pub fn compile(self) -> Result<Executable> {
-        let client = Client {
-            shared: self.shared.clone(),
-        };
-        let own = client.topology()?;
-        if let Some(compiled) = compile_ahead(&client, &self.program, &self.options, &own, true)? {
-            return Ok(compiled);
-        }
-        self.compile_by_loading()
-    }
-
-    /// `compile` where the plugin has no ahead-of-time compiler: load, serialize, let go.
-    fn compile_by_loading(self) -> Result<Executable> {
-        let state = self.shared.state();
-        let key = state.compile_key(
-            &self.program,
-            &self
-                .options
-                .to_proto(&state.device_facts())?
-                .encode_to_vec(),
-        );
-        // A program already loaded here stays so; one loaded only for this compile is let go.
-        let loaded_before = state.cached_executable(&key).is_some();
-        let shared = self.shared.clone();
-        let loaded = self.load()?;
-        let executable = Executable::from_loaded(&loaded)?;
-        drop(loaded);
-        if !loaded_before {
-            wait(shared.route_plain(ForgetCompiled(key)))?;
-        }
-        Ok(executable)
-    }
-
     /// Sends the compile to the compile service through the client actor and waits: for a
     /// queue slot first (else `Error::Busy`), then for the result; a cancelled token ends both.
     async fn submit(&self) -> Result<Arc<ExecutableCore>> {
@@ -217,54 +174,6 @@ impl CompileRequest {
 }
 
 impl Client {
-    /// Compiles for a topology (py_client's `compile(..., topology)`, JAX's ahead-of-time
-    /// compile): the client's own (see [`topology`](Self::topology)), one rebuilt from its
-    /// bytes, or one the plugin made ([`create_topology`](Self::create_topology)). Where the
-    /// plugin has `PJRT_Compile`, the target's devices need not be in this process. Where it
-    /// has not (CPU), only a topology that [matches](TopologyDescription::matches) this
-    /// client's compiles, through this client; another is `Error::TopologyMismatch`.
-    #[track_caller]
-    pub fn compile_for_topology(
-        &self,
-        program: impl AsRef<[u8]>,
-        options: &CompileOptions,
-        topology: &TopologyDescription,
-    ) -> Result<Executable> {
-        let own = self.topology()?.matches(topology);
-        let program = Arc::new(program.as_ref().to_vec());
-        if let Some(compiled) = compile_ahead(self, &program, options, topology, own)? {
-            return Ok(compiled);
-        }
-        if !own {
-            return Err(Error::TopologyMismatch {
-                reason: format!(
-                    "this {} client's topology differs, and the plugin cannot compile without a client of that topology (it has no `PJRT_Compile`)",
-                    self.platform()
-                ),
-            });
-        }
-        self.compile_request(program.as_slice())
-            .options(options)
-            .compile_by_loading()
-    }
-
-    /// A topology the plugin builds from a name and plugin-specific options
-    /// (`PJRT_TopologyDescription_Create`), to compile for devices this process need not have.
-    /// What a plugin accepts is its own; the CPU plugin accepts nothing and answers an error.
-    pub fn create_topology(
-        &self,
-        name: &str,
-        options: &[(&str, NamedValue)],
-    ) -> Result<TopologyDescription> {
-        let options = (options.iter())
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
-        wait(self.shared.route(CreateTopology {
-            name: name.to_string(),
-            options,
-        }))
-    }
-
     /// Serializes a loaded executable into bytes that
     /// [`deserialize_executable`](Self::deserialize_executable) loads again on a client of the same plugin and platform.
     pub fn serialize_executable(&self, executable: &LoadedExecutable) -> Result<Vec<u8>> {
@@ -430,140 +339,4 @@ pub struct CompileCacheStats {
     pub redis_stores: u64,
     /// Entries over the size limit: not stored, or refused and deleted on load.
     pub redis_too_large: u64,
-}
-
-/// A compiled program that is not loaded: inspect it, serialize it, load it later on a client
-/// whose topology matches the one it was compiled for.
-#[derive(Clone)]
-pub struct Executable {
-    bytes: Arc<Vec<u8>>,
-    meta: Arc<ExecutableMeta>,
-    cost_analysis: Arc<Vec<(String, NamedValue)>>,
-    topology: Arc<TopologyDescription>,
-}
-
-impl Executable {
-    fn from_loaded(loaded: &LoadedExecutable) -> Result<Self> {
-        Ok(Executable {
-            bytes: Arc::new(loaded.serialize()?),
-            meta: Arc::new(loaded.core.meta.clone()),
-            cost_analysis: Arc::new(loaded.cost_analysis()?),
-            topology: Arc::new(loaded.client().topology()?),
-        })
-    }
-
-    /// The program's name (its module name).
-    pub fn name(&self) -> &str {
-        &self.meta.name
-    }
-
-    /// The plugin's fingerprint of the compiled program.
-    pub fn fingerprint(&self) -> &str {
-        &self.meta.fingerprint
-    }
-
-    /// How many outputs the program returns.
-    pub fn num_outputs(&self) -> usize {
-        self.meta.num_outputs
-    }
-
-    /// Output element types and dimensions.
-    pub fn output_types(&self) -> &[ArrayType] {
-        &self.meta.output_types
-    }
-
-    /// Parameter element types and dimensions.
-    pub fn parameter_types(&self) -> &[ArrayType] {
-        &self.meta.parameter_types
-    }
-
-    /// XLA's cost analysis, taken when it was compiled.
-    pub fn cost_analysis(&self) -> &[(String, NamedValue)] {
-        &self.cost_analysis
-    }
-
-    /// The serialized topology it was compiled for.
-    pub fn topology(&self) -> &[u8] {
-        &self.topology.serialized
-    }
-
-    /// The topology it was compiled for: platform, version, devices, attributes.
-    pub fn topology_description(&self) -> &TopologyDescription {
-        &self.topology
-    }
-
-    /// The serialized executable (what [`Client::deserialize_executable`] loads).
-    pub fn serialize(&self) -> Vec<u8> {
-        self.bytes.to_vec()
-    }
-
-    /// Loads it on `client`, whose topology must be the one it was compiled for.
-    pub fn load(&self, client: &Client) -> Result<LoadedExecutable> {
-        if !client.topology()?.matches(&self.topology) {
-            return Err(Error::TopologyMismatch {
-                reason: format!(
-                    "`{}` was compiled for another topology than this client's ({} devices)",
-                    self.name(),
-                    client.device_count()
-                ),
-            });
-        }
-        client.deserialize_executable(&self.bytes, None, &[])
-    }
-}
-
-/// Compiles with the plugin's ahead-of-time compiler (`PJRT_Compile`) for `topology`, nothing
-/// loaded: `None` where the plugin has none (the CPU plugin answers `NotFound`), so the caller
-/// can fall back. `own` says `topology` is this client's, which is then given as a hint.
-fn compile_ahead(
-    client: &Client,
-    program: &Arc<Vec<u8>>,
-    options: &CompileOptions,
-    topology: &TopologyDescription,
-    own: bool,
-) -> Result<Option<Executable>> {
-    let state = client.state();
-    state.check_open()?;
-    check_program(program)?;
-    let proto = options.to_proto(&state.device_facts())?.encode_to_vec();
-    let job = CompileAhead {
-        code: program.clone(),
-        options: proto.clone(),
-        portable: options.portable,
-        topology: (!own).then(|| topology.serialized.clone()),
-        span: tracing::Span::current(),
-    };
-    let compiled = match wait(client.shared.route(job)) {
-        Ok(compiled) => compiled,
-        Err(e) if no_ahead_of_time_compiler(&e) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let bytes = envelope::encode(&envelope::Envelope {
-        identity: state.identity().to_string(),
-        portable: options.portable,
-        options: proto,
-        topology: topology.serialized.clone(),
-        payload: compiled.payload,
-        cache_key: Vec::new(),
-    });
-    Ok(Some(Executable {
-        bytes: Arc::new(bytes),
-        meta: Arc::new(compiled.meta),
-        cost_analysis: Arc::new(compiled.cost_analysis),
-        topology: Arc::new(topology.clone()),
-    }))
-}
-
-/// Whether a `PJRT_Compile` failure means the plugin has no compiler for it at all (CPU:
-/// `NOT_FOUND: No compiler registered for platform cpu`), rather than a bad program.
-fn no_ahead_of_time_compiler(e: &Error) -> bool {
-    use pjrt_actors_core::PjrtCode::{NotFound, Unimplemented};
-    matches!(e.pjrt_code(), Some(NotFound | Unimplemented))
-        || matches!(e, Error::Unsupported { .. })
-}
-
-impl fmt::Debug for Executable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Executable({}, {} bytes)", self.name(), self.bytes.len())
-    }
 }

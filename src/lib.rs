@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod ahead_of_time;
 mod array;
 mod client;
 mod compile;
@@ -25,9 +26,10 @@ mod handles;
 pub mod host_data;
 pub mod serving;
 
+pub use ahead_of_time::Executable;
 pub use array::{ArrayId, HostBuffer};
 pub use client::ClientBuilder;
-pub use compile::{CancelToken, CompileCacheStats, CompileRequest, Executable};
+pub use compile::{CancelToken, CompileCacheStats, CompileRequest};
 pub use handles::{Array, Client, Device, LoadedExecutable, MemorySpace};
 pub use pjrt_actors_core::TopologyDescription;
 pub use pjrt_actors_core::actors::registry::DefragmentReport;

@@ -183,6 +183,9 @@ pub const OPTION_ENV: &[(&[&str], &str)] = &[
         "allocator",
     ),
     (&["PJRT_ACTORS_VISIBLE_DEVICES"], "visible_devices"),
+    // The CPU plugin's only option. Not JAX's `JAX_NUM_CPU_DEVICES`: JAX applies that to its
+    // CPU backend only, and a GPU plugin refuses option names it does not know.
+    (&["PJRT_ACTORS_CPU_DEVICE_COUNT"], "cpu_device_count"),
 ];
 
 /// The create options the environment sets, for options `given` does not set already; `env`

@@ -12,11 +12,66 @@ use super::abi;
 use super::buffer::from_raw_type;
 use super::call::{args, call};
 use super::client::{PjrtClient, PjrtTopology};
-use super::executable::{ArrayType, CompiledMemoryStats, list};
 use super::plugin_bytes::{plugin_str, take_serialized};
 use super::values::{NamedValue, RawNamedValues, read_named_values};
+use crate::dtype::ElementType;
 use crate::error::{Error, Result};
 use crate::plugin::Plugin;
+
+/// An array type: element type and dimensions.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ArrayType {
+    /// The element type.
+    pub dtype: ElementType,
+    /// The dimensions (empty for a scalar).
+    pub dims: Vec<i64>,
+}
+
+impl ArrayType {
+    /// Bytes of its dense host representation; an error where that overflows.
+    pub fn byte_size(&self) -> Result<usize> {
+        crate::dtype::byte_size(self.dtype, &self.dims)
+    }
+}
+
+/// What `PJRT_Executable_GetCompiledMemoryStats` reports, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CompiledMemoryStats {
+    /// Generated code.
+    pub generated_code_size: i64,
+    /// Arguments on the device.
+    pub argument_size: i64,
+    /// Outputs on the device.
+    pub output_size: i64,
+    /// Outputs aliasing arguments.
+    pub alias_size: i64,
+    /// Temporaries on the device.
+    pub temp_size: i64,
+    /// Generated code, host side.
+    pub host_generated_code_size: i64,
+    /// Arguments in host memory.
+    pub host_argument_size: i64,
+    /// Outputs in host memory.
+    pub host_output_size: i64,
+    /// Host outputs aliasing arguments.
+    pub host_alias_size: i64,
+    /// Temporaries in host memory.
+    pub host_temp_size: i64,
+    /// Peak device memory of a run.
+    pub peak_memory: i64,
+}
+
+/// Reads `(ptr, n)` plugin-owned values.
+///
+/// # Safety
+/// `ptr` must point at `n` values (or `n` must be 0).
+pub(crate) unsafe fn list<T: Copy>(ptr: *const T, n: usize) -> Vec<T> {
+    if ptr.is_null() || n == 0 {
+        return Vec::new();
+    }
+    // SAFETY: guaranteed by the caller.
+    unsafe { std::slice::from_raw_parts(ptr, n) }.to_vec()
+}
 
 /// An owned, unloaded executable: what was compiled, for a topology rather than for devices.
 pub struct PjrtExecutable {

@@ -10,54 +10,11 @@ use super::abi;
 use super::buffer::{PjrtBuffer, PjrtEvent};
 use super::call::{args, call};
 use super::client::{PjrtClient, PjrtDevice};
-use super::compiled::PjrtExecutable;
+use super::compiled::{ArrayType, PjrtExecutable, list};
 use super::ffi::{CallbackContext, CallbackDispatch};
 use super::host_transfer::{HostTransferDispatch, HostTransferOptions};
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
-
-/// An array type: element type and dimensions.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ArrayType {
-    /// The element type.
-    pub dtype: ElementType,
-    /// The dimensions (empty for a scalar).
-    pub dims: Vec<i64>,
-}
-
-impl ArrayType {
-    /// Bytes of its dense host representation; an error where that overflows.
-    pub fn byte_size(&self) -> Result<usize> {
-        crate::dtype::byte_size(self.dtype, &self.dims)
-    }
-}
-
-/// What `PJRT_Executable_GetCompiledMemoryStats` reports, in bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct CompiledMemoryStats {
-    /// Generated code.
-    pub generated_code_size: i64,
-    /// Arguments on the device.
-    pub argument_size: i64,
-    /// Outputs on the device.
-    pub output_size: i64,
-    /// Outputs aliasing arguments.
-    pub alias_size: i64,
-    /// Temporaries on the device.
-    pub temp_size: i64,
-    /// Generated code, host side.
-    pub host_generated_code_size: i64,
-    /// Arguments in host memory.
-    pub host_argument_size: i64,
-    /// Outputs in host memory.
-    pub host_output_size: i64,
-    /// Host outputs aliasing arguments.
-    pub host_alias_size: i64,
-    /// Temporaries in host memory.
-    pub host_temp_size: i64,
-    /// Peak device memory of a run.
-    pub peak_memory: i64,
-}
 
 /// An owned, loaded executable; what was compiled (name, types, serialization) is read through
 /// the unloaded `PJRT_Executable` behind it, which it derefs to.
@@ -88,18 +45,6 @@ impl std::ops::Deref for PjrtLoadedExecutable {
     fn deref(&self) -> &PjrtExecutable {
         &self.executable
     }
-}
-
-/// Reads `(ptr, n)` plugin-owned values.
-///
-/// # Safety
-/// `ptr` must point at `n` values (or `n` must be 0).
-pub(crate) unsafe fn list<T: Copy>(ptr: *const T, n: usize) -> Vec<T> {
-    if ptr.is_null() || n == 0 {
-        return Vec::new();
-    }
-    // SAFETY: guaranteed by the caller.
-    unsafe { std::slice::from_raw_parts(ptr, n) }.to_vec()
 }
 
 impl PjrtClient {

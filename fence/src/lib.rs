@@ -32,11 +32,9 @@ pub use client::{
     DeviceDescription, DeviceMemoryStats, MemoryDescription, PjrtClient, PjrtDevice, PjrtMemory,
     PjrtTopology,
 };
-pub use compiled::PjrtExecutable;
+pub use compiled::{ArrayType, CompiledMemoryStats, PjrtExecutable};
 pub use dma::DmaMapping;
-pub use executable::{
-    ArrayType, CompiledMemoryStats, HostTransfers, PjrtLoadedExecutable, parameter_types,
-};
+pub use executable::{HostTransfers, PjrtLoadedExecutable, parameter_types};
 pub use ffi::{CALLBACK_ID_ATTR, CallbackDispatch, HOST_CALLBACK_TARGET, HostView, HostViewMut};
 pub use ffi_abi::FfiSupport;
 pub use host_transfer::{HostTransferDispatch, RecvStream};

@@ -7,14 +7,23 @@ use pjrt_actors::{Client, CompileOptions, Error};
 use crate::callbacks::pure_map;
 use crate::common::{add_f32x4, check_distinct, distinct_module};
 
-const WORKER: &str = env!("CARGO_BIN_EXE_pjrt-actors-compile-worker");
+/// The worker cargo built for this test binary, or, where this binary was carried to another
+/// machine (the GPU check), one found the library's way: `PJRT_ACTORS_COMPILE_WORKER`, or
+/// beside this executable.
+fn worker() -> std::path::PathBuf {
+    let built = std::path::PathBuf::from(env!("CARGO_BIN_EXE_pjrt-actors-compile-worker"));
+    if built.is_file() {
+        return built;
+    }
+    pjrt_actors_core::compile_worker::find_worker().expect("a compile worker binary")
+}
 
 /// Fails a CHECK in XLA's compiler ("Expected a tuple shape"): SIGABRT in-process.
 const TOP_K: &str = "module @crashes { func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n  %0 = stablehlo.custom_call @TopK(%a) : (tensor<4xf32>) -> tensor<4xf32>\n  return %0 : tensor<4xf32> } }";
 
 fn isolated() -> Client {
     Client::builder()
-        .compile_in_worker(WORKER)
+        .compile_in_worker(worker())
         .compile_threads(2)
         .memory_cache_entries(0)
         .open()
