@@ -113,8 +113,9 @@ fn main() {
     let plugin = Plugin::discover().unwrap();
     let raw_client = PjrtClient::create(plugin, &[]).unwrap();
     let raw_devices = raw_client.addressable_devices().unwrap();
-    // Up to 4 devices: the CPU plugin's 4, a one-GPU machine's 1.
-    let n = raw_devices.len().min(4);
+    // Up to 4 devices: the CPU plugin's 4, a one-GPU machine's 1 (and no more than our client
+    // has, which the environment may have set apart from the raw one's).
+    let n = raw_devices.len().min(devices.len()).min(4);
     let raw_exes: Vec<_> = (0..n)
         .map(|i| {
             raw_compile(
