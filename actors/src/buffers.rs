@@ -179,32 +179,59 @@ pub struct MoveHold<'a> {
     state: parking_lot::RwLockWriteGuard<'a, SlotState>,
 }
 
-impl MoveHold<'_> {
+impl<'a> MoveHold<'a> {
     /// Copies the device buffer to host memory and frees it; returns the bytes moved (a buffer
     /// already on the host from a failed defragment is left as it is).
     pub fn evict(&mut self) -> Result<usize> {
+        Ok(match self.read_out()? {
+            Some(bytes) => self.evict_with(bytes),
+            None => 0,
+        })
+    }
+
+    /// The device buffer's bytes, read without changing anything (`None` when the bytes are on
+    /// the host already): the half of `evict` that many holds can run at once.
+    pub fn read_out(&self) -> Result<Option<Vec<u8>>> {
         let SlotState::Live(buffer) = &*self.state else {
-            return Ok(0);
+            return Ok(None);
         };
         let mut bytes = vec![0u8; crate::dtype::byte_size(self.slot.dtype, &self.slot.dims)?];
         buffer.read_into(&mut bytes, self.slot.dims.len())?;
+        Ok(Some(bytes))
+    }
+
+    /// The other half: keeps `bytes` (from `read_out`) on the host and frees the device buffer.
+    pub fn evict_with(&mut self, bytes: Vec<u8>) -> usize {
         let len = bytes.len();
         *self.state = SlotState::OnHost(bytes);
-        Ok(len)
+        len
+    }
+
+    /// The host bytes a restore would upload (`None` when the buffer is on its device).
+    pub fn host_bytes(&self) -> Option<&[u8]> {
+        match &*self.state {
+            SlotState::OnHost(bytes) => Some(bytes),
+            _ => None,
+        }
+    }
+
+    /// Puts an uploaded buffer (of `host_bytes`) in place of the host bytes.
+    pub fn put_back(&mut self, buffer: PjrtBuffer) {
+        *self.state = SlotState::Live(buffer);
     }
 
     /// Uploads the host bytes with `upload` back into the slot; `Ok(false)` if there were none.
     pub fn restore(&mut self, upload: impl FnOnce(&[u8]) -> Result<PjrtBuffer>) -> Result<bool> {
-        let SlotState::OnHost(bytes) = &*self.state else {
+        let Some(bytes) = self.host_bytes() else {
             return Ok(false);
         };
         let buffer = upload(bytes)?;
-        *self.state = SlotState::Live(buffer);
+        self.put_back(buffer);
         Ok(true)
     }
 
     /// The slot held.
-    pub fn slot(&self) -> &BufferSlot {
+    pub fn slot(&self) -> &'a BufferSlot {
         self.slot
     }
 }
