@@ -108,6 +108,12 @@ impl LoadedExecutable {
         self.core.meta.parameter_types.len()
     }
 
+    /// The serialized `CompileOptionsProto` it was compiled (or loaded) with, as the plugin got
+    /// it: with what the runtime filled in, such as `device_memory_size` from the allocator.
+    pub fn compile_options(&self) -> &[u8] {
+        &self.core.meta.compile_options
+    }
+
     /// Whether the executable takes its device at execute time.
     pub fn is_portable(&self) -> bool {
         self.core.meta.portable

@@ -78,6 +78,8 @@ pub struct DeviceMemoryStats {
     pub peak_bytes_reserved: Option<i64>,
     /// The largest free block.
     pub largest_free_block_bytes: Option<i64>,
+    /// Bytes the allocator holds in its regions (in use or free), where it pools.
+    pub pool_bytes: Option<i64>,
 }
 
 /// What a memory space says about itself. Plain data, taken once.
@@ -398,6 +400,7 @@ impl PjrtDevice {
                 a.largest_free_block_bytes,
                 a.largest_free_block_bytes_is_set,
             ),
+            pool_bytes: opt(a.pool_bytes, a.pool_bytes_is_set),
         }))
     }
 

@@ -3,6 +3,7 @@
 //! live in binaries of their own beside it: `shutdown.rs`, `plugin_env.rs`, `soak.rs`.
 
 mod ahead_of_time;
+mod allocator;
 mod callbacks;
 mod common;
 mod compile_stress;

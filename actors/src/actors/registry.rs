@@ -268,14 +268,16 @@ impl BufferRegistryActor {
         )
     }
 
-    /// Compaction as the allocators see it: the largest free block over the free bytes, the
-    /// worst device's, where every device has statistics (GPU plugins; the CPU plugin has none).
+    /// Compaction as the allocators see it: the largest free block over the free bytes in the
+    /// allocator's regions (its pool; where it reports none, up to its limit), the worst
+    /// device's, where every device has statistics (GPU plugins; the CPU plugin has none).
     fn free_block_ratios(&self) -> Option<f64> {
         let mut worst: Option<f64> = None;
         for device in &self.state.devices {
             let stats = device.memory_stats().ok()??;
-            let (largest, limit) = (stats.largest_free_block_bytes?, stats.bytes_limit?);
-            let free = (limit - stats.bytes_in_use).max(1) as f64;
+            let largest = stats.largest_free_block_bytes?;
+            let held = stats.pool_bytes.or(stats.bytes_limit)?;
+            let free = (held - stats.bytes_in_use).max(1) as f64;
             let ratio = (largest as f64 / free).min(1.0);
             worst = Some(worst.map_or(ratio, |w| w.min(ratio)));
         }
