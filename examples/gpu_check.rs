@@ -200,7 +200,7 @@ fn dma_round_trip(client: &pjrt_actors::Client) -> String {
             mapped.push(trip(up.bytes(), down.memory_mut()?)?);
             plain.push(trip(plain_up.clone(), &mut plain_down)?);
         }
-        if down.memory() != &up.memory()[..] || plain_down != plain_up[..] {
+        if down.memory() != up.memory() || plain_down != plain_up[..] {
             return Ok("failed: the bytes read back differ from those uploaded".into());
         }
         let median = |v: &mut Vec<f64>| {
