@@ -228,7 +228,7 @@ fn compile_ahead(
         bytes: Arc::new(bytes),
         meta: Arc::new(compiled.meta),
         cost_analysis: Arc::new(compiled.cost_analysis),
-        topology: Arc::new(topology.clone()),
+        topology: Arc::new(compiled.topology),
     }))
 }
 

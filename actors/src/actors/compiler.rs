@@ -18,6 +18,7 @@ use crate::pjrt::{NamedValue, PjrtClient, PjrtDevice, PjrtLoadedExecutable, Pjrt
 use crate::redis_cache::Lookup;
 use crate::runtime::WorkerToken;
 use crate::supervision::guarded;
+use crate::topology::TopologyDescription;
 
 /// What a worker answers: the loaded executable and what was read of it.
 pub type Loaded = Result<(PjrtLoadedExecutable, ExecutableMeta)>;
@@ -211,11 +212,14 @@ impl Handler<DeserializeJob> for CompilerActor {
     }
 }
 
-/// What an ahead-of-time compile produced: the plugin's serialization and what was read of it.
+/// What an ahead-of-time compile produced: the plugin's serialization, what was read of it,
+/// and the topology it is for as the plugin describes it (so a load matches it by meaning,
+/// even where it was given only as bytes).
 pub struct CompiledAhead {
     pub payload: Vec<u8>,
     pub meta: ExecutableMeta,
     pub cost_analysis: Vec<(String, NamedValue)>,
+    pub topology: TopologyDescription,
 }
 
 /// A compile with nothing loaded (`PJRT_Compile`), for this client's topology (`topology` is
@@ -247,6 +251,7 @@ impl Handler<CompileAhead> for CompilerActor {
             let hint = job.topology.is_none().then_some(&self.client);
             let exe = topology.compile(&job.code, "mlir", &job.options, hint)?;
             Ok(CompiledAhead {
+                topology: TopologyDescription::describe(&topology)?,
                 meta: ExecutableMeta::read_unloaded(&exe, job.portable, &job.options)?,
                 cost_analysis: exe.cost_analysis().unwrap_or_default(),
                 payload: exe.serialize()?,
