@@ -5,8 +5,10 @@
 //! line per check and, last, one JSON object. Runs on any plugin (`PJRT_PLUGIN_PATH`); on CPU
 //! it checks itself.
 //!
-//! `gpu_check [--requests N] [--redis-server PATH]`; `gpu_check --node I --nodes N --redis URL`
-//! is one node (started by the check itself).
+//! `gpu_check [--requests N] [--redis-server PATH] [--budget SECONDS]` runs every step, each in
+//! a process of its own so that a plugin abort loses only that step; `gpu_check --step NAME`
+//! is one step and `gpu_check --node I --nodes N --redis URL` one node (both started by the
+//! check itself).
 
 #[allow(dead_code)]
 #[path = "serve.rs"]
@@ -216,6 +218,186 @@ fn dma_round_trip(client: &pjrt_actors::Client) -> String {
     run().unwrap_or_else(|e| format!("failed: {e}"))
 }
 
+/// The steps, each run in a process of its own (so a plugin abort in one loses only that
+/// step), with its time limit in seconds.
+const STEPS: &[(&str, u64)] = &[
+    ("devices", 20),
+    ("topology", 30),
+    ("defragment", 40),
+    ("dma", 40),
+    ("send_recv", 30),
+    ("serve", 60),
+    ("nodes", 40),
+];
+
+/// One step in this process: prints what it found, then one JSON object, last.
+fn step(name: &str, requests: u64) -> Result<serde_json::Value, String> {
+    use serde_json::json;
+    let open = || pjrt_actors::Client::open().map_err(|e| e.to_string());
+    Ok(match name {
+        "devices" => {
+            let client = open()?;
+            println!(
+                "platform {} {}, {} devices",
+                client.platform(),
+                client.platform_version(),
+                client.device_count()
+            );
+            json!({"platform": client.raw_platform_name(), "devices": client.device_count()})
+        }
+        "topology" => {
+            let result = compile_for_topology(&open()?);
+            println!("compile for the client's topology: {result}");
+            json!({ "compile_for_topology": result })
+        }
+        "defragment" => {
+            let result = defragment_compaction(&open()?);
+            println!("defragment after freeing every other of 4,000 arrays: {result}");
+            json!({ "defragment": result })
+        }
+        "dma" => {
+            let result = dma_round_trip(&open()?);
+            println!("DMA round trip: {result}");
+            json!({ "dma": result })
+        }
+        "send_recv" => {
+            let (_, line) = send_recv_callbacks::run().map_err(|e| e.to_string())?;
+            println!("send/recv callbacks: {line}");
+            json!({ "send_recv": serde_json::from_str::<serde_json::Value>(&line).map_err(|e| e.to_string())? })
+        }
+        "serve" => {
+            let run =
+                |mode| serve::run(requests, serve::WORKERS, 97, mode).map_err(|e| e.to_string());
+            let (batched, unbatched) = (run(serve::Mode::Batched)?, run(serve::Mode::Unbatched)?);
+            let rps = |r: &serve::Report| r.requests as f64 / r.seconds;
+            println!(
+                "serve: batched {:.0} requests/s (p99 {:.0} us, {} mismatches), unbatched {:.0} requests/s (p99 {:.0} us, {} mismatches)",
+                rps(&batched),
+                batched.p99_us,
+                batched.mismatches,
+                rps(&unbatched),
+                unbatched.p99_us,
+                unbatched.mismatches
+            );
+            json!({
+                "batched_rps": rps(&batched).round(),
+                "unbatched_rps": rps(&unbatched).round(),
+                "batching_speedup": (rps(&batched) / rps(&unbatched) * 100.0).round() / 100.0,
+                "batched_p99_us": batched.p99_us.round(),
+                "unbatched_p99_us": unbatched.p99_us.round(),
+                "mismatches": batched.mismatches + unbatched.mismatches,
+            })
+        }
+        "nodes" => {
+            let path = arg("--redis-server").ok_or("no --redis-server given")?;
+            let nodes = two_nodes(&path)?;
+            println!("two nodes: (devices, addressable, process index) = {nodes:?}");
+            json!({ "two_nodes": format!("{nodes:?}") })
+        }
+        other => return Err(format!("no step `{other}`")),
+    })
+}
+
+/// Runs every step in a child process within `budget` seconds in all: their lines, then the
+/// merged JSON. A step that fails, is killed or runs out of time says so under its name.
+fn run_steps(budget: u64) -> serde_json::Value {
+    use std::io::Read;
+    let me = std::env::current_exe().expect("own path");
+    let passed: Vec<String> = ["--requests", "--redis-server"]
+        .iter()
+        .filter_map(|f| arg(f).map(|v| [f.to_string(), v]))
+        .flatten()
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(budget);
+    let mut summary = serde_json::Map::new();
+    for (name, limit) in STEPS {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let limit = Duration::from_secs(*limit).min(left);
+        if limit.is_zero() {
+            println!("{name}: not run (the check's time is up)");
+            summary.insert(name.to_string(), "not run: the check's time is up".into());
+            continue;
+        }
+        let spawned = Command::new(&me)
+            .args(["--step", name])
+            .args(&passed)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                summary.insert(name.to_string(), format!("not started: {e}").into());
+                continue;
+            }
+        };
+        // Drained while it runs: the plugin logs freely to stderr, and a full pipe would stall it.
+        let drain = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                if let Some(mut pipe) = pipe {
+                    let _ = pipe.read_to_string(&mut text);
+                }
+                text
+            })
+        };
+        let out = drain(
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let err = drain(
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let start = std::time::Instant::now();
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if start.elapsed() < limit => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+            }
+        };
+        let (out, err) = (
+            out.join().unwrap_or_default(),
+            err.join().unwrap_or_default(),
+        );
+        let last = out.lines().rev().find(|l| l.starts_with('{'));
+        for line in out.lines().filter(|l| !l.starts_with('{')) {
+            println!("{line}");
+        }
+        let tail: String = err.lines().rev().take(3).collect::<Vec<_>>().join(" | ");
+        match (
+            status,
+            last.and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok()),
+        ) {
+            (Some(s), Some(serde_json::Value::Object(found))) if s.success() => {
+                summary.extend(found)
+            }
+            (Some(s), _) => {
+                let why = format!("failed ({s}): {tail}");
+                println!("{name}: {why}");
+                summary.insert(name.to_string(), why.into());
+            }
+            (None, _) => {
+                let why = format!("killed after {limit:?} (time limit): {tail}");
+                println!("{name}: {why}");
+                summary.insert(name.to_string(), why.into());
+            }
+        }
+    }
+    summary.into()
+}
+
 fn main() -> std::process::ExitCode {
     if let Some(i) = arg("--node") {
         let nodes = arg("--nodes").and_then(|v| v.parse().ok()).unwrap_or(2);
@@ -234,65 +416,19 @@ fn main() -> std::process::ExitCode {
     let requests: u64 = arg("--requests")
         .and_then(|v| v.parse().ok())
         .unwrap_or(50_000);
-    let client = pjrt_actors::Client::open().expect("a plugin");
-    println!(
-        "platform {} {}, {} devices",
-        client.platform(),
-        client.platform_version(),
-        client.device_count()
-    );
-    let topology = compile_for_topology(&client);
-    println!("compile for the client's topology: {topology}");
-    let defragment = defragment_compaction(&client);
-    println!("defragment after freeing every other of 4,000 arrays: {defragment}");
-    let dma = dma_round_trip(&client);
-    println!("DMA round trip: {dma}");
-    drop(client);
-    let send_recv = match send_recv_callbacks::run() {
-        Ok((_, json)) => json,
-        Err(e) => format!(
-            "{{\"send_recv\":\"failed: {}\"}}",
-            e.to_string().replace('"', "'")
-        ),
-    };
-    println!("send/recv callbacks: {send_recv}");
-    let batched =
-        serve::run(requests, serve::WORKERS, 97, serve::Mode::Batched).expect("batched serve");
-    let unbatched =
-        serve::run(requests, serve::WORKERS, 97, serve::Mode::Unbatched).expect("unbatched serve");
-    let rps = |r: &serve::Report| r.requests as f64 / r.seconds;
-    println!(
-        "serve: batched {:.0} requests/s (p99 {:.0} us, {} mismatches), unbatched {:.0} requests/s (p99 {:.0} us, {} mismatches)",
-        rps(&batched),
-        batched.p99_us,
-        batched.mismatches,
-        rps(&unbatched),
-        unbatched.p99_us,
-        unbatched.mismatches
-    );
-    let nodes = match arg("--redis-server") {
-        Some(path) => two_nodes(&path),
-        None => Err("no --redis-server given".into()),
-    };
-    match &nodes {
-        Ok(n) => println!("two nodes: (devices, addressable, process index) = {n:?}"),
-        Err(e) => println!("two nodes: not run: {e}"),
+    if let Some(name) = arg("--step") {
+        return match step(&name, requests) {
+            Ok(json) => {
+                println!("{json}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::ExitCode::FAILURE
+            }
+        };
     }
-    println!(
-        "{{\"batched_rps\": {:.0}, \"unbatched_rps\": {:.0}, \"batching_speedup\": {:.2}, \"batched_p99_us\": {:.0}, \"unbatched_p99_us\": {:.0}, \"mismatches\": {}, \"two_nodes\": \"{}\", \"compile_for_topology\": \"{}\", \"defragment\": \"{}\", \"dma\": \"{}\", \"send_recv\": {send_recv}}}",
-        rps(&batched),
-        rps(&unbatched),
-        rps(&batched) / rps(&unbatched),
-        batched.p99_us,
-        unbatched.p99_us,
-        batched.mismatches + unbatched.mismatches,
-        match &nodes {
-            Ok(n) => format!("{n:?}"),
-            Err(e) => e.replace('"', "'"),
-        },
-        topology.replace('"', "'"),
-        defragment.replace('"', "'"),
-        dma.replace('"', "'"),
-    );
+    let budget = arg("--budget").and_then(|v| v.parse().ok()).unwrap_or(190);
+    println!("{}", run_steps(budget));
     std::process::ExitCode::SUCCESS
 }
