@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use pjrt_actors_core::actors::client::CreateTopology;
+use pjrt_actors_core::actors::compile_service::ForgetCompiled;
 use pjrt_actors_core::actors::compiler::CompileAhead;
 use pjrt_actors_core::compile::CompileOptions;
 use pjrt_actors_core::envelope;
@@ -14,8 +15,6 @@ use pjrt_actors_core::pjrt::{ArrayType, NamedValue};
 use pjrt_actors_core::program_check::check_program;
 use pjrt_actors_core::{Error, Result, TopologyDescription};
 use prost::Message as _;
-
-use pjrt_actors_core::actors::compile_service::ForgetCompiled;
 
 use crate::compile::CompileRequest;
 use crate::handles::{Client, LoadedExecutable, wait};
