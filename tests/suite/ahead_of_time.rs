@@ -3,7 +3,7 @@
 //! plugin's is checked where the GPU check runs this binary.
 
 use crate::common::{check_distinct, distinct_module};
-use pjrt_actors::{Client, CompileOptions, Error, NamedValue};
+use pjrt_actors::{Client, CompileOptions};
 
 fn live(client: &Client) -> usize {
     client.live_executables().unwrap().len()
@@ -31,28 +31,48 @@ fn compiling_for_a_topology_loads_nothing_and_the_result_runs() {
 }
 
 #[test]
-fn a_topology_the_plugin_cannot_compile_for_is_a_typed_error() {
+fn bytes_that_describe_no_topology_are_refused_before_anything_compiles() {
     let client = Client::open().unwrap();
     let (program, _) = distinct_module(12, 2);
-    if client.platform() == "cpu" {
-        // Another device count is another topology; with no `PJRT_Compile` it cannot be
-        // compiled for without a client of it, and the error says why.
+    let garbage = pjrt_actors::TopologyDescription::from_serialized(b"not a topology".to_vec());
+    let refused = client.compile_for_topology(&program, &CompileOptions::default(), &garbage);
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(client.compile_request(&program).compile().is_ok());
+}
+
+/// Another topology, made the CPU plugin's way (another `cpu_device_count`). The GPU check
+/// skips `cpu_plugin` modules; there `gpu_check` asks the plugin to `create_topology`.
+mod cpu_plugin {
+    use crate::common::distinct_module;
+    use pjrt_actors::{Client, CompileOptions, Error, NamedValue};
+
+    #[test]
+    fn another_device_count_is_another_topology_and_without_pjrt_compile_a_typed_error() {
+        let client = Client::open().unwrap();
+        let (program, _) = distinct_module(12, 2);
         let two = Client::builder().cpu_device_count(2).open().unwrap();
+        // An executable compiled for this client does not load on the other.
+        let unloaded = client.compile_request(&program).compile().unwrap();
+        assert!(matches!(
+            unloaded.load(&two),
+            Err(Error::TopologyMismatch { .. })
+        ));
+        // The CPU plugin has no `PJRT_Compile`, so another topology cannot be compiled for
+        // without a client of it, and the error says why; from its bytes alone neither.
         let foreign = two.topology().unwrap();
-        match client.compile_for_topology(&program, &CompileOptions::default(), &foreign) {
-            Err(Error::TopologyMismatch { reason }) => {
-                assert!(reason.contains("PJRT_Compile"), "{reason}")
+        let from_bytes =
+            pjrt_actors::TopologyDescription::from_serialized(foreign.serialized.clone());
+        for topology in [&foreign, &from_bytes] {
+            match client.compile_for_topology(&program, &CompileOptions::default(), topology) {
+                Err(Error::TopologyMismatch { reason }) => {
+                    assert!(reason.contains("PJRT_Compile"), "{reason}")
+                }
+                other => panic!("{other:?}"),
             }
-            other => panic!("{other:?}"),
         }
         // Nor does the CPU plugin make topologies by name: an error, and the client goes on.
         let made = client.create_topology("cpu", &[("cpu_device_count", NamedValue::Int64(2))]);
         assert!(made.is_err(), "{made:?}");
         assert!(client.compile_request(&program).compile().is_ok());
     }
-    // Bytes that describe no topology are refused, on any plugin, before anything is compiled.
-    let garbage = pjrt_actors::TopologyDescription::from_serialized(b"not a topology".to_vec());
-    let refused = client.compile_for_topology(&program, &CompileOptions::default(), &garbage);
-    assert!(refused.is_err(), "{refused:?}");
-    assert!(client.compile_request(&program).compile().is_ok());
 }

@@ -132,13 +132,8 @@ fn compile_without_loading() {
         &dims,
         2,
     );
-    // Not on a client of another topology.
-    let two = Client::builder().cpu_device_count(2).open().unwrap();
-    assert!(matches!(
-        unloaded.load(&two),
-        Err(Error::TopologyMismatch { .. })
-    ));
-    // Against a topology: the client's own, also rebuilt from bytes; another is refused.
+    // Against a topology: the client's own, also rebuilt from bytes (another topology:
+    // `ahead_of_time::cpu_plugin`).
     let own = client.topology().unwrap();
     let from_bytes = TopologyDescription::from_serialized(own.serialized.clone());
     for topology in [&own, &from_bytes] {
@@ -154,11 +149,6 @@ fn compile_without_loading() {
             2,
         );
     }
-    let foreign = TopologyDescription::from_serialized(two.topology().unwrap().serialized);
-    assert!(matches!(
-        client.compile_for_topology(&program, &defaults(), &foreign),
-        Err(Error::TopologyMismatch { .. })
-    ));
 }
 
 #[test]

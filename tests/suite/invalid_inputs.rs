@@ -49,7 +49,7 @@ fn host_data_that_does_not_fit_the_shape() {
 #[test]
 fn devices_and_memories_of_the_wrong_owner() {
     let (client, exe) = setup();
-    let other = Client::builder().cpu_device_count(2).open().unwrap();
+    let other = Client::open().unwrap();
     let mine = &client.devices()[0];
     let theirs = &other.devices()[0];
     let err = client

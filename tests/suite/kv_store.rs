@@ -54,44 +54,51 @@ fn the_redis_store_gets_waits_times_out_and_puts() {
     assert!(start.elapsed() < Duration::from_secs(5));
 }
 
-/// Counts what the plugin asks of the store.
-struct Counting(AtomicU64);
+/// The CPU plugin as one node: it takes the store and never calls it (a GPU plugin would use it
+/// to exchange topologies; `gpu_check`'s two nodes do that). The GPU check skips `cpu_plugin`
+/// modules.
+mod cpu_plugin {
+    use super::*;
 
-impl KvStore for Counting {
-    fn get(&self, _: &str, _: Duration) -> Result<Vec<u8>, KvError> {
-        self.0.fetch_add(1, Ordering::Relaxed);
-        Err(KvError::NotFound)
-    }
-    fn try_get(&self, _: &str) -> Result<Vec<u8>, KvError> {
-        self.0.fetch_add(1, Ordering::Relaxed);
-        Err(KvError::NotFound)
-    }
-    fn put(&self, _: &str, _: &[u8]) -> Result<(), KvError> {
-        self.0.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-}
+    /// Counts what the plugin asks of the store.
+    struct Counting(AtomicU64);
 
-#[test]
-fn the_cpu_plugin_opens_as_a_node_and_never_calls_the_store() {
-    let store = Arc::new(Counting(AtomicU64::new(0)));
-    let client = Client::builder()
-        .distributed(0, 1, store.clone())
-        .open()
-        .unwrap();
-    let exe = client
-        .compile_and_load(crate::common::add_f32x4(), &CompileOptions::default())
-        .unwrap();
-    let d = &client.devices()[0];
-    let x = d.put(&[1.0f32, 2.0, 3.0, 4.0], &[4]).unwrap();
-    assert_eq!(
-        exe.execute(&[&x, &x]).unwrap()[0].to_vec::<f32>().unwrap(),
-        [2.0, 4.0, 6.0, 8.0]
-    );
-    drop((exe, x, client));
-    assert_eq!(
-        store.0.load(Ordering::Relaxed),
-        0,
-        "the CPU plugin ignores the key-value callbacks"
-    );
+    impl KvStore for Counting {
+        fn get(&self, _: &str, _: Duration) -> Result<Vec<u8>, KvError> {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Err(KvError::NotFound)
+        }
+        fn try_get(&self, _: &str) -> Result<Vec<u8>, KvError> {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Err(KvError::NotFound)
+        }
+        fn put(&self, _: &str, _: &[u8]) -> Result<(), KvError> {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn opens_as_a_node_and_never_calls_the_store() {
+        let store = Arc::new(Counting(AtomicU64::new(0)));
+        let client = Client::builder()
+            .distributed(0, 1, store.clone())
+            .open()
+            .unwrap();
+        let exe = client
+            .compile_and_load(crate::common::add_f32x4(), &CompileOptions::default())
+            .unwrap();
+        let d = &client.devices()[0];
+        let x = d.put(&[1.0f32, 2.0, 3.0, 4.0], &[4]).unwrap();
+        assert_eq!(
+            exe.execute(&[&x, &x]).unwrap()[0].to_vec::<f32>().unwrap(),
+            [2.0, 4.0, 6.0, 8.0]
+        );
+        drop((exe, x, client));
+        assert_eq!(
+            store.0.load(Ordering::Relaxed),
+            0,
+            "the CPU plugin ignores the key-value callbacks"
+        );
+    }
 }

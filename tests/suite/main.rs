@@ -1,6 +1,8 @@
-//! The integration suite against the real CPU plugin, in one binary so it links once. Tests
-//! that change or measure the whole process (thread counts, the environment, resident memory)
-//! live in binaries of their own beside it: `shutdown.rs`, `plugin_env.rs`, `soak.rs`.
+//! The integration suite against the real CPU plugin, in one binary so it links once; the GPU
+//! check runs it on a GPU plugin too, so tests that need the CPU plugin live in `mod cpu_plugin`
+//! blocks (checked by `tidy`). Tests that change or measure the whole process (thread counts,
+//! the environment, resident memory) live in binaries of their own: `shutdown.rs`,
+//! `plugin_env.rs`, `soak.rs`.
 
 mod ahead_of_time;
 mod allocator;

@@ -513,7 +513,7 @@ fn cases() -> Vec<Case> {
         (
             "every call after the client is shut down",
             |_| {
-                let client = Client::builder().cpu_device_count(2).open()?;
+                let client = Client::open()?;
                 let exe =
                     client.compile_and_load(common::add_f32x4(), &CompileOptions::default())?;
                 let a = client.devices()[0].put(&[1f32; 4], &[4])?;
@@ -578,7 +578,7 @@ fn cases() -> Vec<Case> {
 #[test]
 fn every_bad_input_is_a_typed_error_and_leaves_nothing_behind() {
     let client = Client::open().unwrap();
-    let other = Client::builder().cpu_device_count(2).open().unwrap();
+    let other = Client::open().unwrap();
     let add = client
         .compile_and_load(common::add_f32x4(), &CompileOptions::default())
         .unwrap();

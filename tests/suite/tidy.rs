@@ -1,6 +1,6 @@
 //! Checks on the source tree itself, the rules ARCHITECTURE.md names: no module imports one that
-//! imports it back, `unsafe` is forbidden outside the fence, and no file grows past about 500
-//! lines without a reason written down here.
+//! imports it back, `unsafe` is forbidden outside the fence, no file grows past about 500 lines
+//! without a reason written down here, and suite tests that need the CPU plugin say so.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -285,5 +285,81 @@ fn every_test_the_architecture_names_exists() {
     assert!(
         missing.is_empty(),
         "ARCHITECTURE.md names tests that do not exist: {missing:?}"
+    );
+}
+
+/// Lines (1-based) of `code` that open a client with a CPU device count outside a
+/// `mod cpu_plugin` block. Other plugins refuse `cpu_device_count` at create, so a test that
+/// needs one is about the CPU plugin, and the GPU check skips `cpu_plugin` modules by name.
+/// Counts the library refuses before any plugin sees them (0, or past 2,048) may go anywhere.
+fn cpu_sized_opens_outside_cpu_plugin(code: &str) -> Vec<usize> {
+    let mut depth_at_entry = None;
+    let mut depth = 0i64;
+    let mut out = Vec::new();
+    for (i, line) in code.lines().enumerate() {
+        if depth_at_entry.is_none() && line.trim_start().starts_with("mod cpu_plugin {") {
+            depth_at_entry = Some(depth);
+        }
+        for (at, _) in line.match_indices("cpu_device_count(") {
+            let arg: String = line[at + "cpu_device_count(".len()..]
+                .chars()
+                .take_while(|c| *c != ')')
+                .collect();
+            let refused = arg
+                .trim()
+                .parse::<i64>()
+                .is_ok_and(|n| !(1..=2048).contains(&n));
+            if !refused && depth_at_entry.is_none() {
+                out.push(i + 1);
+            }
+        }
+        depth += line.matches('{').count() as i64 - line.matches('}').count() as i64;
+        if depth_at_entry.is_some_and(|d| depth <= d) {
+            depth_at_entry = None;
+        }
+    }
+    out
+}
+
+#[test]
+fn the_cpu_plugin_check_sees_opens_outside_its_modules() {
+    let cases: &[(&str, &[usize])] = &[
+        (
+            "let c = Client::builder().cpu_device_count(2).open();",
+            &[1],
+        ),
+        (
+            "let c = Client::builder().cpu_device_count(n).open();",
+            &[1],
+        ),
+        ("let e = Client::builder().cpu_device_count(0).open();", &[]),
+        ("let e = b.cpu_device_count(2049).open();", &[]),
+        (
+            "mod cpu_plugin {\n    fn t() { b.cpu_device_count(2); }\n}",
+            &[],
+        ),
+        (
+            "mod cpu_plugin {\n    fn t() {}\n}\nfn u() { b.cpu_device_count(2); }",
+            &[4],
+        ),
+    ];
+    for (code, lines) in cases {
+        assert_eq!(cpu_sized_opens_outside_cpu_plugin(code), *lines, "{code}");
+    }
+}
+
+#[test]
+fn suite_tests_that_need_the_cpu_plugin_live_in_cpu_plugin_modules() {
+    let mut files = Vec::new();
+    rust_files(&workspace().join("tests/suite"), &mut files);
+    let mut found = Vec::new();
+    for f in files.iter().filter(|f| !f.ends_with("tidy.rs")) {
+        for line in cpu_sized_opens_outside_cpu_plugin(&std::fs::read_to_string(f).unwrap()) {
+            found.push(format!("{}:{line}", f.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "clients with a CPU device count outside `mod cpu_plugin`: {found:?}"
     );
 }
