@@ -438,7 +438,7 @@ fn eight_threads_four_callbacks_a_thousand_runs() {
             let (program, callbacks) = (program.clone(), callbacks.clone());
             std::thread::spawn(move || {
                 let options = CompileOptions {
-                    devices: Some(vec![t % 4]),
+                    devices: Some(vec![common::nth_device(&client, t as usize).id()]),
                     ..Default::default()
                 };
                 let exe = client

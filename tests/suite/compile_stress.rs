@@ -57,7 +57,7 @@ fn two_hundred_modules_sixteen_threads_ten_percent_cancelled() {
                                 });
                             }
                             let options = CompileOptions {
-                                devices: Some(vec![(i % 4) as i32]),
+                                devices: Some(vec![common::nth_device(&client, i).id()]),
                                 ..Default::default()
                             };
                             match client
@@ -67,7 +67,12 @@ fn two_hundred_modules_sixteen_threads_ten_percent_cancelled() {
                                 .load()
                             {
                                 Ok(exe) => {
-                                    check_distinct(&exe, &client.devices()[i % 4], &dims, i % 7);
+                                    check_distinct(
+                                        &exe,
+                                        &common::nth_device(&client, i),
+                                        &dims,
+                                        i % 7,
+                                    );
                                     completed += 1;
                                 }
                                 Err(Error::RequestCancelled { .. }) => {

@@ -107,7 +107,7 @@ fn sample_bytes(dtype: ElementType, n: usize) -> Vec<u8> {
 #[test]
 fn every_dtype_round_trips_through_a_computation() {
     let client = Client::open().unwrap();
-    let d = &client.devices()[1];
+    let d = &common::nth_device(&client, 1);
     for dtype in ElementType::ALL {
         let dims = [3i64, 2];
         let t = tensor(&dims, dtype.mlir_name());
@@ -290,7 +290,7 @@ fn portable_execution_on_device_three() {
 #[test]
 fn host_buffer_semantics() {
     let client = Client::open().unwrap();
-    let d = &client.devices()[2];
+    let d = &common::nth_device(&client, 2);
     let values: Vec<f32> = (0..1024).map(|i| i as f32 * 0.5).collect();
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
     let copied = client
@@ -408,12 +408,12 @@ fn async_forms() {
         .unwrap();
     rt.block_on(async {
         let client = Client::open().unwrap();
-        let d = client.devices()[1].clone();
+        let d = common::nth_device(&client, 1);
         let exe = client
             .compile_and_load_async(
                 add_f32x4(),
                 &CompileOptions {
-                    devices: Some(vec![1]),
+                    devices: Some(vec![d.id()]),
                     ..Default::default()
                 },
             )

@@ -101,7 +101,7 @@ fn lookups_of_missing_things_are_typed_errors() {
 fn topology_is_served_by_the_client_actor() {
     let client = Client::open().unwrap();
     let topology = client.topology().unwrap();
-    assert_eq!(topology.platform_name, client.platform());
+    assert_eq!(topology.platform_name, client.raw_platform_name());
     assert_eq!(
         topology
             .device_descriptions

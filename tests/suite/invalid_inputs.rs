@@ -141,7 +141,7 @@ fn deleted_arrays() {
     assert!(matches!(exe.execute(&[&a, &a]), Err(Error::Deleted { .. })));
     assert!(matches!(alias.to_vec::<f32>(), Err(Error::Deleted { .. })));
     assert!(matches!(
-        alias.copy_to_device(&client.devices()[1]),
+        alias.copy_to_device(&common::nth_device(&client, 1)),
         Err(Error::Deleted { .. })
     ));
     assert!(matches!(

@@ -5,7 +5,7 @@
 use pjrt_actors::{Client, CompileOptions, Error};
 
 use crate::callbacks::pure_map;
-use crate::common::{add_f32x4, check_distinct, distinct_module};
+use crate::common::{add_f32x4, check_distinct, distinct_module, nth_device};
 
 /// The worker cargo built for this test binary, or, where this binary was carried to another
 /// machine (the GPU check), one found the library's way: `PJRT_ACTORS_COMPILE_WORKER`, or
@@ -95,12 +95,12 @@ fn isolated_compiles_give_the_same_results_errors_and_callbacks() {
         .compile_and_load(
             add_f32x4(),
             &CompileOptions {
-                devices: Some(vec![2]),
+                devices: Some(vec![nth_device(&client, 2).id()]),
                 ..Default::default()
             },
         )
         .unwrap();
-    assert_eq!(replicated.addressable_devices()[0].id(), 2);
+    assert_eq!(replicated.addressable_devices()[0], nth_device(&client, 2));
 }
 
 #[test]

@@ -127,3 +127,11 @@ pub fn check_distinct(
         .collect();
     assert_eq!(out[0].to_vec::<f32>().unwrap(), expected, "{}", exe.name());
 }
+
+/// The client's `k`-th device, or the one `k` wraps to on a client with fewer (a one-GPU
+/// machine): for tests that place work off device 0 where they can, but whose subject is not
+/// which device it lands on.
+pub fn nth_device(client: &pjrt_actors::Client, k: usize) -> pjrt_actors::Device {
+    let devices = client.devices();
+    devices[k % devices.len()].clone()
+}
