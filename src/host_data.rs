@@ -26,10 +26,32 @@ impl HostData {
             bytes: array.to_bytes()?,
         })
     }
+
+    /// This data as `to`, where both are stored in `.npy` files as voids of one width (ml_dtypes'
+    /// convention: a `<V2` is bf16, a `|V1` one of the 8-bit floats, and only the program says
+    /// which). Anything else is refused, naming the width.
+    pub fn retyped_void(self, to: ElementType) -> Result<HostData> {
+        if self.dtype == to {
+            return Ok(self);
+        }
+        if npy_stores_as_void(self.dtype)
+            && npy_stores_as_void(to)
+            && self.dtype.byte_size() == to.byte_size()
+        {
+            return Ok(HostData { dtype: to, ..self });
+        }
+        Err(Error::InvalidArgument(match self.dtype.byte_size() {
+            _ if !npy_stores_as_void(self.dtype) => format!("{} data is not {to}", self.dtype),
+            2 => format!("a 2-byte void .npy (`<V2`, as ml_dtypes saves bfloat16) is not {to}"),
+            w => format!("a {w}-byte void .npy (`|V{w}`, as ml_dtypes saves float8) is not {to}"),
+        }))
+    }
 }
 
+mod float8;
 mod npy;
-pub use npy::{is_void_descr, npy_supports, read_npy, write_npy};
+use float8::Float8;
+pub use npy::{is_void_descr, npy_stores_as_void, npy_supports, read_npy, write_npy};
 
 fn bad(what: &str, why: String) -> Error {
     Error::InvalidArgument(format!("{what}: {why}"))
@@ -147,6 +169,14 @@ fn parse_value(
         }
         F32 => out.extend_from_slice(&(narrow(f32::MAX as f64)? as f32).to_le_bytes()),
         F64 => out.extend_from_slice(&float()?.to_le_bytes()),
+        F8E5M2 | F8E4M3FN => {
+            let format = Float8::of(dtype).expect("an 8-bit float");
+            let v = narrow(format.max())?;
+            if v.is_infinite() && !format.has_infinity() {
+                return Err(format!("`{t}`: {dtype} has no infinity"));
+            }
+            out.push(format.encode(v));
+        }
         C64 | C128 => {
             return Err(format!(
                 "{dtype} values cannot be written as text; use a .npy file"
@@ -187,7 +217,7 @@ pub fn parse_literal(text: &str) -> Result<HostData> {
     let dtype = ElementType::from_name(dtype_name).ok_or_else(|| {
         bad(
             &what,
-            format!("unknown element type `{dtype_name}` (expected one of pred, i8..i64, ui8..ui64, f16, bf16, f32, f64)"),
+            format!("unknown element type `{dtype_name}` (expected one of pred, i8..i64, ui8..ui64, f16, bf16, f32, f64, f8e5m2, f8e4m3fn)"),
         )
     })?;
     let dims = parts
@@ -274,6 +304,10 @@ pub fn json_values(data: &HostData) -> String {
                 f32::from_le_bytes(c.try_into().expect("4")) as f64,
             ),
             F64 => write_float(&mut out, f64::from_le_bytes(le(8))),
+            F8E5M2 | F8E4M3FN => write_float(
+                &mut out,
+                Float8::of(data.dtype).expect("an 8-bit float").decode(c[0]),
+            ),
             C64 => {
                 out.push('[');
                 let _ = write_float(
@@ -330,21 +364,31 @@ mod tests {
 
     #[test]
     fn npy_round_trips_every_numpy_dtype() {
-        for dtype in ElementType::ALL
-            .into_iter()
-            .filter(|&t| t != ElementType::BF16)
-        {
+        // Void-stored types (bf16, the 8-bit floats) come back as their width's default type,
+        // and are the type they were once a caller says so.
+        for dtype in ElementType::ALL {
             let n = 6;
             let data = HostData {
                 dtype,
                 dims: vec![2, 3],
                 bytes: (0..n * dtype.byte_size()).map(|i| (i % 2) as u8).collect(),
             };
-            assert_eq!(
-                read_npy(&write_npy(&data).unwrap()).unwrap(),
-                data,
-                "{dtype}"
-            );
+            let back = read_npy(&write_npy(&data).unwrap()).unwrap();
+            assert_eq!(back.retyped_void(dtype).unwrap(), data, "{dtype}");
+        }
+        // A void of one width is never another width's type, nor a type NumPy has.
+        let f8 = read_npy(
+            &write_npy(&HostData {
+                dtype: ElementType::F8E5M2,
+                dims: vec![2],
+                bytes: vec![0x3c, 0xc0],
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        for to in [ElementType::BF16, ElementType::U8, ElementType::S8] {
+            let e = f8.clone().retyped_void(to).unwrap_err().to_string();
+            assert!(e.contains("1-byte void"), "{e}");
         }
         let scalar = HostData {
             dtype: ElementType::F64,

@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use pjrt_actors::host_data::{
-    HostData, LITERAL_LIMIT, json_values, npy_supports, parse_literal, read_npy, write_npy,
+    HostData, LITERAL_LIMIT, json_values, npy_stores_as_void, npy_supports, parse_literal,
+    read_npy, write_npy,
 };
 use pjrt_actors::{Array, Client, CompileOptions, HostBuffer, LoadedExecutable, Result};
 
@@ -203,22 +204,34 @@ pub fn check_inputs(
             texts.len()
         )));
     }
-    for (i, (input, p)) in inputs.iter().zip(params).enumerate() {
+    let mut checked = Vec::with_capacity(inputs.len());
+    for (i, (input, p)) in inputs.into_iter().zip(params).enumerate() {
+        // A void .npy (ml_dtypes' `<V2` bfloat16, `|V1` float8) is whichever type of its width
+        // the parameter is; a void of another width is refused, saying why.
+        let void = npy_stores_as_void(input.dtype) && texts[i].starts_with('@');
+        let (dtype, dims) = (input.dtype, input.dims.clone());
+        let input = if void && dtype != p.dtype {
+            input.retyped_void(p.dtype).map_err(|e| {
+                usage(format!(
+                    "input {i} (`{}`): {}; the module expects {}{:?}",
+                    texts[i],
+                    e.detail(),
+                    p.dtype,
+                    p.dims
+                ))
+            })?
+        } else {
+            input
+        };
         if input.dtype != p.dtype || input.dims != p.dims {
-            // A `<V2` file is bf16 (ml_dtypes' convention); its width fits no other parameter.
-            let void = if input.dtype == pjrt_actors::ElementType::BF16 && texts[i].starts_with('@')
-            {
-                " (a 2-byte void `<V2` .npy, as ml_dtypes saves bfloat16, is read as bf16 only)"
-            } else {
-                ""
-            };
             return Err(usage(format!(
-                "input {i} (`{}`) is {}{:?}; the module expects {}{:?}{void}",
-                texts[i], input.dtype, input.dims, p.dtype, p.dims
+                "input {i} (`{}`) is {dtype}{dims:?}; the module expects {}{:?}",
+                texts[i], p.dtype, p.dims
             )));
         }
+        checked.push(input);
     }
-    Ok(inputs)
+    Ok(checked)
 }
 
 pub fn upload(exe: &LoadedExecutable, inputs: &[HostData]) -> Result<Vec<Array>> {

@@ -552,7 +552,7 @@ fn a_lease_holder_killed_mid_compile_is_taken_over_by_the_next_process() {
 }
 
 #[test]
-fn bfloat16_npy_files_in_ml_dtypes_form_round_trip_and_mismatches_are_refused() {
+fn bfloat16_and_float8_npy_files_in_ml_dtypes_form_round_trip_and_mismatches_are_refused() {
     let dir = scratch_dir("cli-bf16");
     // ml_dtypes saves bfloat16 as a 2-byte void: `{'descr': '<V2', ...}`.
     let bf16 = |v: &[f32]| HostData {
@@ -602,12 +602,43 @@ fn bfloat16_npy_files_in_ml_dtypes_form_round_trip_and_mismatches_are_refused() 
         !o.status.success() && error_line(&o).contains("<V2"),
         "{o:?}"
     );
-    // ml_dtypes' float8 (`<V1`): a clear refusal.
-    let mut f8 = written.clone();
-    let at = f8.windows(3).position(|w| w == b"<V2").unwrap();
-    f8[at + 2] = b'1';
+    // ml_dtypes' float8 (`|V1`): the program's parameter says which 8-bit float it is.
+    let f8_npy = |bytes: &[u8]| {
+        // As ml_dtypes writes it: numpy.save of a float8 array.
+        let header = "{'descr': '|V1', 'fortran_order': False, 'shape': (3,), }";
+        let mut out = b"\x93NUMPY\x01\x00".to_vec();
+        let padded = format!("{header:<117}\n");
+        out.extend_from_slice(&(padded.len() as u16).to_le_bytes());
+        out.extend_from_slice(padded.as_bytes());
+        out.extend_from_slice(bytes);
+        out
+    };
+    // [1.5, -2, 3] in float8_e5m2.
     let f8_path = dir.join("f8.npy");
-    std::fs::write(&f8_path, &f8).unwrap();
+    std::fs::write(&f8_path, f8_npy(&[0x3e, 0xc0, 0x42])).unwrap();
+    let run_f8 = |ty: &str, out: &std::path::Path| {
+        cli(&[
+            "run",
+            &program(ty),
+            "--input",
+            &format!("@{}", f8_path.display()),
+            "--output",
+            &format!("@{}", out.display()),
+        ])
+    };
+    let y8 = dir.join("y8.npy");
+    let o = run_f8("f8E5M2", &y8);
+    assert!(o.status.success(), "{o:?}");
+    let back = std::fs::read(&y8).unwrap();
+    assert!(String::from_utf8_lossy(&back[..64]).contains("'descr': '|V1'"));
+    // [3, -4, 6] in float8_e5m2.
+    assert_eq!(&back[back.len() - 3..], [0x42, 0xc4, 0x46]);
+    // The same bytes into an e4m3fn program are e4m3fn: [1.75, -2, 2.5], doubled.
+    let o = run_f8("f8E4M3FN", &y8);
+    assert!(o.status.success(), "{o:?}");
+    let back = std::fs::read(&y8).unwrap();
+    assert_eq!(&back[back.len() - 3..], [0x46, 0xc8, 0x4a]);
+    // A 1-byte void is no other width's type.
     let o = cli(&[
         "run",
         &program("bf16"),
@@ -615,9 +646,26 @@ fn bfloat16_npy_files_in_ml_dtypes_form_round_trip_and_mismatches_are_refused() 
         &format!("@{}", f8_path.display()),
     ]);
     assert!(
-        !o.status.success() && error_line(&o).contains("float8"),
+        !o.status.success() && error_line(&o).contains("1-byte void"),
         "{o:?}"
     );
+    // As text in and out: values, rounded to the type (0.3 is 0.3125 in e4m3fn).
+    let o = cli(&[
+        "run",
+        &program("f8E4M3FN"),
+        "--input",
+        "3xf8e4m3fn=1.5,-2,0.3",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(stdout(&o).trim(), "result[0]: 3xf8e4m3fn=[3,-4,0.625]");
+    // e4m3fn has no infinity, and 500 is past its largest value (448): refused.
+    for bad in ["3xf8e4m3fn=inf", "3xf8e4m3fn=500"] {
+        let o = cli(&["run", &program("f8E4M3FN"), "--input", bad]);
+        assert!(
+            !o.status.success() && error_line(&o).contains("f8e4m3fn"),
+            "{o:?}"
+        );
+    }
 }
 
 #[test]

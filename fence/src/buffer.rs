@@ -29,6 +29,8 @@ pub(crate) fn to_raw_type(t: ElementType) -> sys::PJRT_Buffer_Type {
         F64 => sys::PJRT_Buffer_Type_PJRT_Buffer_Type_F64,
         C64 => sys::PJRT_Buffer_Type_PJRT_Buffer_Type_C64,
         C128 => sys::PJRT_Buffer_Type_PJRT_Buffer_Type_C128,
+        F8E5M2 => sys::PJRT_Buffer_Type_PJRT_Buffer_Type_F8E5M2,
+        F8E4M3FN => sys::PJRT_Buffer_Type_PJRT_Buffer_Type_F8E4M3FN,
     }
 }
 

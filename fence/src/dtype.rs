@@ -36,11 +36,17 @@ pub enum ElementType {
     C64,
     /// Complex of two `f64` (real, imaginary).
     C128,
+    /// 8-bit float with 5 exponent and 2 mantissa bits, infinities and NaNs as in IEEE
+    /// (`float8_e5m2` in ml_dtypes and JAX).
+    F8E5M2,
+    /// 8-bit float with 4 exponent and 3 mantissa bits, finite only: no infinities, one NaN
+    /// pattern per sign (`float8_e4m3fn` in ml_dtypes and JAX).
+    F8E4M3FN,
 }
 
 impl ElementType {
     /// Every element type, in XLA order.
-    pub const ALL: [ElementType; 15] = [
+    pub const ALL: [ElementType; 17] = [
         ElementType::Pred,
         ElementType::S8,
         ElementType::S16,
@@ -56,13 +62,15 @@ impl ElementType {
         ElementType::F64,
         ElementType::C64,
         ElementType::C128,
+        ElementType::F8E5M2,
+        ElementType::F8E4M3FN,
     ];
 
     /// Bytes per element.
     pub fn byte_size(self) -> usize {
         use ElementType::*;
         match self {
-            Pred | S8 | U8 => 1,
+            Pred | S8 | U8 | F8E5M2 | F8E4M3FN => 1,
             S16 | U16 | F16 | BF16 => 2,
             S32 | U32 | F32 => 4,
             S64 | U64 | F64 | C64 => 8,
@@ -89,6 +97,8 @@ impl ElementType {
             F64 => "f64",
             C64 => "c64",
             C128 => "c128",
+            F8E5M2 => "f8e5m2",
+            F8E4M3FN => "f8e4m3fn",
         }
     }
 
@@ -111,6 +121,8 @@ impl ElementType {
             F64 => "f64",
             C64 => "complex<f32>",
             C128 => "complex<f64>",
+            F8E5M2 => "f8E5M2",
+            F8E4M3FN => "f8E4M3FN",
         }
     }
 
@@ -132,6 +144,8 @@ impl ElementType {
             "float64" => ElementType::F64,
             "complex64" => ElementType::C64,
             "complex128" => ElementType::C128,
+            "f8E5M2" | "float8_e5m2" => ElementType::F8E5M2,
+            "f8E4M3FN" | "float8_e4m3fn" => ElementType::F8E4M3FN,
             other => return Self::ALL.into_iter().find(|t| t.name() == other),
         };
         Some(t)
@@ -156,6 +170,8 @@ impl ElementType {
             15 => C64,
             16 => BF16,
             18 => C128,
+            19 => F8E5M2,
+            20 => F8E4M3FN,
             _ => return None,
         })
     }

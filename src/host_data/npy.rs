@@ -1,5 +1,5 @@
 //! NumPy `.npy` files to and from `HostData`: format 1.0 to 3.0, little-endian, C order; bf16
-//! in ml_dtypes' form (a 2-byte void).
+//! and the 8-bit floats in ml_dtypes' form (a 2-byte and a 1-byte void).
 
 use pjrt_actors_core::dtype::{ElementType, byte_size};
 
@@ -31,6 +31,8 @@ fn npy_descr(dtype: ElementType) -> Option<&'static str> {
         // NumPy has no bfloat16; ml_dtypes saves it as a 2-byte void, and so do we. NumPy reads
         // it back as `|V2`: `np.load(f).view(ml_dtypes.bfloat16)`.
         BF16 => "<V2",
+        // The same for the 8-bit floats: `|V1`, whichever of them it is.
+        F8E5M2 | F8E4M3FN => "|V1",
     })
 }
 
@@ -41,7 +43,31 @@ pub fn is_void_descr(descr: &str) -> bool {
         .starts_with('V')
 }
 
+/// The type a void of `width` bytes is read as until a caller that knows better retypes it
+/// ([`HostData::retyped_void`](super::HostData::retyped_void)): bf16 for 2 bytes, and for 1 byte
+/// f8e4m3fn, the 8-bit float most often stored (e5m2 is mostly gradients).
+fn void_type(width: &str) -> Option<ElementType> {
+    match width {
+        "2" => Some(ElementType::BF16),
+        "1" => Some(ElementType::F8E4M3FN),
+        _ => None,
+    }
+}
+
+/// Whether `dtype` is stored in a `.npy` file as a void (`<V2`, `|V1`): NumPy has no such type,
+/// so the file does not say which type of its width it holds.
+pub fn npy_stores_as_void(dtype: ElementType) -> bool {
+    npy_descr(dtype).is_some_and(is_void_descr)
+}
+
 fn dtype_of_descr(descr: &str) -> Option<ElementType> {
+    if is_void_descr(descr) {
+        return void_type(
+            descr
+                .trim_start_matches(['<', '|', '>', '='])
+                .trim_start_matches('V'),
+        );
+    }
     let little = descr.replace('=', "<");
     ElementType::ALL.into_iter().find(|&t| {
         npy_descr(t).is_some_and(|d| {
@@ -83,18 +109,8 @@ pub fn read_npy(bytes: &[u8]) -> Result<HostData> {
         .and_then(|v| v.strip_prefix('\''))
         .and_then(|v| v.split('\'').next())
         .ok_or_else(|| bad(what, "no 'descr' in header".into()))?;
-    let dtype = match dtype_of_descr(descr) {
-        Some(t) => t,
-        None if is_void_descr(descr) && descr.ends_with("V1") => {
-            return Err(bad(
-                what,
-                format!(
-                    "`{descr}` is a 1-byte void (ml_dtypes' float8 types); float8 is not supported"
-                ),
-            ));
-        }
-        None => return Err(bad(what, format!("unsupported dtype `{descr}`"))),
-    };
+    let dtype =
+        dtype_of_descr(descr).ok_or_else(|| bad(what, format!("unsupported dtype `{descr}`")))?;
     if field("fortran_order").is_some_and(|v| v.starts_with("True")) {
         return Err(bad(what, "Fortran-ordered arrays are not supported".into()));
     }
