@@ -34,14 +34,14 @@ impl HostData {
         if self.dtype == to {
             return Ok(self);
         }
-        if npy_stores_as_void(self.dtype)
+        if void_reads_as(self.dtype.byte_size()) == Some(self.dtype)
             && npy_stores_as_void(to)
             && self.dtype.byte_size() == to.byte_size()
         {
             return Ok(HostData { dtype: to, ..self });
         }
         Err(Error::InvalidArgument(match self.dtype.byte_size() {
-            _ if !npy_stores_as_void(self.dtype) => format!("{} data is not {to}", self.dtype),
+            w if void_reads_as(w) != Some(self.dtype) => format!("{} data is not {to}", self.dtype),
             2 => format!("a 2-byte void .npy (`<V2`, as ml_dtypes saves bfloat16) is not {to}"),
             w => format!("a {w}-byte void .npy (`|V{w}`, as ml_dtypes saves float8) is not {to}"),
         }))
@@ -51,7 +51,9 @@ impl HostData {
 mod float8;
 mod npy;
 use float8::Float8;
-pub use npy::{is_void_descr, npy_stores_as_void, npy_supports, read_npy, write_npy};
+pub use npy::{
+    is_void_descr, npy_stores_as_void, npy_supports, read_npy, void_reads_as, write_npy,
+};
 
 fn bad(what: &str, why: String) -> Error {
     Error::InvalidArgument(format!("{what}: {why}"))

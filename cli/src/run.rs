@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use pjrt_actors::host_data::{
-    HostData, LITERAL_LIMIT, json_values, npy_stores_as_void, npy_supports, parse_literal,
-    read_npy, write_npy,
+    HostData, LITERAL_LIMIT, json_values, npy_supports, parse_literal, read_npy, void_reads_as,
+    write_npy,
 };
 use pjrt_actors::{Array, Client, CompileOptions, HostBuffer, LoadedExecutable, Result};
 
@@ -208,7 +208,8 @@ pub fn check_inputs(
     for (i, (input, p)) in inputs.into_iter().zip(params).enumerate() {
         // A void .npy (ml_dtypes' `<V2` bfloat16, `|V1` float8) is whichever type of its width
         // the parameter is; a void of another width is refused, saying why.
-        let void = npy_stores_as_void(input.dtype) && texts[i].starts_with('@');
+        let void = void_reads_as(input.dtype.byte_size()) == Some(input.dtype)
+            && texts[i].starts_with('@');
         let (dtype, dims) = (input.dtype, input.dims.clone());
         let input = if void && dtype != p.dtype {
             input.retyped_void(p.dtype).map_err(|e| {

@@ -602,10 +602,10 @@ fn bfloat16_and_float8_npy_files_in_ml_dtypes_form_round_trip_and_mismatches_are
         !o.status.success() && error_line(&o).contains("<V2"),
         "{o:?}"
     );
-    // ml_dtypes' float8 (`|V1`): the program's parameter says which 8-bit float it is.
-    let f8_npy = |bytes: &[u8]| {
-        // As ml_dtypes writes it: numpy.save of a float8 array.
-        let header = "{'descr': '|V1', 'fortran_order': False, 'shape': (3,), }";
+    // ml_dtypes' float8 as NumPy saves it (ml_dtypes 0.6, NumPy 2.4): `<V1` for e4m3fn and
+    // its other 8-bit types, whose program's parameter says which it is, and `<f1` for e5m2.
+    let f8_npy = |descr: &str, bytes: &[u8]| {
+        let header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (3,), }}");
         let mut out = b"\x93NUMPY\x01\x00".to_vec();
         let padded = format!("{header:<117}\n");
         out.extend_from_slice(&(padded.len() as u16).to_le_bytes());
@@ -615,7 +615,7 @@ fn bfloat16_and_float8_npy_files_in_ml_dtypes_form_round_trip_and_mismatches_are
     };
     // [1.5, -2, 3] in float8_e5m2.
     let f8_path = dir.join("f8.npy");
-    std::fs::write(&f8_path, f8_npy(&[0x3e, 0xc0, 0x42])).unwrap();
+    std::fs::write(&f8_path, f8_npy("<V1", &[0x3e, 0xc0, 0x42])).unwrap();
     let run_f8 = |ty: &str, out: &std::path::Path| {
         cli(&[
             "run",
@@ -638,6 +638,26 @@ fn bfloat16_and_float8_npy_files_in_ml_dtypes_form_round_trip_and_mismatches_are
     assert!(o.status.success(), "{o:?}");
     let back = std::fs::read(&y8).unwrap();
     assert_eq!(&back[back.len() - 3..], [0x46, 0xc8, 0x4a]);
+    // A `<f1` file is e5m2 itself: it runs as e5m2, and is not retyped.
+    let e5m2_path = dir.join("e5m2.npy");
+    std::fs::write(&e5m2_path, f8_npy("<f1", &[0x3e, 0xc0, 0x42])).unwrap();
+    let o = cli(&[
+        "run",
+        &program("f8E5M2"),
+        "--input",
+        &format!("@{}", e5m2_path.display()),
+    ]);
+    assert_eq!(stdout(&o).trim(), "result[0]: 3xf8e5m2=[3,-4,6]", "{o:?}");
+    let o = cli(&[
+        "run",
+        &program("f8E4M3FN"),
+        "--input",
+        &format!("@{}", e5m2_path.display()),
+    ]);
+    assert!(
+        !o.status.success() && error_line(&o).contains("is f8e5m2[3]"),
+        "{o:?}"
+    );
     // A 1-byte void is no other width's type.
     let o = cli(&[
         "run",

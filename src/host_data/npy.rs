@@ -31,7 +31,8 @@ fn npy_descr(dtype: ElementType) -> Option<&'static str> {
         // NumPy has no bfloat16; ml_dtypes saves it as a 2-byte void, and so do we. NumPy reads
         // it back as `|V2`: `np.load(f).view(ml_dtypes.bfloat16)`.
         BF16 => "<V2",
-        // The same for the 8-bit floats: `|V1`, whichever of them it is.
+        // The same for the 8-bit floats: `|V1`, whichever of them it is (ml_dtypes saves e5m2
+        // as `<f1`, which NumPy cannot load back; we read that but write the void).
         F8E5M2 | F8E4M3FN => "|V1",
     })
 }
@@ -44,12 +45,12 @@ pub fn is_void_descr(descr: &str) -> bool {
 }
 
 /// The type a void of `width` bytes is read as until a caller that knows better retypes it
-/// ([`HostData::retyped_void`](super::HostData::retyped_void)): bf16 for 2 bytes, and for 1 byte
-/// f8e4m3fn, the 8-bit float most often stored (e5m2 is mostly gradients).
-fn void_type(width: &str) -> Option<ElementType> {
+/// ([`HostData::retyped_void`](super::HostData::retyped_void)): bf16 for 2 bytes (ml_dtypes'
+/// `<V2`), and for 1 byte f8e4m3fn (ml_dtypes' `<V1`, which also holds its other 8-bit types).
+pub fn void_reads_as(width: usize) -> Option<ElementType> {
     match width {
-        "2" => Some(ElementType::BF16),
-        "1" => Some(ElementType::F8E4M3FN),
+        2 => Some(ElementType::BF16),
+        1 => Some(ElementType::F8E4M3FN),
         _ => None,
     }
 }
@@ -61,12 +62,14 @@ pub fn npy_stores_as_void(dtype: ElementType) -> bool {
 }
 
 fn dtype_of_descr(descr: &str) -> Option<ElementType> {
+    let bare = descr.trim_start_matches(['<', '|', '>', '=']);
     if is_void_descr(descr) {
-        return void_type(
-            descr
-                .trim_start_matches(['<', '|', '>', '='])
-                .trim_start_matches('V'),
-        );
+        return void_reads_as(bare.trim_start_matches('V').parse().ok()?);
+    }
+    // ml_dtypes registers float8_e5m2 as a float of kind `f`, so NumPy saves it as `<f1` (and
+    // cannot load that back; we write `|V1`).
+    if bare == "f1" {
+        return Some(ElementType::F8E5M2);
     }
     let little = descr.replace('=', "<");
     ElementType::ALL.into_iter().find(|&t| {
