@@ -99,7 +99,8 @@ fn two_nodes(redis_server: &str) -> Result<Vec<(u64, u64, u64)>, String> {
 
 /// Compiles unloaded for the client's own topology, loads the result and runs it; says which
 /// path compiled it (`PJRT_Compile`, or the compile service's load-and-release fallback),
-/// whether anything stayed loaded, and what the plugin answers to a topology made by name.
+/// whether anything stayed loaded, and what the plugin answers to a topology made by name (eight
+/// devices: compiled for, then refused at load where this process has fewer).
 fn compile_for_topology(client: &pjrt_actors::Client) -> String {
     let run = || -> pjrt_actors::Result<String> {
         let program = "module @twice { func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> { %0 = stablehlo.add %x, %x : tensor<4xf32>\n return %0 : tensor<4xf32> } }";
@@ -118,16 +119,31 @@ fn compile_for_topology(client: &pjrt_actors::Client) -> String {
         let loaded = exe.load(client)?;
         let x = client.devices()[0].put(&[1.0f32, 2.0, 3.0, 4.0], &[4])?;
         let y = loaded.execute(&[&x])?[0].to_vec::<f32>()?;
+        // Eight devices, which this process has not got (on a one-GPU machine): built ahead
+        // of time all the same where the plugin has `PJRT_Compile`, and refused at load here.
         let by_name = match client.create_topology(
             &topology.platform_name,
-            &[("topology", pjrt_actors::NamedValue::String("1x1x1".into()))],
+            &[("topology", pjrt_actors::NamedValue::String("1x1x8".into()))],
         ) {
-            Ok(t) => format!("{} devices", t.device_descriptions.len()),
+            Ok(t) => {
+                let ahead = match client.compile_for_topology(program, &Default::default(), &t) {
+                    Ok(exe) => format!(
+                        "compiled for it ({} bytes), load here: {}",
+                        exe.serialize().len(),
+                        match exe.load(client) {
+                            Ok(_) => "ok".to_string(),
+                            Err(e) => format!("refused ({e})"),
+                        }
+                    ),
+                    Err(e) => format!("compile for it failed: {e}"),
+                };
+                format!("{} devices; {ahead}", t.device_descriptions.len())
+            }
             Err(e) => format!("refused: {e}"),
         };
         Ok(if y == [2.0, 4.0, 6.0, 8.0] {
             format!(
-                "ok via {path}, {left_loaded} left loaded; create_topology(\"{}\", topology=1x1x1): {by_name}",
+                "ok via {path}, {left_loaded} left loaded; create_topology(\"{}\", topology=1x1x8): {by_name}",
                 topology.platform_name
             )
         } else {
