@@ -97,6 +97,36 @@ impl Drop for PjrtExecutable {
     }
 }
 
+/// A program's code as the plugin takes it: with a NUL after it, because the plugin's MLIR
+/// lexer reads until a NUL past the end of the text, whatever `code_size` says (a heap overflow
+/// found by fuzzing). Both compile entry points build their `PJRT_Program` from one.
+pub(crate) struct ProgramText {
+    terminated: Vec<u8>,
+}
+
+impl ProgramText {
+    pub(crate) fn new(code: &[u8]) -> Self {
+        let mut terminated = Vec::with_capacity(code.len() + 1);
+        terminated.extend_from_slice(code);
+        terminated.push(0);
+        ProgramText { terminated }
+    }
+
+    /// The `PJRT_Program` over this code in `format`; it points into both, so they must
+    /// outlive the call it is handed to.
+    pub(crate) fn program(&mut self, format: &str) -> sys::PJRT_Program {
+        sys::PJRT_Program {
+            struct_size: size_of::<sys::PJRT_Program>(),
+            extension_start: null_mut(),
+            // The plugin takes `char*` but does not write through it.
+            code: self.terminated.as_mut_ptr().cast(),
+            code_size: self.terminated.len() - 1,
+            format: format.as_ptr().cast(),
+            format_size: format.len(),
+        }
+    }
+}
+
 impl PjrtTopology {
     /// Compiles `code` for this topology without loading it (`PJRT_Compile`): the result can be
     /// serialized and loaded later by a client of this topology, in this process or another.
@@ -109,18 +139,8 @@ impl PjrtTopology {
         options: &[u8],
         client: Option<&PjrtClient>,
     ) -> Result<PjrtExecutable> {
-        // As for `PjrtClient::compile`: the MLIR lexer reads to a NUL, so the text gets one.
-        let mut terminated = Vec::with_capacity(code.len() + 1);
-        terminated.extend_from_slice(code);
-        terminated.push(0);
-        let program = sys::PJRT_Program {
-            struct_size: size_of::<sys::PJRT_Program>(),
-            extension_start: null_mut(),
-            code: terminated.as_mut_ptr().cast(),
-            code_size: code.len(),
-            format: format.as_ptr().cast(),
-            format_size: format.len(),
-        };
+        let mut text = ProgramText::new(code);
+        let program = text.program(format);
         let mut a = args!(PJRT_Compile_Args {
             topology: self.raw(),
             program: &program,

@@ -10,7 +10,7 @@ use super::abi;
 use super::buffer::{PjrtBuffer, PjrtEvent};
 use super::call::{args, call};
 use super::client::{PjrtClient, PjrtDevice};
-use super::compiled::{ArrayType, PjrtExecutable, list};
+use super::compiled::{ArrayType, PjrtExecutable, ProgramText, list};
 use super::ffi::{CallbackContext, CallbackDispatch};
 use super::host_transfer::{HostTransferDispatch, HostTransferOptions};
 use crate::dtype::ElementType;
@@ -56,20 +56,8 @@ impl PjrtClient {
         format: &str,
         options: &[u8],
     ) -> Result<PjrtLoadedExecutable> {
-        // The plugin's MLIR lexer reads until a NUL past the end of the text, whatever
-        // `code_size` says (a heap overflow found by fuzzing), so it always gets one.
-        let mut terminated = Vec::with_capacity(code.len() + 1);
-        terminated.extend_from_slice(code);
-        terminated.push(0);
-        let program = sys::PJRT_Program {
-            struct_size: size_of::<sys::PJRT_Program>(),
-            extension_start: null_mut(),
-            // The plugin takes `char*` but does not write through it.
-            code: terminated.as_mut_ptr().cast(),
-            code_size: code.len(),
-            format: format.as_ptr().cast(),
-            format_size: format.len(),
-        };
+        let mut text = ProgramText::new(code);
+        let program = text.program(format);
         let mut a = args!(PJRT_Client_Compile_Args {
             client: self.raw(),
             program: &program,
