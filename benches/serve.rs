@@ -35,6 +35,26 @@ fn summarize(mut latencies: Vec<f64>, seconds: f64) -> Load {
     }
 }
 
+/// Runs `client(t, end)` on each of the 16 threads at once until `end` (3 s from now): the
+/// latencies they return, over the time they all took.
+fn load_on_threads(client: impl Fn(usize, Instant) -> Vec<f64> + Sync) -> Load {
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(SECONDS);
+    let latencies: Vec<f64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let client = &client;
+                s.spawn(move || client(t, end))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    summarize(latencies, start.elapsed().as_secs_f64())
+}
+
 fn request(seed: u64) -> HostData {
     let x = serve_values(seed);
     HostData {
@@ -52,38 +72,25 @@ fn serve_values(seed: u64) -> Vec<f32> {
 
 /// 16 threads, each keeping `window` requests in flight through the batcher.
 fn batched(batcher: &Batcher, window: usize) -> Load {
-    let start = Instant::now();
-    let end = start + Duration::from_secs_f64(SECONDS);
-    let latencies: Vec<f64> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..THREADS)
-            .map(|t| {
-                s.spawn(move || {
-                    let mut lat = Vec::new();
-                    let mut in_flight = VecDeque::new();
-                    let mut seed = t as u64 * 1_000_000;
-                    while Instant::now() < end || !in_flight.is_empty() {
-                        while in_flight.len() < window && Instant::now() < end {
-                            seed += 1;
-                            let sent = Instant::now();
-                            in_flight.push_back((
-                                sent,
-                                batcher.infer_async(InferRequest::new(vec![request(seed)])),
-                            ));
-                        }
-                        let (sent, answer) = in_flight.pop_front().expect("one in flight");
-                        pjrt_actors::serving::wait(answer).unwrap();
-                        lat.push(sent.elapsed().as_secs_f64() * 1e6);
-                    }
-                    lat
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
-    });
-    summarize(latencies, start.elapsed().as_secs_f64())
+    load_on_threads(|t, end| {
+        let mut lat = Vec::new();
+        let mut in_flight = VecDeque::new();
+        let mut seed = t as u64 * 1_000_000;
+        while Instant::now() < end || !in_flight.is_empty() {
+            while in_flight.len() < window && Instant::now() < end {
+                seed += 1;
+                let sent = Instant::now();
+                in_flight.push_back((
+                    sent,
+                    batcher.infer_async(InferRequest::new(vec![request(seed)])),
+                ));
+            }
+            let (sent, answer) = in_flight.pop_front().expect("one in flight");
+            pjrt_actors::serving::wait(answer).unwrap();
+            lat.push(sent.elapsed().as_secs_f64() * 1e6);
+        }
+        lat
+    })
 }
 
 /// 16 threads, each running one blocking execute per request on its own device's replica.
@@ -107,33 +114,20 @@ fn unbatched(client: &Client, weights: &serve::Weights) -> Load {
             (d, exe, w)
         })
         .collect();
-    let start = Instant::now();
-    let end = start + Duration::from_secs_f64(SECONDS);
-    let latencies: Vec<f64> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..THREADS)
-            .map(|t| {
-                let (d, exe, w) = &replicas[t % replicas.len()];
-                s.spawn(move || {
-                    let mut lat = Vec::new();
-                    let mut seed = t as u64 * 1_000_000;
-                    while Instant::now() < end {
-                        seed += 1;
-                        let sent = Instant::now();
-                        let x = d.put(&serve_values(seed), &[4, 16]).unwrap();
-                        let y = exe.execute(&[&x, &w[0], &w[1], &w[2], &w[3]]).unwrap();
-                        y[0].to_vec::<f32>().unwrap();
-                        lat.push(sent.elapsed().as_secs_f64() * 1e6);
-                    }
-                    lat
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
-    });
-    summarize(latencies, start.elapsed().as_secs_f64())
+    load_on_threads(|t, end| {
+        let (d, exe, w) = &replicas[t % replicas.len()];
+        let mut lat = Vec::new();
+        let mut seed = t as u64 * 1_000_000;
+        while Instant::now() < end {
+            seed += 1;
+            let sent = Instant::now();
+            let x = d.put(&serve_values(seed), &[4, 16]).unwrap();
+            let y = exe.execute(&[&x, &w[0], &w[1], &w[2], &w[3]]).unwrap();
+            y[0].to_vec::<f32>().unwrap();
+            lat.push(sent.elapsed().as_secs_f64() * 1e6);
+        }
+        lat
+    })
 }
 
 /// Requests with deadlines from 100 µs to 2 ms under load: how many ran after theirs, and how
