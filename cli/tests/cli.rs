@@ -575,15 +575,21 @@ fn bfloat16_and_float8_npy_files_in_ml_dtypes_form_round_trip_and_mismatches_are
             ),
         )
     };
+    // Runs the doubling program for element type `ty` on a .npy input, with a .npy output.
+    let run_npy = |ty: &str, input: &std::path::Path, output: Option<&std::path::Path>| {
+        let mut args = vec![
+            "run".to_string(),
+            program(ty),
+            "--input".into(),
+            format!("@{}", input.display()),
+        ];
+        if let Some(out) = output {
+            args.extend(["--output".into(), format!("@{}", out.display())]);
+        }
+        cli(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
     let y = dir.join("y.npy");
-    let o = cli(&[
-        "run",
-        &program("bf16"),
-        "--input",
-        &format!("@{}", x.display()),
-        "--output",
-        &format!("@{}", y.display()),
-    ]);
+    let o = run_npy("bf16", &x, Some(&y));
     assert!(o.status.success(), "{o:?}");
     let back = std::fs::read(&y).unwrap();
     assert!(
@@ -592,12 +598,7 @@ fn bfloat16_and_float8_npy_files_in_ml_dtypes_form_round_trip_and_mismatches_are
     );
     assert_eq!(read_npy(&back).unwrap(), bf16(&[3.0, -4.0, 6.0]));
     // A 2-byte void into an f16 parameter: refused, saying why.
-    let o = cli(&[
-        "run",
-        &program("f16"),
-        "--input",
-        &format!("@{}", x.display()),
-    ]);
+    let o = run_npy("f16", &x, None);
     assert!(
         !o.status.success() && error_line(&o).contains("<V2"),
         "{o:?}"
@@ -616,55 +617,30 @@ fn bfloat16_and_float8_npy_files_in_ml_dtypes_form_round_trip_and_mismatches_are
     // [1.5, -2, 3] in float8_e5m2.
     let f8_path = dir.join("f8.npy");
     std::fs::write(&f8_path, f8_npy("<V1", &[0x3e, 0xc0, 0x42])).unwrap();
-    let run_f8 = |ty: &str, out: &std::path::Path| {
-        cli(&[
-            "run",
-            &program(ty),
-            "--input",
-            &format!("@{}", f8_path.display()),
-            "--output",
-            &format!("@{}", out.display()),
-        ])
-    };
     let y8 = dir.join("y8.npy");
-    let o = run_f8("f8E5M2", &y8);
+    let o = run_npy("f8E5M2", &f8_path, Some(&y8));
     assert!(o.status.success(), "{o:?}");
     let back = std::fs::read(&y8).unwrap();
     assert!(String::from_utf8_lossy(&back[..64]).contains("'descr': '|V1'"));
     // [3, -4, 6] in float8_e5m2.
     assert_eq!(&back[back.len() - 3..], [0x42, 0xc4, 0x46]);
     // The same bytes into an e4m3fn program are e4m3fn: [1.75, -2, 2.5], doubled.
-    let o = run_f8("f8E4M3FN", &y8);
+    let o = run_npy("f8E4M3FN", &f8_path, Some(&y8));
     assert!(o.status.success(), "{o:?}");
     let back = std::fs::read(&y8).unwrap();
     assert_eq!(&back[back.len() - 3..], [0x46, 0xc8, 0x4a]);
     // A `<f1` file is e5m2 itself: it runs as e5m2, and is not retyped.
     let e5m2_path = dir.join("e5m2.npy");
     std::fs::write(&e5m2_path, f8_npy("<f1", &[0x3e, 0xc0, 0x42])).unwrap();
-    let o = cli(&[
-        "run",
-        &program("f8E5M2"),
-        "--input",
-        &format!("@{}", e5m2_path.display()),
-    ]);
+    let o = run_npy("f8E5M2", &e5m2_path, None);
     assert_eq!(stdout(&o).trim(), "result[0]: 3xf8e5m2=[3,-4,6]", "{o:?}");
-    let o = cli(&[
-        "run",
-        &program("f8E4M3FN"),
-        "--input",
-        &format!("@{}", e5m2_path.display()),
-    ]);
+    let o = run_npy("f8E4M3FN", &e5m2_path, None);
     assert!(
         !o.status.success() && error_line(&o).contains("is f8e5m2[3]"),
         "{o:?}"
     );
     // A 1-byte void is no other width's type.
-    let o = cli(&[
-        "run",
-        &program("bf16"),
-        "--input",
-        &format!("@{}", f8_path.display()),
-    ]);
+    let o = run_npy("bf16", &f8_path, None);
     assert!(
         !o.status.success() && error_line(&o).contains("1-byte void"),
         "{o:?}"
