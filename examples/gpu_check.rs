@@ -63,7 +63,17 @@ fn two_nodes(redis_server: &str) -> Result<Vec<(u64, u64, u64)>, String> {
         .stdout(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot start {redis_server}: {e}"))?;
-    std::thread::sleep(Duration::from_millis(300));
+    // Wait until it listens (as the tests' RedisServer does), not a fixed while.
+    let start = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if start.elapsed() > Duration::from_secs(10) {
+            let _ = server.kill();
+            return Err(format!(
+                "{redis_server} did not listen on port {port} within 10 s"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let url = format!("redis://127.0.0.1:{port}");
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
     let children: Vec<_> = (0..2)
