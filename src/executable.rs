@@ -147,7 +147,7 @@ impl LoadedExecutable {
             portable: self.core.meta.portable,
             options: self.core.meta.compile_options.clone(),
             topology: state.topology().to_vec(),
-            payload: self.core.exe.serialize()?,
+            payload: self.core.meta.plugin_bytes(&self.core.exe)?.to_vec(),
             cache_key: Vec::new(),
         }))
     }

@@ -5,8 +5,6 @@ use std::sync::Arc;
 
 use crate::compile_cache::{CacheStats, CompileKey, DiskCache};
 use crate::envelope::{self, Envelope};
-use crate::error::Result;
-use crate::pjrt::PjrtLoadedExecutable;
 
 /// What a compile worker needs to know beyond the program.
 #[derive(Clone)]
@@ -19,20 +17,22 @@ pub struct CompileEnv {
     pub stats: Arc<CacheStats>,
 }
 
-/// Serializes a loaded executable into our envelope, under the cache key it is stored as.
+/// Wraps the plugin's bytes for an executable (`ExecutableMeta::plugin_bytes`: what the
+/// compiler produced, never a re-serialization of a loaded copy) in our envelope, under the
+/// cache key it is stored as.
 pub fn serialize(
-    exe: &PjrtLoadedExecutable,
+    payload: &[u8],
     portable: bool,
     options: &[u8],
     key: &CompileKey,
     env: &CompileEnv,
-) -> Result<Vec<u8>> {
-    Ok(envelope::encode(&Envelope {
+) -> Vec<u8> {
+    envelope::encode(&Envelope {
         identity: env.identity.clone(),
         portable,
         options: options.to_vec(),
         topology: env.topology.to_vec(),
-        payload: exe.serialize()?,
+        payload: payload.to_vec(),
         cache_key: key.0.to_vec(),
-    }))
+    })
 }

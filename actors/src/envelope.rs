@@ -8,7 +8,11 @@ use crate::error::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"PJRTACTX";
 /// 2: the compile-cache key travels inside the checksummed body.
-const FORMAT: u32 = 2;
+/// 3: the payload is always the compiler's own serialization. Builds before it stored a
+/// re-serialization of a worker-compiled executable, which the CPU plugin writes without its
+/// kernels: such an entry loads and then fails at execute, so every format-2 entry is refused
+/// (and recompiled) rather than trusted.
+const FORMAT: u32 = 3;
 const DIGEST: usize = 32;
 
 /// What a serialized executable carries besides the plugin's own bytes.
@@ -195,6 +199,19 @@ mod tests {
                 "byte {i}"
             );
         }
+    }
+
+    #[test]
+    fn an_entry_of_an_older_format_is_refused() {
+        // Format 2 entries may hold a worker's executable without its kernels: never trusted.
+        let e = sample();
+        let mut bytes = encode(&e);
+        bytes[MAGIC.len()..MAGIC.len() + 4].copy_from_slice(&2u32.to_le_bytes());
+        let body = bytes.len() - DIGEST;
+        let digest = Sha256::digest(&bytes[..body]);
+        bytes[body..].copy_from_slice(&digest);
+        let err = decode(&bytes, &e.identity).unwrap_err();
+        assert!(err.to_string().contains("envelope format 2"), "{err}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::common::{add_f32x4, check_distinct, distinct_module, nth_device};
 /// The worker cargo built for this test binary, or, where this binary was carried to another
 /// machine (the GPU check), one found the library's way: `PJRT_ACTORS_COMPILE_WORKER`, or
 /// beside this executable.
-fn worker() -> std::path::PathBuf {
+pub fn worker() -> std::path::PathBuf {
     let built = std::path::PathBuf::from(env!("CARGO_BIN_EXE_pjrt-actors-compile-worker"));
     if built.is_file() {
         return built;

@@ -6,6 +6,7 @@
 
 mod ahead_of_time;
 mod allocator;
+mod cache_matrix;
 mod callbacks;
 mod common;
 mod compile_stress;

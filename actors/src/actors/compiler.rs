@@ -51,17 +51,27 @@ impl CompilerActor {
     }
 
     /// Compiles in this process, or in this actor's worker process with isolation: then the
-    /// executable comes back serialized and is loaded here, and a crash is a typed error.
-    fn compile(&mut self, code: &[u8], options: &[u8]) -> Result<PjrtLoadedExecutable> {
+    /// executable comes back serialized and is loaded here (with those bytes, which are what
+    /// the caches must store), and a crash is a typed error.
+    fn compile(
+        &mut self,
+        code: &[u8],
+        options: &[u8],
+    ) -> Result<(PjrtLoadedExecutable, Option<Arc<Vec<u8>>>)> {
         let Some(spec) = &self.isolation else {
-            return self.client.compile(code, "mlir", options);
+            return Ok((self.client.compile(code, "mlir", options)?, None));
         };
         let worker = match &mut self.worker {
             Some(worker) => worker,
             None => self.worker.insert(CompileWorker::start(spec)?),
         };
         match worker.compile(code, options) {
-            Ok(serialized) => self.client.deserialize_and_load(&serialized, Some(options)),
+            Ok(serialized) => {
+                let exe = self
+                    .client
+                    .deserialize_and_load(&serialized, Some(options))?;
+                Ok((exe, Some(Arc::new(serialized))))
+            }
             Err(crashed @ Error::CompilerCrashed { .. }) => {
                 tracing::warn!(error = %crashed, "a compile worker died; the next compile starts another");
                 self.worker = None;
@@ -142,11 +152,15 @@ impl CompilerActor {
             }
         }
         bump(&job.env.stats.compiles);
-        let exe = self.compile(&job.code, &options)?;
-        let meta = ExecutableMeta::read(&exe, &self.devices, portable, &options)?;
+        let (exe, from_worker) = self.compile(&job.code, &options)?;
+        let mut meta = ExecutableMeta::read(&exe, &self.devices, portable, &options)?;
+        if let Some(bytes) = from_worker {
+            meta = meta.loaded_from(bytes);
+        }
         if disk.is_some() || job.env.redis.is_some() {
-            match serialize(&exe, portable, &options, &job.key, &job.env) {
-                Ok(bytes) => {
+            match meta.plugin_bytes(&exe) {
+                Ok(payload) => {
+                    let bytes = serialize(&payload, portable, &options, &job.key, &job.env);
                     if let Some(disk) = disk
                         && let Err(e) = disk.store(&job.key, &bytes)
                     {
@@ -180,7 +194,8 @@ impl CompilerActor {
             &self.devices,
             job.options.compile_portable_executable,
             options,
-        )?;
+        )?
+        .loaded_from(Arc::new(e.payload));
         Ok((exe, meta))
     }
 }
@@ -206,7 +221,8 @@ impl Handler<DeserializeJob> for CompilerActor {
             let exe = self
                 .client
                 .deserialize_and_load(&job.payload, Some(&job.options))?;
-            let meta = ExecutableMeta::read(&exe, &self.devices, job.portable, &job.options)?;
+            let meta = ExecutableMeta::read(&exe, &self.devices, job.portable, &job.options)?
+                .loaded_from(Arc::new(job.payload.clone()));
             Ok((exe, meta))
         })
     }
