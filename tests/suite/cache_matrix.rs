@@ -121,22 +121,10 @@ fn cache_matrix_child() {
 }
 
 fn second_process(path: Path, tier: &Tier) {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "cache_matrix::cache_matrix_child",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env(CHILD_ENV, tier.encode(path))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    // A filter that matched nothing would also exit 0: the child must have run its one test.
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "the second process failed for {path:?} {tier:?}:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    crate::common::run_child_test(
+        "cache_matrix::cache_matrix_child",
+        &[(CHILD_ENV, tier.encode(path))],
+        std::time::Duration::from_secs(120),
     );
 }
 

@@ -23,7 +23,7 @@ fn npy(name: &str) -> HostData {
 }
 
 /// An array's values as f64s (complex: re, im pairs); integers exactly.
-fn values(h: &HostData) -> Vec<f64> {
+pub(crate) fn values(h: &HostData) -> Vec<f64> {
     let chunks = |w: usize| h.bytes.chunks_exact(w);
     match h.dtype {
         ElementType::F32 | ElementType::C64 => chunks(4)
@@ -66,11 +66,11 @@ fn compare(got: &HostData, want: &HostData, rtol: f64) -> Result<(), String> {
     Ok(())
 }
 
-fn load(client: &Client, program: &[u8]) -> Result<LoadedExecutable, Error> {
+pub(crate) fn load(client: &Client, program: &[u8]) -> Result<LoadedExecutable, Error> {
     client.compile_and_load(program, &CompileOptions::default())
 }
 
-fn run(exe: &LoadedExecutable, inputs: &[HostData]) -> Result<Vec<HostData>, Error> {
+pub(crate) fn run(exe: &LoadedExecutable, inputs: &[HostData]) -> Result<Vec<HostData>, Error> {
     let client = exe.client();
     let device = &client.devices()[0];
     let arrays = inputs
@@ -187,7 +187,12 @@ fn kernels_are_safe_from_many_threads_at_once() {
 }
 
 /// A custom call to `target` on `operand_ty` operands, returning `result_tys`, with `attrs`.
-fn custom_call(target: &str, operands: &[&str], results: &[&str], attrs: &str) -> String {
+pub(crate) fn custom_call(
+    target: &str,
+    operands: &[&str],
+    results: &[&str],
+    attrs: &str,
+) -> String {
     let params: Vec<String> = (operands.iter().enumerate())
         .map(|(i, t)| format!("%a{i}: {t}"))
         .collect();
@@ -196,7 +201,12 @@ fn custom_call(target: &str, operands: &[&str], results: &[&str], attrs: &str) -
         let l: Vec<String> = tys
             .iter()
             .map(|t| {
-                let rank = t.matches('x').count();
+                // The dims before the element type (`complex<f32>` has an x of its own).
+                let inner = t.trim_start_matches("tensor<");
+                let rank = inner
+                    .split('x')
+                    .take_while(|d| d.parse::<i64>().is_ok())
+                    .count();
                 let order: Vec<String> = match rank {
                     0 => vec![],
                     1 => vec!["0".into()],

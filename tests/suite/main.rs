@@ -20,6 +20,7 @@ mod invalid_inputs;
 mod isolation;
 mod jax_lapack;
 mod kv_store;
+mod lapack_guards;
 mod memory;
 mod no_deadlock;
 mod plugin_loading;

@@ -2,8 +2,8 @@
 //! eigenvectors unpacked to complex as jaxlib does) and Schur (`gees`).
 
 use super::frame::{
-    Check, Frame, at, batch_count, by_mut, by_ref, copy_operand, dims, expect, query_workspace,
-    square, work_len, workspace, zero,
+    Check, Frame, at, batch_count, by_mut, by_ref, copy_operand, dims, expect, fill,
+    query_workspace, square, work_len, workspace, zero,
 };
 use super::library::{Lapack, call as fortran};
 use super::{Kernel, Scalar, routine};
@@ -185,8 +185,18 @@ impl Kernel for Geev {
             // overwrites its input, which is not a result here).
             unsafe { std::ptr::copy_nonoverlapping(at::<T>(x, i, n * n), a.as_mut_ptr(), size) };
             if !a[..size].iter().all(|v| v.is_finite()) {
-                // SAFETY: this batch entry's `info`.
-                unsafe { *info_i = -4 };
+                // NaN in every output ?geev would have written, never stale memory.
+                // SAFETY: this batch entry's `info`, eigenvalues and eigenvectors.
+                unsafe {
+                    *info_i = -4;
+                    for values in values {
+                        fill(at::<T>(values, i, n), n, T::NAN);
+                    }
+                    // The eigenvectors are complex: two `T`s an element for a real `T`.
+                    let len = n * n * if T::IS_COMPLEX { 1 } else { 2 };
+                    fill(at::<T>(vl, i, len), len, T::NAN);
+                    fill(at::<T>(vr, i, len), len, T::NAN);
+                }
                 continue;
             }
             let value_ptrs = [

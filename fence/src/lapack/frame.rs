@@ -177,6 +177,42 @@ pub(crate) fn zero(buffer: &FrameBuffer<'_>) {
     }
 }
 
+/// Sets `len` elements from `start` to `value`: an output the routine did not compute (a
+/// refused input), so it never returns stale memory.
+///
+/// # Safety
+/// `start..start + len` must lie in a result buffer that is ours to write during the call.
+pub(crate) unsafe fn fill<V: Copy>(start: *mut V, len: i64, value: V) {
+    for j in 0..len.max(0) as usize {
+        // SAFETY: in range, by the caller's promise.
+        unsafe { start.add(j).write(value) };
+    }
+}
+
+/// Writes the n x n identity at `start` (an empty factorization's orthogonal factor).
+///
+/// # Safety
+/// As `fill`, for `n * n` elements.
+pub(crate) unsafe fn identity<T: super::Scalar>(start: *mut T, n: i64) {
+    // SAFETY: the caller's promise, for n * n elements.
+    unsafe { fill(start, n * n, T::default()) };
+    for j in 0..n.max(0) as usize {
+        // SAFETY: the diagonal of that n x n matrix.
+        unsafe { start.add(j * n as usize + j).write(T::ONE) };
+    }
+}
+
+/// Whether all `len` elements from `start` are finite. LAPACK's scaling (`?lascl`) and
+/// balancing (`?gebal`) reject NaN or infinity through XERBLA, whose reference form ends the
+/// process (exit status 0), and `?gesvd` has been seen iterating forever on an infinity.
+///
+/// # Safety
+/// `start..start + len` must be readable.
+pub(crate) unsafe fn all_finite<T: super::Scalar>(start: *const T, len: i64) -> bool {
+    // SAFETY: readable, by the caller's promise.
+    (0..len.max(0) as usize).all(|j| unsafe { *start.add(j) }.is_finite())
+}
+
 /// A word for a Fortran by-reference argument.
 pub(crate) fn by_ref<T>(value: &T) -> usize {
     value as *const T as usize

@@ -35,6 +35,9 @@ pub(crate) trait Scalar: Copy + Default + Send + 'static {
     const LETTER: char;
     const IS_COMPLEX: bool;
     const ONE: Self;
+    /// A NaN (complex: NaN in both parts), for outputs a refused input leaves uncomputed.
+    const NAN: Self;
+    const REAL_NAN: Self::Real;
     fn is_finite(self) -> bool;
     fn neg(self) -> Self;
     /// The real part (a workspace query's answer is there).
@@ -51,6 +54,8 @@ macro_rules! real_scalar {
             const LETTER: char = $letter;
             const IS_COMPLEX: bool = false;
             const ONE: Self = 1.0;
+            const NAN: Self = <$t>::NAN;
+            const REAL_NAN: $t = <$t>::NAN;
             fn is_finite(self) -> bool {
                 <$t>::is_finite(self)
             }
@@ -74,6 +79,8 @@ macro_rules! complex_scalar {
             const LETTER: char = $letter;
             const IS_COMPLEX: bool = true;
             const ONE: Self = [1.0, 0.0];
+            const NAN: Self = [<$t>::NAN, <$t>::NAN];
+            const REAL_NAN: $t = <$t>::NAN;
             fn is_finite(self) -> bool {
                 self[0].is_finite() && self[1].is_finite()
             }

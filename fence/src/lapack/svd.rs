@@ -1,9 +1,10 @@
 //! The SVD kernels: `gesdd` (divide and conquer) and `gesvd` (QR iteration), which share their
-//! checks and one batch loop; U and V^H are computed for modes 'A' and 'S', not for 'N'.
+//! checks and one batch loop; U and V^H are computed for modes 'A' and 'S', not for 'N'. A
+//! matrix with a NaN or infinity never reaches LAPACK (its XERBLA would end the process).
 
 use super::frame::{
-    Check, Frame, at, batch_count, by_ref, copy_operand, dims, expect, matrices, query_workspace,
-    zero,
+    Check, Frame, all_finite, at, batch_count, by_ref, copy_operand, dims, expect, fill, identity,
+    matrices, query_workspace, zero,
 };
 use super::library::{Lapack, call as fortran};
 use super::{Kernel, Scalar, routine};
@@ -158,14 +159,42 @@ fn svd<T: Scalar>(
         unsafe { query_workspace::<T>(f, |w, l, i| words(0, 0, 0, 0, w, l, i)) }?;
     let (u_step, vt_step) = (s.u.0 * s.u.1, s.vt.0 * s.vt.1);
     for i in 0..batch_count(s.batch) {
+        let info_i = at::<i32>(info, i, 1);
+        let (u_i, vt_i) = (at::<T>(u, i, u_step), at::<T>(vt, i, vt_step));
+        if k == 0 {
+            // LAPACK returns at once and writes no factor: an empty matrix's full U and V^H
+            // are identities (modes 'S' and 'N' have none to write).
+            if mode == b'A' {
+                // SAFETY: this batch entry's m x m U and n x n V^H (checked shapes).
+                unsafe { identity(u_i, m) };
+                unsafe { identity(vt_i, n) };
+            }
+            // SAFETY: this batch entry's `info`.
+            unsafe { *info_i = 0 };
+            continue;
+        }
+        // SAFETY: this batch entry's m x n copy of the operand.
+        if !unsafe { all_finite(at::<T>(out, i, m * n), m * n) } {
+            // As jaxlib's `geev`: `info` -4, and NaN in every output the routine would write.
+            // SAFETY: this batch entry's checked results.
+            unsafe {
+                *info_i = -4;
+                fill(at::<T::Real>(sv, i, k), k, T::REAL_NAN);
+                if mode != b'N' {
+                    fill(u_i, u_step, T::NAN);
+                    fill(vt_i, vt_step, T::NAN);
+                }
+            }
+            continue;
+        }
         let args = words(
             at::<T>(out, i, m * n) as usize,
             at::<T::Real>(sv, i, k) as usize,
-            at::<T>(u, i, u_step) as usize,
-            at::<T>(vt, i, vt_step) as usize,
+            u_i as usize,
+            vt_i as usize,
             work.as_mut_ptr() as usize,
             by_ref(&lwork),
-            at::<i32>(info, i, 1) as usize,
+            info_i as usize,
         );
         // SAFETY: ?gesdd's 14 (complex 15) arguments plus one length, or ?gesvd's 14 (15) plus
         // two, over this batch entry's checked buffers; U and V^H have the shapes `mode` needs

@@ -135,3 +135,36 @@ pub fn nth_device(client: &pjrt_actors::Client, k: usize) -> pjrt_actors::Device
     let devices = client.devices();
     devices[k % devices.len()].clone()
 }
+
+/// Runs the ignored test `name` of this binary in a child process with `env` set, killed after
+/// `timeout`, and fails unless it ran and passed. A process that ends itself (LAPACK's XERBLA
+/// exits with status 0) or a test filter that matched nothing also exits 0, so success is the
+/// child's own report that its one test passed.
+pub fn run_child_test(name: &str, env: &[(&str, String)], timeout: Duration) {
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command
+        .args(["--exact", name, "--ignored", "--nocapture"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{name} did not finish within {timeout:?}: hang");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{name} ({env:?}) failed or did not run ({:?}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
