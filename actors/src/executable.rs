@@ -60,6 +60,7 @@ impl ExecutableMeta {
     ) -> Result<Self> {
         let module = exe.optimized_module()?;
         refuse_feeds(&module)?;
+        crate::custom_call_layouts::check(&module)?;
         let parameter_types = crate::pjrt::parameter_types(&module)?;
         let output_types = exe.output_types()?;
         let may_donate = module

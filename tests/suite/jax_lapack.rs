@@ -197,28 +197,28 @@ pub(crate) fn custom_call(
         .map(|(i, t)| format!("%a{i}: {t}"))
         .collect();
     let args: Vec<String> = (0..operands.len()).map(|i| format!("%a{i}")).collect();
+    // The dims before the element type (`complex<f32>` has an x of its own).
+    let rank = |t: &str| {
+        (t.trim_start_matches("tensor<").split('x'))
+            .take_while(|d| d.parse::<i64>().is_ok())
+            .count()
+    };
+    // jaxlib's layouts, as jax's lowering writes them (the highest-rank operand is a matrix).
+    let batch = operands
+        .iter()
+        .map(|t| rank(t))
+        .max()
+        .unwrap_or(0)
+        .saturating_sub(2);
     let layouts = |tys: &[&str]| -> String {
         let l: Vec<String> = tys
             .iter()
             .map(|t| {
-                // The dims before the element type (`complex<f32>` has an x of its own).
-                let inner = t.trim_start_matches("tensor<");
-                let rank = inner
-                    .split('x')
-                    .take_while(|d| d.parse::<i64>().is_ok())
-                    .count();
-                let order: Vec<String> = match rank {
-                    0 => vec![],
-                    1 => vec!["0".into()],
-                    r => [r - 2, r - 1]
-                        .into_iter()
-                        .chain((0..r - 2).rev())
-                        .map(|d| d.to_string())
-                        .collect(),
-                };
+                let order = pjrt_actors_core::custom_call_layouts::jaxlib_layout(rank(t), batch);
                 if order.is_empty() {
                     "dense<> : tensor<0xindex>".into()
                 } else {
+                    let order: Vec<String> = order.iter().map(i64::to_string).collect();
                     format!(
                         "dense<[{}]> : tensor<{}xindex>",
                         order.join(", "),

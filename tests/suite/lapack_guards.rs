@@ -243,4 +243,61 @@ mod cpu_plugin {
             }
         }
     }
+
+    #[test]
+    fn a_lapack_call_in_any_layout_but_column_major_is_refused_at_compile() {
+        let client = Client::open().unwrap();
+        let good = custom_call(
+            "lapack_dgetrf_ffi",
+            &["tensor<3x4x4xf64>"],
+            &["tensor<3x4x4xf64>", "tensor<3x4xi32>", "tensor<3xi32>"],
+            "",
+        );
+        let column_major = "dense<[1, 2, 0]> : tensor<3xindex>";
+        assert!(good.contains(column_major), "{good}");
+        load(&client, good.as_bytes()).expect("jaxlib's layout compiles");
+        let start = good.find("operand_layouts").unwrap();
+        let end = good[start..].find("]}").unwrap() + start + 1;
+        let cases = [
+            (
+                "row-major operand",
+                good.replacen(column_major, "dense<[2, 1, 0]> : tensor<3xindex>", 1),
+                "operand 0",
+            ),
+            (
+                "batch dim inside",
+                good.replacen(column_major, "dense<[1, 0, 2]> : tensor<3xindex>", 1),
+                "operand 0",
+            ),
+            (
+                "row-major result",
+                {
+                    let at = good.find("result_layouts").unwrap();
+                    format!(
+                        "{}{}",
+                        &good[..at],
+                        good[at..].replacen(column_major, "dense<[2, 1, 0]> : tensor<3xindex>", 1)
+                    )
+                },
+                "result 0",
+            ),
+            (
+                "no layouts at all",
+                format!("{}{}", &good[..start].trim_end_matches(", "), &good[end..]),
+                "operand 0",
+            ),
+        ];
+        for (what, program, names) in cases {
+            let err = load(&client, program.as_bytes()).map(|_| ()).unwrap_err();
+            let text = err.to_string();
+            assert!(
+                matches!(err, pjrt_actors::Error::InvalidArgument(_)),
+                "{what}: {err:?}"
+            );
+            assert!(
+                text.contains(names) && text.contains("column-major"),
+                "{what}: {text}"
+            );
+        }
+    }
 }
