@@ -145,6 +145,23 @@ impl ClientBuilder {
         self
     }
 
+    /// Each compile in a worker process is killed past `limit` and answered
+    /// `Error::DeadlineExceeded`; the next compile starts a fresh worker. Default: env
+    /// `PJRT_ACTORS_COMPILE_TIMEOUT` (seconds), else 10 minutes.
+    pub fn compile_timeout(mut self, limit: std::time::Duration) -> Self {
+        self.config.compile_timeout = Some(limit);
+        self
+    }
+
+    /// A worker process's address-space limit in bytes (0: none): a compile that outgrows it
+    /// ends the worker, `Error::CompilerCrashed`, instead of filling the machine. Default: env
+    /// `PJRT_ACTORS_COMPILE_WORKER_MEMORY` (`8G`, `512M`), else half the machine's memory, at
+    /// least 4 GiB.
+    pub fn compile_worker_memory(mut self, bytes: u64) -> Self {
+        self.config.compile_worker_memory = Some(bytes);
+        self
+    }
+
     /// Threads in the compiler actor pool (default: the number of cores).
     pub fn compile_threads(mut self, n: usize) -> Self {
         self.config.compile_threads = Some(n);

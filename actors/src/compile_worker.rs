@@ -8,10 +8,16 @@
 //! serialized `CompileOptionsProto`, each a little-endian u64 length then the bytes; an answer
 //! is one status byte, then (0) the executable's serialized bytes, or (1) the plugin's error
 //! code (u32) and its message, each length-prefixed.
+//!
+//! Bounds: each compile has a time limit (a watchdog kills a worker past it, answered
+//! `DeadlineExceeded`), the worker an address-space limit (`CompilerCrashed` when a compile
+//! outgrows it), and a worker dies with the thread that started it (`PR_SET_PDEATHSIG`).
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::pjrt::NamedValue;
@@ -39,19 +45,106 @@ pub fn find_worker() -> Option<PathBuf> {
     .find(|p| p.is_file())
 }
 
-/// How to start a worker: its binary, the plugin, and the client's create options.
+/// The environment variable setting each worker compile's time limit, in seconds.
+pub const COMPILE_TIMEOUT_ENV: &str = "PJRT_ACTORS_COMPILE_TIMEOUT";
+
+/// The environment variable setting a worker's address-space limit (bytes; `K`, `M`, `G`
+/// suffixes are powers of 1024).
+pub const COMPILE_WORKER_MEMORY_ENV: &str = "PJRT_ACTORS_COMPILE_WORKER_MEMORY";
+
+/// The default time limit of one compile in a worker: far past any real program's compile
+/// (seconds to a few minutes), short of forever.
+pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// What bounds a worker: each compile's time, and its address space.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WorkerLimits {
+    pub compile_timeout: Duration,
+    /// `None`: no limit.
+    pub memory_bytes: Option<u64>,
+}
+
+impl WorkerLimits {
+    /// The default address-space limit: half the machine's memory, at least 4 GiB (the plugin
+    /// maps about 1 GiB before it compiles anything).
+    pub fn default_memory() -> Option<u64> {
+        let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let kib: u64 = (meminfo.lines())
+            .find_map(|l| l.strip_prefix("MemTotal:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        Some((kib * 1024 / 2).max(4 << 30))
+    }
+}
+
+/// Parses a byte count with an optional `K`, `M` or `G` suffix (powers of 1024).
+pub fn parse_bytes(text: &str) -> std::result::Result<u64, String> {
+    let text = text.trim();
+    let (digits, scale) = match text.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&text[..i], 1u64 << 10),
+        Some((i, 'M' | 'm')) => (&text[..i], 1 << 20),
+        Some((i, 'G' | 'g')) => (&text[..i], 1 << 30),
+        _ => (text, 1),
+    };
+    (digits.trim().parse::<u64>().ok())
+        .and_then(|n| n.checked_mul(scale))
+        .filter(|n| *n > 0)
+        .ok_or_else(|| {
+            format!(
+                "`{text}` is not a byte count above 0 (a whole number, optionally with K, M or G)"
+            )
+        })
+}
+
+/// Parses a time limit in seconds: finite, above 0, at most a year.
+pub fn parse_seconds(text: &str) -> std::result::Result<Duration, String> {
+    let secs: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    time_limit(secs)
+}
+
+/// A number of seconds as a `Duration`: refused unless finite and from 1 ms to a year.
+pub fn time_limit(secs: f64) -> std::result::Result<Duration, String> {
+    const YEAR: f64 = 365.0 * 86_400.0;
+    if !secs.is_finite() || secs <= 0.0 {
+        Err(format!(
+            "{secs} seconds: it must be a finite number above 0"
+        ))
+    } else if secs < 1e-3 {
+        Err(format!("{secs} seconds is below the 1 ms this can time"))
+    } else if secs > YEAR {
+        Err(format!(
+            "{secs} seconds is over a year; give at most {YEAR}"
+        ))
+    } else {
+        Ok(Duration::from_secs_f64(secs))
+    }
+}
+
+/// How to start a worker: its binary, the plugin, the client's create options and its limits.
 #[derive(Debug, Clone)]
 pub struct WorkerSpec {
     pub binary: PathBuf,
     pub plugin: PathBuf,
     pub options: Vec<(String, NamedValue)>,
+    pub limits: WorkerLimits,
 }
 
 impl WorkerSpec {
-    /// The command line: the plugin, then one `--option name=type:value` per create option.
+    /// The command line: the plugin, this process (the parent it must die with), its memory
+    /// limit, then one `--option name=type:value` per create option.
     fn command(&self) -> Command {
         let mut command = Command::new(&self.binary);
         command.arg("--plugin").arg(&self.plugin);
+        command.arg("--parent").arg(std::process::id().to_string());
+        if let Some(bytes) = self.limits.memory_bytes {
+            command.arg("--memory-limit").arg(bytes.to_string());
+        }
         for (name, value) in &self.options {
             command.arg("--option").arg(encode_option(name, value));
         }
@@ -94,9 +187,12 @@ pub fn decode_option(text: &str) -> std::result::Result<(String, NamedValue), St
 
 /// One running worker process, owned by one compiler actor.
 pub struct CompileWorker {
-    child: Child,
+    /// Shared with a compile's watchdog, which kills it past the time limit. It is reaped only
+    /// after the watchdog has been joined, so its pid cannot be another process's by then.
+    child: Arc<Mutex<Child>>,
     stdin: ChildStdin,
     stdout: ChildStdout,
+    timeout: Duration,
 }
 
 impl CompileWorker {
@@ -111,27 +207,45 @@ impl CompileWorker {
             _ => unreachable!("both pipes were asked for"),
         };
         Ok(CompileWorker {
-            child,
+            child: Arc::new(Mutex::new(child)),
             stdin,
             stdout,
+            timeout: spec.limits.compile_timeout,
         })
     }
 
     /// Compiles `code` with `options` in the worker; the executable comes back serialized.
-    /// A worker that dies on the way is `Error::CompilerCrashed`, and is not to be used again.
+    /// A worker that dies on the way is `Error::CompilerCrashed`, one past the time limit is
+    /// killed and `Error::DeadlineExceeded`; neither is to be used again.
     pub fn compile(&mut self, code: &[u8], options: &[u8]) -> Result<Vec<u8>> {
-        let sent = write_frame(&mut self.stdin, code)
-            .and_then(|()| write_frame(&mut self.stdin, options))
-            .and_then(|()| self.stdin.flush());
-        let answer = sent.and_then(|()| {
-            let mut status = [0u8; 1];
-            self.stdout.read_exact(&mut status)?;
-            let first = read_frame(&mut self.stdout)?;
-            match status[0] {
-                0 => Ok(Ok(first)),
-                _ => Ok(Err((first, read_frame(&mut self.stdout)?))),
-            }
-        });
+        // The watchdog: killing the worker ends a blocked write or read on its pipes.
+        let (done, cancelled) = mpsc::channel::<()>();
+        let (child, timeout) = (self.child.clone(), self.timeout);
+        let watchdog = std::thread::Builder::new()
+            .name("pjrt-actors-compile-watchdog".into())
+            .spawn(move || {
+                let fired = cancelled.recv_timeout(timeout) == Err(mpsc::RecvTimeoutError::Timeout);
+                if fired && let Ok(mut child) = child.lock() {
+                    let _ = child.kill();
+                }
+                fired
+            })
+            .map_err(|e| Error::ThreadSpawn {
+                what: "compile watchdog",
+                reason: e.to_string(),
+            })?;
+        let answer = self.exchange(code, options);
+        drop(done);
+        let fired = watchdog.join().unwrap_or(true);
+        if fired {
+            let _ = self.crash();
+            return Err(Error::DeadlineExceeded {
+                what: format!(
+                    "a compile in a worker process (killed; set {COMPILE_TIMEOUT_ENV} or ClientBuilder::compile_timeout for more)"
+                ),
+                after: timeout,
+            });
+        }
         match answer {
             Ok(Ok(executable)) => Ok(executable),
             Ok(Err((code, message))) => {
@@ -147,10 +261,33 @@ impl CompileWorker {
         }
     }
 
+    /// One request and its answer: the executable, or the plugin's code and message.
+    fn exchange(
+        &mut self,
+        code: &[u8],
+        options: &[u8],
+    ) -> std::io::Result<std::result::Result<Vec<u8>, (Vec<u8>, Vec<u8>)>> {
+        let sent = write_frame(&mut self.stdin, code)
+            .and_then(|()| write_frame(&mut self.stdin, options))
+            .and_then(|()| self.stdin.flush());
+        sent.and_then(|()| {
+            let mut status = [0u8; 1];
+            self.stdout.read_exact(&mut status)?;
+            let first = read_frame(&mut self.stdout)?;
+            match status[0] {
+                0 => Ok(Ok(first)),
+                _ => Ok(Err((first, read_frame(&mut self.stdout)?))),
+            }
+        })
+    }
+
     /// How the worker ended, once its pipe broke.
     fn crash(&mut self) -> Error {
-        let _ = self.child.kill();
-        match self.child.wait() {
+        let Ok(mut child) = self.child.lock() else {
+            return Error::Internal("a compile worker's handle was poisoned".into());
+        };
+        let _ = child.kill();
+        match child.wait() {
             Ok(status) => {
                 use std::os::unix::process::ExitStatusExt;
                 let signal = status.signal();
@@ -180,9 +317,11 @@ impl CompileWorker {
 
 impl Drop for CompileWorker {
     fn drop(&mut self) {
-        // Closing stdin ends the worker's loop; waiting reaps it.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // No watchdog outlives a compile, so nothing else holds the child now; waiting reaps it.
+        if let Ok(mut child) = self.child.lock() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -234,6 +373,41 @@ mod tests {
             );
         }
         assert!(decode_option("cpu_device_count=int64:many").is_err());
+    }
+
+    #[test]
+    fn limits_parse_and_say_what_would_be_right() {
+        let bytes: [(&str, std::result::Result<u64, &str>); 6] = [
+            ("1024", Ok(1024)),
+            ("8G", Ok(8 << 30)),
+            ("512m", Ok(512 << 20)),
+            ("0", Err("above 0")),
+            ("lots", Err("optionally with K, M or G")),
+            ("99999999999G", Err("not a byte count")),
+        ];
+        for (text, want) in bytes {
+            match (parse_bytes(text), want) {
+                (Ok(n), Ok(w)) => assert_eq!(n, w, "{text}"),
+                (Err(e), Err(w)) => assert!(e.contains(w), "{text}: {e}"),
+                (got, want) => panic!("{text}: got {got:?}, want {want:?}"),
+            }
+        }
+        let secs: [(f64, std::result::Result<f64, &str>); 6] = [
+            (2.5, Ok(2.5)),
+            (1e-12, Err("below the 1 ms")),
+            (1e300, Err("over a year")),
+            (0.0, Err("above 0")),
+            (f64::NAN, Err("finite")),
+            (-1.0, Err("above 0")),
+        ];
+        for (s, want) in secs {
+            match (time_limit(s), want) {
+                (Ok(d), Ok(w)) => assert_eq!(d.as_secs_f64(), w, "{s}"),
+                (Err(e), Err(w)) => assert!(e.contains(w), "{s}: {e}"),
+                (got, want) => panic!("{s}: got {got:?}, want {want:?}"),
+            }
+        }
+        assert!(parse_seconds("ten").unwrap_err().contains("not a number"));
     }
 
     #[test]

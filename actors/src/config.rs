@@ -29,6 +29,12 @@ pub struct ClientConfig {
     /// so a program that crashes the compiler kills a worker, not the client; `None`: compile
     /// in this process.
     pub compile_worker: Option<PathBuf>,
+    /// Each compile in a worker is killed past this; default env `PJRT_ACTORS_COMPILE_TIMEOUT`
+    /// (seconds), else `compile_worker::DEFAULT_COMPILE_TIMEOUT` (10 minutes).
+    pub compile_timeout: Option<std::time::Duration>,
+    /// A worker's address-space limit in bytes, 0 for none; default env
+    /// `PJRT_ACTORS_COMPILE_WORKER_MEMORY`, else half the machine's memory (at least 4 GiB).
+    pub compile_worker_memory: Option<u64>,
     /// The compile cache's Redis tier; default: env `PJRT_ACTORS_CACHE_REDIS`, else none.
     pub cache_redis: Option<crate::redis_cache::RedisCacheConfig>,
     /// The key-value store of a multi-process client (`ClientBuilder::distributed`).
@@ -69,6 +75,71 @@ const KNOWN_OPTIONS: &[(&str, &str)] = &[
     ("abort_collectives_on_failure", "bool"),
 ];
 
+/// The values XLA's GPU plugin takes for `allocator` (JAX's `XLA_PYTHON_CLIENT_ALLOCATOR`).
+const ALLOCATORS: &[&str] = &["default", "platform", "bfc", "cuda_async"];
+
+/// What is wrong with a known option's value, if anything: the plugins take these without a
+/// word and misbehave later (or throw through the C API), so they are checked here.
+fn value_problem(name: &str, value: &NamedValue) -> Option<String> {
+    match (name, value) {
+        // XLA's CPU backend gives each process a block of 2,048 device ids: a device past
+        // 2,047 opens, then fails every compile as "multiprocess".
+        ("cpu_device_count", NamedValue::Int64(n)) if !(1..=MAX_CPU_DEVICES).contains(n) => {
+            Some(format!("must be between 1 and {MAX_CPU_DEVICES}, got {n}"))
+        }
+        ("memory_fraction", NamedValue::Float(f)) if !(*f > 0.0 && *f <= 1.0) => {
+            Some(format!("must be in (0, 1], got {f}"))
+        }
+        ("allocator", NamedValue::String(a)) if !ALLOCATORS.contains(&a.as_str()) => Some(format!(
+            "`{a}` is not an allocator; one of: {}",
+            ALLOCATORS.join(", ")
+        )),
+        ("num_nodes", NamedValue::Int64(n)) if *n < 1 => {
+            Some(format!("a client has at least 1 node, got {n}"))
+        }
+        ("node_id" | "collective_memory_size", NamedValue::Int64(n)) if *n < 0 => {
+            Some(format!("must be 0 or more, got {n}"))
+        }
+        ("visible_devices", NamedValue::Int64List(ids)) => {
+            if ids.is_empty() {
+                Some("names no device; give ids like 0,1".into())
+            } else if let Some(id) = ids.iter().find(|id| **id < 0) {
+                Some(format!("{id} is not a device id (0 or more)"))
+            } else {
+                (ids.iter().enumerate())
+                    .find(|(i, id)| ids[..*i].contains(id))
+                    .map(|(_, id)| format!("device {id} is named twice"))
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Checks `visible_devices` against the devices the plugin made, once it has (how many there
+/// are is not known before): an id it has no device for is refused, not ignored.
+pub fn check_visible_devices(options: &[(String, NamedValue)], local_ids: &[i32]) -> Result<()> {
+    let Some((_, NamedValue::Int64List(ids))) =
+        options.iter().find(|(n, _)| n == "visible_devices")
+    else {
+        return Ok(());
+    };
+    match ids
+        .iter()
+        .find(|id| !local_ids.iter().any(|l| i64::from(*l) == **id))
+    {
+        None => Ok(()),
+        Some(id) => Err(Error::InvalidOption {
+            name: "visible_devices".into(),
+            reason: format!(
+                "the plugin has no device {id}; its devices are {}",
+                (local_ids.iter().map(i32::to_string))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }),
+    }
+}
+
 /// Checks option names are unique and known options have the type the plugin expects.
 pub fn validate_options(options: &[(String, NamedValue)]) -> Result<()> {
     for (i, (name, value)) in options.iter().enumerate() {
@@ -90,25 +161,20 @@ pub fn validate_options(options: &[(String, NamedValue)]) -> Result<()> {
                 tracing::warn!(option = %name, "create option unknown to pjrt-actors; passed through")
             }
         }
-        if name == "cpu_device_count"
-            && let NamedValue::Int64(n) = value
-        {
-            // XLA's CPU backend gives each process a block of 2,048 device ids: a device
-            // past 2,047 opens, then fails every compile as "multiprocess".
-            if !(1..=MAX_CPU_DEVICES).contains(n) {
-                return Err(Error::InvalidOption {
-                    name: name.clone(),
-                    reason: format!("must be between 1 and {MAX_CPU_DEVICES}, got {n}"),
-                });
-            }
+        if let Some(reason) = value_problem(name, value) {
+            return Err(Error::InvalidOption {
+                name: name.clone(),
+                reason,
+            });
         }
-        if name == "memory_fraction"
-            && let NamedValue::Float(f) = value
-            && !(*f > 0.0 && *f <= 1.0)
+        if name == "node_id"
+            && let (NamedValue::Int64(id), Some((_, NamedValue::Int64(nodes)))) =
+                (value, options.iter().find(|(n, _)| n == "num_nodes"))
+            && id >= nodes
         {
             return Err(Error::InvalidOption {
                 name: name.clone(),
-                reason: format!("must be in (0, 1], got {f}"),
+                reason: format!("node {id} of {nodes}: must be between 0 and {}", nodes - 1),
             });
         }
     }
@@ -237,6 +303,18 @@ mod tests {
             ("visible_devices=0,x", Err("`x` in `0,x` is not an integer")),
             ("no_such_option=1", Err("unknown option")),
             ("preallocate", Err("expected NAME=VALUE")),
+            // Values the plugins took without a word (issue 22, D14).
+            (
+                "allocator=bogus",
+                Err("`bogus` is not an allocator; one of: default"),
+            ),
+            ("allocator=cuda_async", Ok(String("cuda_async".into()))),
+            ("num_nodes=0", Err("at least 1 node")),
+            ("node_id=-1", Err("must be 0 or more")),
+            ("visible_devices=", Err("names no device")),
+            ("visible_devices=0,-3", Err("-3 is not a device id")),
+            ("visible_devices=1,1", Err("device 1 is named twice")),
+            ("visible_devices=99", Ok(Int64List(vec![99]))),
         ];
         for (text, want) in cases {
             match (parse_option_assignment(text), want) {
@@ -245,6 +323,29 @@ mod tests {
                 (got, want) => panic!("{text}: got {got:?}, want {want:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_node_id_past_the_node_count_and_a_device_the_plugin_lacks_are_refused() {
+        use NamedValue::*;
+        let nodes = |id, n| {
+            vec![
+                ("num_nodes".to_string(), Int64(n)),
+                ("node_id".to_string(), Int64(id)),
+            ]
+        };
+        assert!(validate_options(&nodes(1, 2)).is_ok());
+        let err = validate_options(&nodes(2, 2)).unwrap_err();
+        assert!(err.to_string().contains("between 0 and 1"), "{err}");
+        let visible = vec![("visible_devices".to_string(), Int64List(vec![0, 99]))];
+        assert!(check_visible_devices(&visible, &[0, 1, 99]).is_ok());
+        let err = check_visible_devices(&visible, &[0, 1, 2, 3]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("no device 99; its devices are 0, 1, 2, 3"),
+            "{err}"
+        );
+        assert!(check_visible_devices(&[], &[0]).is_ok());
     }
 
     #[test]

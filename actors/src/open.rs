@@ -15,8 +15,13 @@ use crate::actors::memory_space::MemorySpaceActor;
 use crate::actors::registry::BufferRegistryActor;
 use crate::compile_cache::{CacheStats, DiskCache};
 use crate::compile_env::CompileEnv;
-use crate::compile_worker::WorkerSpec;
-use crate::config::{CACHE_DIR_ENV, ClientConfig, options_from_env, validate_options};
+use crate::compile_worker::{
+    COMPILE_TIMEOUT_ENV, COMPILE_WORKER_MEMORY_ENV, DEFAULT_COMPILE_TIMEOUT, WorkerLimits,
+    WorkerSpec, parse_bytes, parse_seconds,
+};
+use crate::config::{
+    CACHE_DIR_ENV, ClientConfig, check_visible_devices, options_from_env, validate_options,
+};
 use crate::envelope;
 use crate::error::{Error, Result};
 use crate::guard::ClientGuard;
@@ -46,14 +51,10 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(2, |n| n.get()),
     };
-    if let Some(worker) = &config.compile_worker
-        && !worker.is_file()
-    {
-        return Err(Error::InvalidOption {
-            name: "compile_worker".into(),
-            reason: format!("no compile worker binary at {}", worker.display()),
-        });
-    }
+    let isolation = match &config.compile_worker {
+        Some(worker) => Some((worker_binary(worker)?, worker_limits(&config)?)),
+        None => None,
+    };
     let plugin = match &config.plugin_path {
         Some(path) => Plugin::load(path)?,
         None => Plugin::discover()?,
@@ -77,6 +78,10 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
     let store = config.kv_store.as_ref().map(|s| s.0.clone());
     let pjrt = PjrtClient::create_with_store(plugin, &config.options, store)?;
     let (snapshot, devices, memories) = read_snapshot(&pjrt)?;
+    let local_ids: Vec<i32> = (snapshot.devices.iter())
+        .map(|d| d.local_hardware_id.unwrap_or(d.description.id))
+        .collect();
+    check_visible_devices(&config.options, &local_ids)?;
     let xla_version = (snapshot.plugin_attributes.iter())
         .find(|(k, _)| k == "xla_version")
         .map(|(_, v)| v.to_string())
@@ -103,10 +108,11 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
         compile_queue_bound: config.compile_queue_bound.unwrap_or(256).max(1),
         compile_threads,
     }));
-    let isolation = config.compile_worker.as_ref().map(|binary| WorkerSpec {
-        binary: binary.clone(),
+    let isolation = isolation.map(|(binary, limits)| WorkerSpec {
+        binary,
         plugin: state.snapshot.plugin_path.clone(),
         options: config.options.clone(),
+        limits,
     });
     let redis = match (config.cache_redis.clone()).or_else(redis_from_env) {
         Some(redis) => Some(RedisTier::new(redis, cache_stats.clone())?),
@@ -241,4 +247,49 @@ mod tests {
             "{context}"
         );
     }
+}
+
+/// The worker binary as an absolute path: a relative one would be looked up on `PATH` (no
+/// slash) or against whatever the working directory is when a worker starts.
+fn worker_binary(worker: &std::path::Path) -> Result<std::path::PathBuf> {
+    let refuse = |reason: String| Error::InvalidOption {
+        name: "compile_worker".into(),
+        reason,
+    };
+    if !worker.is_file() {
+        return Err(refuse(format!(
+            "no compile worker binary at {} (from {})",
+            worker.display(),
+            std::env::current_dir().map_or("?".into(), |d| d.display().to_string())
+        )));
+    }
+    std::fs::canonicalize(worker)
+        .map_err(|e| refuse(format!("cannot resolve {}: {e}", worker.display())))
+}
+
+/// Each worker compile's time limit and a worker's memory limit: the builder's, else the
+/// environment's, else the defaults. A bad environment value is refused, not ignored.
+fn worker_limits(config: &ClientConfig) -> Result<WorkerLimits> {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let refuse = |name: &str, reason: String| Error::InvalidOption {
+        name: name.into(),
+        reason,
+    };
+    let compile_timeout = match (config.compile_timeout, env(COMPILE_TIMEOUT_ENV)) {
+        (Some(t), _) => t,
+        (None, Some(text)) => parse_seconds(&text).map_err(|r| refuse(COMPILE_TIMEOUT_ENV, r))?,
+        (None, None) => DEFAULT_COMPILE_TIMEOUT,
+    };
+    let memory_bytes = match (config.compile_worker_memory, env(COMPILE_WORKER_MEMORY_ENV)) {
+        (Some(0), _) => None,
+        (Some(bytes), _) => Some(bytes),
+        (None, Some(text)) => {
+            Some(parse_bytes(&text).map_err(|r| refuse(COMPILE_WORKER_MEMORY_ENV, r))?)
+        }
+        (None, None) => WorkerLimits::default_memory(),
+    };
+    Ok(WorkerLimits {
+        compile_timeout,
+        memory_bytes,
+    })
 }

@@ -22,6 +22,11 @@ pub fn run(
     timeout: Option<f64>,
 ) -> Result<()> {
     let timeout = timeout.map(timeout_of).transpose()?;
+    // 0 while opening and compiling, 1 once running: for the deadline's message.
+    let stage = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(0));
+    if let Some(limit) = timeout {
+        arm_deadline(limit, stage.clone());
+    }
     // Check every --output before doing any work: its form, and that it can be written.
     let output_paths = outputs
         .iter()
@@ -43,6 +48,7 @@ pub fn run(
     }
     let args = upload(&exe, &inputs)?;
     let refs: Vec<&Array> = args.iter().collect();
+    stage.store(1, std::sync::atomic::Ordering::Release);
     let results = match timeout {
         None => exe.execute(&refs)?,
         Some(limit) => match exe.execute_within(&refs, limit) {
@@ -124,16 +130,28 @@ pub fn load_module(client: &Client, path: &Path, device: i32) -> Result<LoadedEx
     client.compile_and_load(program, &options)
 }
 
-/// A `--timeout` in seconds: finite and above 0.
+/// A `--timeout` in seconds: finite, from 1 ms to a year.
 fn timeout_of(secs: f64) -> Result<std::time::Duration> {
-    std::time::Duration::try_from_secs_f64(secs)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| {
-            usage(format!(
-                "--timeout must be a number of seconds above 0, got {secs}"
-            ))
-        })
+    pjrt_actors::time_limit(secs).map_err(|reason| usage(format!("--timeout {secs}: {reason}")))
+}
+
+/// Ends the process with an error line when `limit` passes before `run` finishes: the compile
+/// (in this process or a worker, which dies with it) and the execute share the one deadline.
+fn arm_deadline(limit: std::time::Duration, stage: std::sync::Arc<std::sync::atomic::AtomicU8>) {
+    let _ = std::thread::Builder::new()
+        .name("pjrt-actors-run-deadline".into())
+        .spawn(move || {
+            std::thread::sleep(limit);
+            let doing = match stage.load(std::sync::atomic::Ordering::Acquire) {
+                0 => "opening the client and compiling",
+                _ => "running",
+            };
+            eprintln!(
+                "pjrt-actors: error: gave up after {:.3} s (--timeout) while {doing}",
+                limit.as_secs_f64()
+            );
+            std::process::exit(1);
+        });
 }
 
 /// An `--output` flag: `@path.npy`, where a file can be created (its folder exists, and the

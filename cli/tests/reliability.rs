@@ -63,3 +63,127 @@ fn a_cached_executable_from_the_worker_runs_in_every_later_process() {
         text(&o.stdout)
     );
 }
+
+/// The error line, without the plugin's own log lines.
+fn error_line(o: &Output) -> String {
+    let stderr = text(&o.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("pjrt-actors: error:"))
+        .collect();
+    assert_eq!(lines.len(), 1, "exactly one error line: {stderr}");
+    lines[0].to_string()
+}
+
+/// A worker that never answers: it reads nothing and sleeps.
+fn silent_worker(dir: &Path) -> PathBuf {
+    let script = dir.join("silent-worker");
+    std::fs::write(&script, "#!/bin/sh\nexec sleep 1000\n").unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&script)
+        .status()
+        .unwrap();
+    script
+}
+
+#[test]
+fn flag_values_out_of_range_say_what_is_wrong_and_what_would_be_right() {
+    let dir = scratch_dir("cli-flag-values");
+    std::fs::write(dir.join("add.mlir"), ADD_SELF).unwrap();
+    let run = ["run", "add.mlir", "--input", "4xf32=1"];
+    let cases: [(&[&str], &str); 6] = [
+        (&["--timeout", "1e-12"], "below the 1 ms"),
+        (&["--timeout", "1e300"], "over a year"),
+        (
+            &["--option", "allocator=bogus"],
+            "one of: default, platform, bfc, cuda_async",
+        ),
+        (
+            &["--option", "visible_devices=99"],
+            "no device 99; its devices are 0",
+        ),
+        (&["--option", "num_nodes=0"], "at least 1 node"),
+        (&["--option", "visible_devices=0,0"], "named twice"),
+    ];
+    for (flags, words) in cases {
+        // Global flags (--option) go before the command, run's own after.
+        let args: Vec<&str> = if flags[0] == "--option" {
+            flags.iter().copied().chain(run).collect()
+        } else {
+            run.iter().copied().chain(flags.iter().copied()).collect()
+        };
+        let o = cli_in(&dir, &[], &args);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        let line = error_line(&o);
+        assert!(line.contains(words), "{args:?}: {line}");
+    }
+}
+
+#[test]
+fn a_relative_worker_path_is_found_where_it_was_checked() {
+    // No slash: a command would look it up on PATH, not where the file check found it.
+    let dir = scratch_dir("cli-relative-worker");
+    std::fs::write(dir.join("add.mlir"), ADD_SELF).unwrap();
+    let built =
+        Path::new(env!("CARGO_BIN_EXE_pjrt-actors")).with_file_name("pjrt-actors-compile-worker");
+    std::fs::copy(&built, dir.join("my-worker")).unwrap();
+    let o = cli_in(
+        &dir,
+        &[("PJRT_ACTORS_COMPILE_WORKER", "my-worker")],
+        &["run", "add.mlir", "--input", "4xf32=1,2,3,4"],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("4xf32=[2,4,6,8]"),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
+#[test]
+fn run_timeout_bounds_a_compile_that_never_ends() {
+    let dir = scratch_dir("cli-compile-timeout");
+    std::fs::write(dir.join("add.mlir"), ADD_SELF).unwrap();
+    let worker = silent_worker(&dir);
+    let worker = worker.to_str().unwrap();
+    let start = std::time::Instant::now();
+    let o = cli_in(
+        &dir,
+        &[("PJRT_ACTORS_COMPILE_WORKER", worker)],
+        &["run", "add.mlir", "--input", "4xf32=1", "--timeout", "2"],
+    );
+    let took = start.elapsed();
+    assert!(!o.status.success());
+    let line = error_line(&o);
+    assert!(
+        line.contains("gave up after 2.000 s") && line.contains("compiling"),
+        "{line}"
+    );
+    assert!(took < std::time::Duration::from_secs(15), "{took:?}");
+    // Without --timeout, the compile's own limit answers.
+    let o = cli_in(
+        &dir,
+        &[
+            ("PJRT_ACTORS_COMPILE_WORKER", worker),
+            ("PJRT_ACTORS_COMPILE_TIMEOUT", "1"),
+        ],
+        &["run", "add.mlir", "--input", "4xf32=1"],
+    );
+    let line = error_line(&o);
+    assert!(
+        line.contains("a compile in a worker process") && line.contains("1s"),
+        "{line}"
+    );
+    // A bad limit in the environment is refused, not ignored.
+    let o = cli_in(
+        &dir,
+        &[("PJRT_ACTORS_COMPILE_TIMEOUT", "soon")],
+        &["run", "add.mlir", "--input", "4xf32=1"],
+    );
+    let line = error_line(&o);
+    assert!(
+        line.contains("PJRT_ACTORS_COMPILE_TIMEOUT") && line.contains("not a number"),
+        "{line}"
+    );
+}

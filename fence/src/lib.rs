@@ -25,6 +25,7 @@ mod layouts;
 mod native;
 mod plugin;
 mod plugin_bytes;
+pub mod process;
 mod values;
 
 pub use buffer::{HostData, PjrtBuffer, PjrtEvent};

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use pjrt_actors_core::compile_worker::{decode_option, read_frame, write_frame};
+use pjrt_actors_core::pjrt::process::{die_with_parent, limit_address_space};
 use pjrt_actors_core::pjrt::{PjrtClient, Plugin};
 use pjrt_actors_core::program_check::COMPILE_STACK_BYTES;
 
@@ -53,6 +54,21 @@ fn main() -> ExitCode {
     while let Some(arg) = args.next() {
         match (arg.as_str(), args.next()) {
             ("--plugin", Some(path)) => plugin = Some(PathBuf::from(path)),
+            // Die with the client: SIGKILL when its thread ends, and a watch on the parent.
+            ("--parent", Some(pid)) => match pid.parse() {
+                Ok(pid) => {
+                    if let Err(e) = die_with_parent(pid) {
+                        return fail(&e.to_string());
+                    }
+                    watch_parent(pid);
+                }
+                Err(_) => return fail(&format!("--parent: bad process id `{pid}`")),
+            },
+            ("--memory-limit", Some(bytes)) => match bytes.parse().map(limit_address_space) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return fail(&format!("--memory-limit: {e}")),
+                Err(_) => return fail(&format!("--memory-limit: bad byte count `{bytes}`")),
+            },
             ("--option", Some(text)) => match decode_option(&text) {
                 Ok(option) => options.push(option),
                 Err(e) => return fail(&e),
@@ -74,6 +90,21 @@ fn main() -> ExitCode {
         Ok(Err(_)) => fail("the compile thread panicked"),
         Err(e) => fail(&format!("cannot start the compile thread: {e}")),
     }
+}
+
+/// Ends this process when its parent changes (the parent died and it was reparented): the
+/// kernel's death signal follows the parent's thread, and this covers whatever it misses.
+fn watch_parent(pid: u32) {
+    let _ = std::thread::Builder::new()
+        .name("pjrt-actors-parent-watch".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                if std::os::unix::process::parent_id() != pid {
+                    std::process::exit(1);
+                }
+            }
+        });
 }
 
 fn fail(message: &str) -> ExitCode {

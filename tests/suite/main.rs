@@ -29,3 +29,4 @@ mod reliability;
 mod serving;
 mod stress;
 mod tidy;
+mod worker_bounds;

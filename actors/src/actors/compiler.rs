@@ -72,10 +72,10 @@ impl CompilerActor {
                     .deserialize_and_load(&serialized, Some(options))?;
                 Ok((exe, Some(Arc::new(serialized))))
             }
-            Err(crashed @ Error::CompilerCrashed { .. }) => {
-                tracing::warn!(error = %crashed, "a compile worker died; the next compile starts another");
+            Err(gone @ (Error::CompilerCrashed { .. } | Error::DeadlineExceeded { .. })) => {
+                tracing::warn!(error = %gone, "a compile worker died or was killed; the next compile starts another");
                 self.worker = None;
-                Err(crashed)
+                Err(gone)
             }
             Err(e) => Err(e),
         }

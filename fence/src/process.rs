@@ -1,0 +1,58 @@
+//! What a compile worker process sets on itself at start: an address-space limit, so a program
+//! that makes the compiler grow ends the worker fast instead of the machine, and death with
+//! its parent, so a client killed by SIGKILL leaves no compiling orphan behind.
+
+use std::io;
+
+/// Limits this process's address space (`RLIMIT_AS`) to `bytes`: past it, allocations fail and
+/// the compiler aborts (SIGABRT), which the client reads as `CompilerCrashed`.
+pub fn limit_address_space(bytes: u64) -> io::Result<()> {
+    let limit = libc::rlimit {
+        rlim_cur: bytes as libc::rlim_t,
+        rlim_max: bytes as libc::rlim_t,
+    };
+    // SAFETY: setrlimit reads the struct we pass and nothing else.
+    if unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// This process's address-space limit, `None` where unlimited.
+pub fn address_space_limit() -> io::Result<Option<u64>> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct we pass and nothing else.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur as u64))
+}
+
+/// Asks the kernel to SIGKILL this process when the thread that started it ends
+/// (`PR_SET_PDEATHSIG`), then checks that the parent is still `expected_parent`: one that died
+/// before the request was made would never send the signal.
+pub fn die_with_parent(expected_parent: u32) -> io::Result<()> {
+    // SAFETY: PR_SET_PDEATHSIG takes one integer argument; the rest are ignored.
+    if unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    match std::os::unix::process::parent_id() {
+        p if p == expected_parent => Ok(()),
+        p => Err(io::Error::other(format!(
+            "the parent that started this process ({expected_parent}) is gone (now {p})"
+        ))),
+    }
+}

@@ -1,0 +1,286 @@
+//! A compile worker is bounded (issue 22, B6–B8): a worker that stops answering is killed at
+//! the compile's time limit and replaced, one that outgrows its memory limit ends as
+//! `CompilerCrashed`, and a worker never outlives the client that started it.
+
+use std::time::{Duration, Instant};
+
+use pjrt_actors::{Client, CompileOptions, Error};
+
+use crate::common::{check_distinct, distinct_module, eventually, scratch_dir};
+use crate::isolation::worker;
+
+/// The compile workers this process started, by their parent pid in /proc.
+pub fn worker_pids(parent: u32) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`; comm may hold spaces, so read after the last ')'.
+        let after = &stat[stat.rfind(')').map_or(0, |i| i + 1)..];
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        if fields.get(1).and_then(|p| p.parse::<u32>().ok()) == Some(parent)
+            && stat.contains("(pjrt-actors-com")
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Whether `pid` is gone (or a zombie nobody reaped: it holds no memory and runs nothing).
+fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => {
+            stat[stat.rfind(')').map_or(0, |i| i + 1)..]
+                .split_whitespace()
+                .next()
+                == Some("Z")
+        }
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let status = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {sig} {pid}");
+}
+
+fn isolated(timeout: Duration) -> Client {
+    Client::builder()
+        .compile_in_worker(worker())
+        .compile_threads(1)
+        .compile_timeout(timeout)
+        .memory_cache_entries(0)
+        .open()
+        .unwrap()
+}
+
+#[test]
+fn a_stopped_worker_is_killed_at_the_time_limit_and_replaced() {
+    let client = isolated(Duration::from_secs(2));
+    let (program, dims) = distinct_module(700, 1);
+    check_distinct(
+        &client
+            .compile_and_load(&program, &CompileOptions::default())
+            .unwrap(),
+        &client.devices()[0],
+        &dims,
+        1,
+    );
+    let pids = worker_pids(std::process::id());
+    assert_eq!(pids.len(), 1, "one worker: {pids:?}");
+    signal(pids[0], "-STOP");
+    let start = Instant::now();
+    let (program, dims) = distinct_module(701, 1);
+    match client.compile_and_load(&program, &CompileOptions::default()) {
+        Err(Error::DeadlineExceeded { after, .. }) => assert_eq!(after, Duration::from_secs(2)),
+        other => panic!("expected DeadlineExceeded, got {:?}", other.map(|_| ())),
+    }
+    let waited = start.elapsed();
+    assert!(
+        waited < Duration::from_secs(10),
+        "answered after {waited:?}"
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || gone(pids[0])),
+        "the stopped worker was killed"
+    );
+    // The next compile starts a fresh worker and works.
+    check_distinct(
+        &client
+            .compile_and_load(&program, &CompileOptions::default())
+            .unwrap(),
+        &client.devices()[0],
+        &dims,
+        1,
+    );
+    let fresh = worker_pids(std::process::id());
+    assert!(fresh.len() == 1 && fresh[0] != pids[0], "{fresh:?}");
+}
+
+#[test]
+fn a_worker_binary_that_never_answers_cannot_take_the_pool() {
+    // PJRT_ACTORS_COMPILE_WORKER pointing to a script that sleeps, as the red team did, with
+    // two compiler threads: every compile is answered at the limit, none waits for ever.
+    let dir = scratch_dir("silent-worker");
+    let script = dir.join("silent-worker");
+    std::fs::write(&script, "#!/bin/sh\nexec sleep 1000\n").unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&script)
+        .status()
+        .unwrap();
+    let client = Client::builder()
+        .compile_in_worker(&script)
+        .compile_threads(2)
+        .compile_timeout(Duration::from_secs(1))
+        .open()
+        .unwrap();
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for i in 0..4 {
+            let client = &client;
+            s.spawn(move || {
+                let (program, _) = distinct_module(710 + i, 1);
+                let err = client
+                    .compile_and_load(&program, &CompileOptions::default())
+                    .map(|_| ())
+                    .unwrap_err();
+                assert!(matches!(err, Error::DeadlineExceeded { .. }), "{err:?}");
+            });
+        }
+    });
+    // Four compiles on two threads, one second each.
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || worker_pids(std::process::id())
+            .is_empty()),
+        "every silent worker was killed"
+    );
+}
+
+/// A program whose compile holds a 48 MiB constant several times over (its text, the parsed
+/// attribute, XLA's literal): a few hundred MB of address space.
+fn heavy_program() -> String {
+    let n = 12 << 20;
+    let hex = "0000803F".repeat(n); // n f32 ones, little-endian, MLIR's hex form
+    format!(
+        "func.func public @main(%a: tensor<f32>) -> tensor<f32> {{\n  %c = stablehlo.constant dense<\"0x{hex}\"> : tensor<{n}xf32>\n  %r = stablehlo.reduce(%c init: %a) applies stablehlo.add across dimensions = [0] : (tensor<{n}xf32>, tensor<f32>) -> tensor<f32>\n  return %r : tensor<f32>\n}}\n"
+    )
+}
+
+#[test]
+fn a_compile_that_outgrows_the_workers_memory_is_a_crash_not_a_machine_filled() {
+    // The worker idles at about 1.2 GB of address space (the plugin's own mappings); 1.3 GB
+    // leaves ordinary compiles room and this one none.
+    let client = Client::builder()
+        .compile_in_worker(worker())
+        .compile_threads(1)
+        .compile_worker_memory(1300 << 20)
+        .open()
+        .unwrap();
+    let (program, dims) = distinct_module(720, 1);
+    check_distinct(
+        &client
+            .compile_and_load(&program, &CompileOptions::default())
+            .unwrap(),
+        &client.devices()[0],
+        &dims,
+        1,
+    );
+    let start = Instant::now();
+    match client.compile_and_load(heavy_program(), &CompileOptions::default()) {
+        Err(Error::CompilerCrashed { .. }) => {}
+        other => panic!("expected CompilerCrashed, got {:?}", other.map(|_| ())),
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        start.elapsed()
+    );
+    // A fresh worker under the same limit compiles ordinary programs.
+    let (program, dims) = distinct_module(721, 1);
+    check_distinct(
+        &client
+            .compile_and_load(&program, &CompileOptions::default())
+            .unwrap(),
+        &client.devices()[0],
+        &dims,
+        1,
+    );
+    // Without the limit the same program compiles: the limit is what ended it.
+    let unlimited = Client::builder()
+        .compile_in_worker(worker())
+        .compile_threads(1)
+        .compile_worker_memory(0)
+        .open()
+        .unwrap();
+    let exe = unlimited
+        .compile_and_load(heavy_program(), &CompileOptions::default())
+        .unwrap();
+    let zero = unlimited.devices()[0].put(&[0f32], &[]).unwrap();
+    let sum = exe.execute(&[&zero]).unwrap()[0].to_vec::<f32>().unwrap();
+    assert_eq!(sum, [(12 << 20) as f32]);
+}
+
+/// A small program the compiler takes seconds over: eight empty parameters of distinct
+/// shapes near the program check's limit (about a second each on this machine).
+fn slow_program() -> String {
+    let types: Vec<String> = (0..8)
+        .map(|i| format!("tensor<{}x4096x0xf32>", 4096 - i))
+        .collect();
+    let params: Vec<String> = (types.iter().enumerate())
+        .map(|(i, t)| format!("%a{i}: {t}"))
+        .collect();
+    let names: Vec<String> = (0..8).map(|i| format!("%a{i}")).collect();
+    let results = types.join(", ");
+    format!(
+        "func.func public @main({}) -> ({results}) {{\n return {} : {results}\n}}\n",
+        params.join(", "),
+        names.join(", ")
+    )
+}
+
+/// The child side of `a_worker_dies_with_a_client_killed_by_sigkill`: sets its worker
+/// compiling a program that takes it seconds, says the worker's pid, and waits to be killed.
+#[test]
+#[ignore = "a child process of a_worker_dies_with_a_client_killed_by_sigkill"]
+fn orphan_parent_child() {
+    let client = Client::builder()
+        .compile_in_worker(worker())
+        .compile_threads(1)
+        .compile_worker_memory(0)
+        .open()
+        .unwrap();
+    std::thread::spawn(move || client.compile_and_load(slow_program(), &CompileOptions::default()));
+    assert!(eventually(Duration::from_secs(20), || !worker_pids(
+        std::process::id()
+    )
+    .is_empty()));
+    // Let the request reach the worker, so it is compiling (not waiting on its pipe) when the
+    // client dies: an idle worker ends anyway when its stdin closes.
+    std::thread::sleep(Duration::from_millis(500));
+    println!("worker {}", worker_pids(std::process::id())[0]);
+    std::thread::sleep(Duration::from_secs(120));
+}
+
+#[test]
+fn a_worker_dies_with_a_client_killed_by_sigkill() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "worker_bounds::orphan_parent_child",
+            "--ignored",
+            "--nocapture",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let worker: u32 = lines
+        .by_ref()
+        .map_while(|l| l.ok())
+        .find_map(|l| l.strip_prefix("worker ").map(|p| p.trim().parse().unwrap()))
+        .expect("the child names its worker");
+    assert!(!gone(worker), "the worker runs while its client does");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Its compile takes several seconds more: only dying with the client ends it this soon.
+    assert!(
+        eventually(Duration::from_secs(2), || gone(worker)),
+        "worker {worker} outlived the client killed by SIGKILL, compiling"
+    );
+}
