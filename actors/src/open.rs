@@ -196,7 +196,10 @@ fn redis_from_env() -> Option<RedisCacheConfig> {
     if let Some(ms) =
         (std::env::var(CACHE_REDIS_LEASE_MS_ENV).ok()).and_then(|v| v.parse::<u64>().ok())
     {
-        config.lease = std::time::Duration::from_millis(ms.max(30));
+        config.lease = std::time::Duration::from_millis(ms).clamp(
+            std::time::Duration::from_millis(30),
+            crate::redis_cache::MAX_LEASE,
+        );
     }
     Some(config)
 }

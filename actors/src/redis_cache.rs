@@ -69,6 +69,15 @@ pub enum Lookup {
     Compile,
 }
 
+/// The longest lease any process grants (`RedisCacheConfig::lease` is held to it): a lease
+/// key without an expiry, or with more left than this, was never ours and is taken over.
+pub const MAX_LEASE: Duration = Duration::from_secs(600);
+
+/// Takes the lease key for `token` with expiry ARGV[2] ms: 1 when it was free, 2 when it held
+/// a stale lease (no expiry, or more than ARGV[3] ms left: a foreign or corrupted value that
+/// would otherwise hold every process back for good), 0 while a live holder has it.
+const TAKE: &str = "local left = redis.call('PTTL', KEYS[1]) if left == -2 then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 elseif left == -1 or left > tonumber(ARGV[3]) then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 2 end return 0";
+
 /// Renews the lease key while `token` still holds it.
 const RENEW: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
 /// Deletes the lease key if `token` still holds it.
@@ -104,6 +113,15 @@ pub struct Lease {
 impl RedisTier {
     /// A tier for `config`; nothing is connected until the first use.
     pub fn new(config: RedisCacheConfig, stats: Arc<CacheStats>) -> Result<Arc<RedisTier>> {
+        if config.lease > MAX_LEASE || config.lease < Duration::from_millis(30) {
+            return Err(Error::InvalidOption {
+                name: "RedisCacheConfig::lease".into(),
+                reason: format!(
+                    "{:?}: a lease lasts from 30 ms to {MAX_LEASE:?} (longer ones are taken for stale)",
+                    config.lease
+                ),
+            });
+        }
         let client = redis::Client::open(config.url.as_str()).map_err(|e| Error::Cache {
             path: redact(&config.url),
             reason: e.to_string(),
@@ -248,20 +266,19 @@ impl RedisTier {
             );
             let ms = self.config.lease.as_millis() as u64;
             let (k, t) = (lease_key.clone(), token.clone());
-            let taken: std::result::Result<bool, String> = self.run(move |mut c| async move {
-                let set: Option<String> = redis::cmd("SET")
-                    .arg(k)
+            let max = MAX_LEASE.as_millis() as u64;
+            let taken: std::result::Result<i64, String> = self.run(move |mut c| async move {
+                redis::Script::new(TAKE)
+                    .key(k)
                     .arg(t)
-                    .arg("NX")
-                    .arg("PX")
                     .arg(ms)
-                    .query_async(&mut c)
-                    .await?;
-                Ok(set.is_some())
+                    .arg(max)
+                    .invoke_async(&mut c)
+                    .await
             });
             match taken {
                 Err(_) => return Lookup::Compile,
-                Ok(true) => {
+                Ok(how @ (1 | 2)) => {
                     let lease = self.hold(lease_key, token);
                     // The holder before us may have stored the entry and released the lease
                     // between our look and our lease: look again before compiling.
@@ -271,12 +288,12 @@ impl RedisTier {
                         bump(&self.stats.redis_hits);
                         return Lookup::Hit(bytes);
                     }
-                    if waited {
+                    if waited || how == 2 {
                         bump(&self.stats.redis_takeovers);
                     }
                     return Lookup::Lease(lease);
                 }
-                Ok(false) => {}
+                Ok(_) => {}
             }
             if !waited {
                 waited = true;

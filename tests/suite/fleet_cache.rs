@@ -352,3 +352,71 @@ fn the_tier_can_be_dropped_inside_another_runtime() {
         .unwrap();
     rt.block_on(async move { drop(tier) });
 }
+
+#[test]
+fn a_lease_without_an_expiry_or_past_any_we_grant_is_taken_over_at_once() {
+    // A foreign value with no TTL held every compile of the module, in every process, for the
+    // whole max_wait (60 s), for good (issue 22, C10).
+    let server = RedisServer::start(&[]);
+    let c = client(config(&server.url()));
+    compile_and_check(&c, 13);
+    let lease = entry_keys(&server)[0].replace(":exe:", ":lease:");
+    for (what, expiry) in [("no expiry", None), ("a day", Some(86_400_000u64))] {
+        let mut conn = server.connection().unwrap();
+        let _: () = conn.del(entry_keys(&server)).unwrap();
+        let mut set = redis::cmd("SET");
+        set.arg(&lease).arg("not-a-lease-of-ours");
+        if let Some(ms) = expiry {
+            set.arg("PX").arg(ms);
+        }
+        let _: () = set.query(&mut conn).unwrap();
+        let fresh = client(config(&server.url()));
+        let start = Instant::now();
+        compile_and_check(&fresh, 13);
+        let took = start.elapsed();
+        assert!(took < Duration::from_secs(5), "{what}: waited {took:?}");
+        let s = stats(&fresh);
+        assert_eq!(
+            (s.redis_takeovers, s.compiles, s.redis_stores),
+            (1, 1, 1),
+            "{what}: {s:?}"
+        );
+        // Ours now, and released once stored.
+        let left: Option<String> = conn.get(&lease).unwrap();
+        assert_eq!(left, None, "{what}");
+    }
+    // A live holder's lease, within what we grant, is still waited for (not stolen).
+    let _: () = server
+        .connection()
+        .unwrap()
+        .del(entry_keys(&server))
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(&lease)
+        .arg("live-holder")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut server.connection().unwrap())
+        .unwrap();
+    let mut cfg = config(&server.url());
+    cfg.max_wait = Duration::from_millis(800);
+    let waiting = client(cfg);
+    compile_and_check(&waiting, 13);
+    let s = stats(&waiting);
+    assert_eq!((s.redis_lease_waits, s.redis_takeovers), (1, 0), "{s:?}");
+}
+
+#[test]
+fn a_lease_longer_than_any_we_grant_is_refused_in_the_config() {
+    let mut cfg = config("redis://127.0.0.1:1");
+    cfg.lease = Duration::from_secs(3600);
+    let err = Client::builder()
+        .compile_cache_redis_config(cfg)
+        .open()
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("a lease lasts from 30 ms"),
+        "{err}"
+    );
+}
