@@ -1,17 +1,15 @@
 //! The compile caches and what a compile carries: `CompileKey`, the counters, the memory cache
-//! (written by the compile service, read by handles), the disk cache (read and written by the
-//! compiler workers), `CancelToken`, and the envelope a serialized executable travels in.
+//! (written by the compile service, read by handles) and `CancelToken`; the disk cache, read
+//! and written by the compiler workers, is `disk_cache`.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
-use crate::error::{Error, Result};
+pub use crate::disk_cache::DiskCache;
 use crate::executable::ExecutableCore;
 
 /// A compile cache key: SHA-256 over the plugin identity, the program and the compile options
@@ -165,136 +163,6 @@ impl CancelToken {
     }
 }
 
-/// How old a temporary file must be before the disk cache takes it for a dead store's.
-const STALE_TEMPORARY: std::time::Duration = std::time::Duration::from_secs(600);
-
-/// The persistent cache: one file per key, written atomically, bounded in bytes with the
-/// least recently used entries (by modification time, refreshed on every hit) evicted first.
-/// Several processes may share a directory: readers only ever see whole files.
-pub struct DiskCache {
-    dir: PathBuf,
-    max_bytes: u64,
-    stats: Arc<CacheStats>,
-}
-
-impl DiskCache {
-    pub fn open(dir: &Path, max_bytes: u64, stats: Arc<CacheStats>) -> Result<Self> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::Cache {
-            path: dir.display().to_string(),
-            reason: e.to_string(),
-        })?;
-        let cache = DiskCache {
-            dir: dir.to_owned(),
-            max_bytes,
-            stats,
-        };
-        cache.remove_stale_temporaries();
-        Ok(cache)
-    }
-
-    /// Removes temporary files a store left behind when its process died mid-write (`kill
-    /// -9`): a store takes milliseconds, so one older than `STALE_TEMPORARY` is nobody's.
-    fn remove_stale_temporaries(&self) {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return;
-        };
-        let now = SystemTime::now();
-        for entry in entries.flatten() {
-            let is_temporary = entry.file_name().to_string_lossy().starts_with(".tmp-");
-            let age = (entry.metadata().and_then(|m| m.modified()).ok())
-                .and_then(|modified| now.duration_since(modified).ok());
-            if is_temporary && age.is_some_and(|age| age > STALE_TEMPORARY) {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
-    }
-
-    fn path(&self, key: &CompileKey) -> PathBuf {
-        self.dir.join(format!("{}.pjx", key.hex()))
-    }
-
-    pub fn load(&self, key: &CompileKey) -> Option<Vec<u8>> {
-        let path = self.path(key);
-        let bytes = std::fs::read(&path).ok()?;
-        // Refresh recency for LRU eviction; failure only makes eviction less exact.
-        if let Ok(f) = std::fs::File::options().write(true).open(&path) {
-            let _ = f.set_modified(SystemTime::now());
-        }
-        Some(bytes)
-    }
-
-    pub fn remove(&self, key: &CompileKey) {
-        let _ = std::fs::remove_file(self.path(key));
-    }
-
-    /// Entries and their total bytes.
-    pub fn usage(&self) -> (u64, u64) {
-        let entries = std::fs::read_dir(&self.dir).into_iter().flatten().flatten();
-        (entries.filter(|e| e.path().extension().is_some_and(|x| x == "pjx")))
-            .filter_map(|e| e.metadata().ok())
-            .fold((0, 0), |(n, bytes), m| (n + 1, bytes + m.len()))
-    }
-
-    /// Removes every entry; returns how many there were.
-    pub fn clear(&self) -> u64 {
-        let entries = std::fs::read_dir(&self.dir).into_iter().flatten().flatten();
-        (entries.filter(|e| e.path().extension().is_some_and(|x| x == "pjx")))
-            .filter(|e| std::fs::remove_file(e.path()).is_ok())
-            .count() as u64
-    }
-
-    /// Writes through a temporary file and a rename, so no reader sees a partial entry.
-    pub fn store(&self, key: &CompileKey, bytes: &[u8]) -> Result<()> {
-        use std::io::Write;
-        let err = |e: std::io::Error| Error::Cache {
-            path: self.dir.display().to_string(),
-            reason: e.to_string(),
-        };
-        let tmp = self.dir.join(format!(
-            ".tmp-{}-{}-{:?}",
-            key.hex(),
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let mut f = std::fs::File::create(&tmp).map_err(err)?;
-        f.write_all(bytes).map_err(err)?;
-        f.sync_all().map_err(err)?;
-        drop(f);
-        std::fs::rename(&tmp, self.path(key)).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            err(e)
-        })?;
-        self.evict();
-        Ok(())
-    }
-
-    fn evict(&self) {
-        self.remove_stale_temporaries();
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return;
-        };
-        let mut files: Vec<(SystemTime, u64, PathBuf)> = entries
-            .flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == "pjx"))
-            .filter_map(|e| {
-                let m = e.metadata().ok()?;
-                Some((m.modified().ok()?, m.len(), e.path()))
-            })
-            .collect();
-        let mut total: u64 = files.iter().map(|f| f.1).sum();
-        files.sort();
-        for (_, len, path) in files {
-            if total <= self.max_bytes {
-                break;
-            }
-            // Another process may have removed it already; either way it is gone.
-            let _ = std::fs::remove_file(&path);
-            total = total.saturating_sub(len);
-            bump(&self.stats.disk_evictions);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,35 +224,5 @@ mod tests {
         assert!(woke.join().unwrap());
         // Cancelled before anyone waits: resolves at once.
         crate::runtime::block_on(token.cancelled()).unwrap();
-    }
-}
-
-#[cfg(test)]
-mod disk_tests {
-    use super::*;
-
-    #[test]
-    fn temporaries_a_dead_store_left_are_removed_and_live_ones_kept() {
-        let dir = std::env::temp_dir().join(format!("pjrt-actors-tmp-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let (stale, fresh, entry) = (
-            dir.join(".tmp-aa-1-x"),
-            dir.join(".tmp-bb-2-y"),
-            dir.join("cc.pjx"),
-        );
-        for path in [&stale, &fresh, &entry] {
-            std::fs::write(path, b"bytes").unwrap();
-        }
-        let an_hour_ago = SystemTime::now() - std::time::Duration::from_secs(3600);
-        for path in [&stale, &entry] {
-            let f = std::fs::File::options().write(true).open(path).unwrap();
-            f.set_modified(an_hour_ago).unwrap();
-        }
-        DiskCache::open(&dir, 1 << 20, Arc::new(CacheStats::default())).unwrap();
-        assert!(!stale.exists(), "a dead store's temporary stays behind");
-        assert!(fresh.exists(), "a store in progress lost its file");
-        assert!(entry.exists(), "an old entry is not a temporary");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 
-const MAGIC: &[u8; 8] = b"PJRTACTX";
+pub const MAGIC: &[u8; 8] = b"PJRTACTX";
 /// 2: the compile-cache key travels inside the checksummed body.
 /// 3: the payload is always the compiler's own serialization. Builds before it stored a
 /// re-serialization of a worker-compiled executable, which the CPU plugin writes without its
@@ -44,6 +44,11 @@ pub fn identity(
         "platform {platform} {platform_version}, xla {xla_version}, PJRT C API {}.{}",
         api.0, api.1
     )
+}
+
+/// Whether `head` starts like one of our envelopes (a cache entry, a serialized executable).
+pub fn is_envelope(head: &[u8]) -> bool {
+    head.starts_with(MAGIC)
 }
 
 fn put(out: &mut Vec<u8>, bytes: &[u8]) {

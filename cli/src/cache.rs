@@ -32,7 +32,8 @@ fn tiers(
         )));
     }
     let disk = match dir {
-        Some(d) => Some(DiskCache::open(&d, u64::MAX, Arc::default())?),
+        // Stats and clear read what is there; they never create a directory.
+        Some(d) => Some(DiskCache::open_existing(&d)?),
         None => None,
     };
     let redis = match redis {

@@ -187,3 +187,43 @@ fn run_timeout_bounds_a_compile_that_never_ends() {
         "{line}"
     );
 }
+
+#[test]
+fn cache_commands_touch_only_what_is_theirs_and_never_create() {
+    let dir = scratch_dir("cli-cache-commands");
+    std::fs::write(dir.join("add.mlir"), ADD_SELF).unwrap();
+    // An entry of ours, and a user's file that happens to end in .pjx.
+    let o = cli_in(
+        &dir,
+        &[("PJRT_ACTORS_CACHE_DIR", "c")],
+        &["run", "add.mlir", "--input", "4xf32=1"],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    std::fs::write(dir.join("c/notes.pjx"), "my own file").unwrap();
+    let o = cli_in(&dir, &[], &["cache", "stats", "--dir", "c"]);
+    assert!(
+        text(&o.stdout).contains("disk: 1 entries"),
+        "{}",
+        text(&o.stdout)
+    );
+    let o = cli_in(&dir, &[], &["cache", "clear", "--dir", "c"]);
+    assert!(
+        text(&o.stdout).contains("disk: 1 entries removed"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("c/notes.pjx")).unwrap(),
+        "my own file"
+    );
+    // Stats and clear of a directory that is not there say so, and create nothing.
+    for action in ["stats", "clear"] {
+        let o = cli_in(&dir, &[], &["cache", action, "--dir", "new/a/b"]);
+        assert!(!o.status.success(), "{action}");
+        assert!(
+            error_line(&o).contains("no cache directory there"),
+            "{action}"
+        );
+        assert!(!dir.join("new").exists(), "{action} created directories");
+    }
+}

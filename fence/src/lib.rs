@@ -23,9 +23,9 @@ pub mod kv;
 pub mod lapack;
 mod layouts;
 mod native;
+pub mod os;
 mod plugin;
 mod plugin_bytes;
-pub mod process;
 mod values;
 
 pub use buffer::{HostData, PjrtBuffer, PjrtEvent};

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use pjrt_actors_core::compile_worker::{decode_option, read_frame, write_frame};
-use pjrt_actors_core::pjrt::process::{die_with_parent, limit_address_space};
+use pjrt_actors_core::pjrt::os::{die_with_parent, limit_address_space};
 use pjrt_actors_core::pjrt::{PjrtClient, Plugin};
 use pjrt_actors_core::program_check::COMPILE_STACK_BYTES;
 

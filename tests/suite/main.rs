@@ -10,6 +10,7 @@ mod cache_matrix;
 mod callbacks;
 mod common;
 mod compile_stress;
+mod disk_cache;
 mod dma;
 mod examples;
 mod executables;

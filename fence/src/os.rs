@@ -1,8 +1,12 @@
-//! What a compile worker process sets on itself at start: an address-space limit, so a program
-//! that makes the compiler grow ends the worker fast instead of the machine, and death with
-//! its parent, so a client killed by SIGKILL leaves no compiling orphan behind.
+//! The operating system's calls the runtime needs beyond std: what a compile worker sets on
+//! itself at start (an address-space limit, so a program that makes the compiler grow ends
+//! the worker, and death with its parent), and how cache files are opened.
 
 use std::io;
+
+/// `open` flags for a file that must be regular: never through a symbolic link, never waiting
+/// for a FIFO's writer (the caller checks the type with `fstat` once open).
+pub const NO_LINK_NO_WAIT: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK;
 
 /// Limits this process's address space (`RLIMIT_AS`) to `bytes`: past it, allocations fail and
 /// the compiler aborts (SIGABRT), which the client reads as `CompilerCrashed`.
