@@ -68,15 +68,7 @@ impl WorkerLimits {
     /// The default address-space limit: half the machine's memory, at least 4 GiB (the plugin
     /// maps about 1 GiB before it compiles anything).
     pub fn default_memory() -> Option<u64> {
-        let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-        let kib: u64 = (meminfo.lines())
-            .find_map(|l| l.strip_prefix("MemTotal:"))?
-            .trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse()
-            .ok()?;
-        Some((kib * 1024 / 2).max(4 << 30))
+        crate::config::machine_memory().map(|bytes| (bytes / 2).max(4 << 30))
     }
 }
 

@@ -54,6 +54,19 @@ impl std::fmt::Debug for KvStoreHandle {
 /// The environment variable naming a persistent compile cache directory.
 pub const CACHE_DIR_ENV: &str = "PJRT_ACTORS_CACHE_DIR";
 
+/// The machine's memory in bytes (`MemTotal`), where /proc says.
+pub fn machine_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = (meminfo.lines())
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
 /// The most devices the CPU plugin can compile for in one process.
 pub const MAX_CPU_DEVICES: i64 = 2048;
 

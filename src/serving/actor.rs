@@ -21,6 +21,8 @@ pub(crate) struct Actor {
     /// Workers with no batch, most recently freed last (reused first: its caches are warm).
     free: Vec<usize>,
     shutdown: Option<ShutdownMode>,
+    /// When `shutdown` was first asked for: running batches get `shutdown_grace` from then.
+    shutdown_at: Option<Instant>,
 }
 
 impl Actor {
@@ -37,6 +39,7 @@ impl Actor {
             workers,
             free,
             shutdown: None,
+            shutdown_at: None,
         }
     }
 
@@ -46,7 +49,9 @@ impl Actor {
             let due = (!self.free.is_empty())
                 .then(|| self.queue.due(self.config.max_delay))
                 .flatten();
-            let wake = [due, self.queue.earliest_deadline()]
+            let grace_ends =
+                (self.shutdown_at).and_then(|at| at.checked_add(self.config.shutdown_grace));
+            let wake = [due, self.queue.earliest_deadline(), grace_ends]
                 .into_iter()
                 .flatten()
                 .min();
@@ -70,10 +75,37 @@ impl Actor {
             {
                 break;
             }
+            if grace_ends.is_some_and(|end| Instant::now() >= end) {
+                self.give_up();
+                return;
+            }
         }
         for (batches, thread) in self.workers.drain(..) {
             drop(batches);
             let _ = thread.join();
+        }
+    }
+
+    /// The shutdown grace has passed with batches still running (a program that does not
+    /// end): answer what is queued `Stopped`, join the idle workers, and leave the busy ones to
+    /// finish on their own (their batch's callers are answered if their execute ever returns).
+    fn give_up(&mut self) {
+        let queued = self.queue.drain_all();
+        self.metrics
+            .queued
+            .fetch_sub(queued.len(), std::sync::atomic::Ordering::AcqRel);
+        fail_all(queued, stopped(), &self.metrics);
+        let busy = self.workers.len() - self.free.len();
+        tracing::warn!(
+            busy,
+            grace = ?self.config.shutdown_grace,
+            "batcher shutdown: batches still running after the grace; leaving them"
+        );
+        for (index, (batches, thread)) in self.workers.drain(..).enumerate() {
+            drop(batches);
+            if self.free.contains(&index) {
+                let _ = thread.join();
+            }
         }
     }
 
@@ -91,6 +123,7 @@ impl Actor {
             }
             Msg::DeviceFree(index) => self.free.push(index),
             Msg::Shutdown(mode) => {
+                self.shutdown_at.get_or_insert_with(Instant::now);
                 if mode == ShutdownMode::Fail || self.shutdown.is_none() {
                     self.shutdown = Some(mode);
                 }

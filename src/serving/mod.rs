@@ -118,6 +118,10 @@ pub struct BatcherConfig {
     pub devices: Option<Vec<i32>>,
     /// Execute each compiled size once before serving, so the first requests pay no warm-up.
     pub warm: bool,
+    /// How long `shutdown` waits for batches already running: past it, whatever is still
+    /// queued is answered `Error::Stopped` and a device worker stuck in its execute (a program
+    /// that never ends) is left to finish alone, so `shutdown` returns within this bound.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for BatcherConfig {
@@ -129,6 +133,7 @@ impl Default for BatcherConfig {
             max_queued: 4096,
             devices: None,
             warm: true,
+            shutdown_grace: Duration::from_secs(10),
         }
     }
 }
@@ -157,9 +162,13 @@ impl InferRequest {
         self
     }
 
-    /// [`deadline`](Self::deadline) `timeout` from now.
+    /// [`deadline`](Self::deadline) `timeout` from now; one past what an `Instant` can hold
+    /// is no deadline.
     pub fn timeout(self, timeout: Duration) -> Self {
-        self.deadline(Instant::now() + timeout)
+        match Instant::now().checked_add(timeout) {
+            Some(deadline) => self.deadline(deadline),
+            None => self,
+        }
     }
 
     /// The request's priority (default `Low`).

@@ -84,6 +84,31 @@ pub(crate) struct Plan {
     devices: Vec<DeviceModel>,
 }
 
+/// The most rows a padded batch may have, whatever its row size.
+pub const MAX_BATCH_ROWS: usize = 1 << 31;
+
+/// Refuses a largest batch whose inputs and outputs on the host would take more than half the
+/// machine's memory: its allocation would fail, which aborts the process (warm-up or serve).
+fn check_batch_bytes(name: &str, signature: &Signature, rows: usize) -> Result<()> {
+    let row_bytes: u128 = (signature.inputs.iter().chain(&signature.outputs))
+        .map(|t| {
+            let elements: u128 = t.dims.iter().map(|d| (*d).max(0) as u128).product();
+            elements * t.dtype.byte_size() as u128
+        })
+        .sum();
+    let limit = pjrt_actors_core::config::machine_memory().unwrap_or(u64::MAX) / 2;
+    let bytes = row_bytes.saturating_mul(rows as u128);
+    if bytes > limit as u128 {
+        return Err(bad_model(
+            name,
+            format!(
+                "a batch of {rows} rows takes {bytes} bytes of inputs and outputs ({row_bytes} a row), past the {limit} (half this machine's memory) a batch may take; lower max_batch_size or allowed_batch_sizes"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn bad_model(name: &str, why: String) -> Error {
     Error::InvalidArgument(format!("model `{name}`: {why}"))
 }
@@ -101,8 +126,18 @@ impl Plan {
                 "max_batch_size and max_queued must be at least 1".into(),
             ));
         }
+        if config.max_batch_size > MAX_BATCH_ROWS {
+            return Err(bad_model(
+                &name,
+                format!(
+                    "max_batch_size {} is past the {MAX_BATCH_ROWS} rows a padded batch may have",
+                    config.max_batch_size
+                ),
+            ));
+        }
         if config.allowed_batch_sizes.is_empty() {
-            let mut s: Vec<usize> = (0..)
+            // Every power of two below the largest (a shift past the width would wrap).
+            let mut s: Vec<usize> = (0..usize::BITS)
                 .map(|p| 1usize << p)
                 .take_while(|&s| s < config.max_batch_size)
                 .collect();
@@ -112,6 +147,14 @@ impl Plan {
         config.allowed_batch_sizes.sort_unstable();
         config.allowed_batch_sizes.dedup();
         let allowed = &config.allowed_batch_sizes;
+        if let Some(too_many) = allowed.iter().find(|s| **s > MAX_BATCH_ROWS) {
+            return Err(bad_model(
+                &name,
+                format!(
+                    "batch size {too_many} is past the {MAX_BATCH_ROWS} rows a padded batch may have"
+                ),
+            ));
+        }
         if allowed[0] == 0 || *allowed.last().expect("not empty") < config.max_batch_size {
             return Err(bad_model(
                 &name,
@@ -152,6 +195,7 @@ impl Plan {
             compiled.push(crate::handles::wait(request)?);
         }
         let signature = signature_of(&name, &model, allowed[0], &compiled[0])?;
+        check_batch_bytes(&name, &signature, *allowed.last().expect("not empty"))?;
         let mut compiled = compiled.into_iter();
         let mut ready = Vec::with_capacity(devices.len());
         for device in devices {

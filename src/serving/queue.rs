@@ -73,14 +73,15 @@ impl<R: Queued> BatchQueue<R> {
         self.len() == 0
     }
 
-    /// When the oldest request has waited `max_delay`: a batch goes then, full or not.
+    /// When the oldest request has waited `max_delay`: a batch goes then, full or not. A
+    /// delay past what an `Instant` can hold never falls due (the batch waits to be full).
     pub(crate) fn due(&self, max_delay: Duration) -> Option<Instant> {
         let oldest = [self.high.front(), self.low.front()]
             .into_iter()
             .flatten()
             .map(|r| r.arrived())
             .min()?;
-        Some(oldest + max_delay)
+        oldest.checked_add(max_delay)
     }
 
     /// The earliest deadline of any queued request (to answer it when it passes).

@@ -28,6 +28,7 @@ mod plugin_loading;
 mod red_team;
 mod reliability;
 mod serving;
+mod serving_bounds;
 mod stress;
 mod tidy;
 mod worker_bounds;

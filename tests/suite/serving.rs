@@ -15,7 +15,7 @@ use crate::common::within;
 
 /// y = 2x + b over rows of 3, b = [1, 2, 3]; with `guarded`, a host callback fails the whole
 /// execution when any input is below -1000.
-fn affine_template(guarded: Option<&HostCallback>) -> String {
+pub(crate) fn affine_template(guarded: Option<&HostCallback>) -> String {
     let t = "tensor<{batch}x3xf32>";
     let guard = match guarded {
         None => format!("    return %z : {t}"),
@@ -29,7 +29,7 @@ fn affine_template(guarded: Option<&HostCallback>) -> String {
     )
 }
 
-fn f32s(values: &[f32], rows: usize) -> HostData {
+pub(crate) fn f32s(values: &[f32], rows: usize) -> HostData {
     HostData {
         dtype: ElementType::F32,
         dims: vec![rows as i64, (values.len() / rows) as i64],
@@ -37,13 +37,13 @@ fn f32s(values: &[f32], rows: usize) -> HostData {
     }
 }
 
-fn values_of(h: &HostData) -> Vec<f32> {
+pub(crate) fn values_of(h: &HostData) -> Vec<f32> {
     (h.bytes.chunks_exact(4))
         .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
         .collect()
 }
 
-fn affine_model(name: &str, guard: Option<HostCallback>) -> BatchModel {
+pub(crate) fn affine_model(name: &str, guard: Option<HostCallback>) -> BatchModel {
     let model = BatchModel::from_template(name, 1, affine_template(guard.as_ref()))
         .fixed_input(f32s(&[1.0, 2.0, 3.0], 1).reshaped(&[3]));
     match guard {
@@ -64,7 +64,7 @@ impl Reshape for HostData {
 }
 
 /// The request a caller `id` sends: `rows` rows whose values encode the caller.
-fn request_of(id: u32, rows: usize) -> (HostData, Vec<f32>) {
+pub(crate) fn request_of(id: u32, rows: usize) -> (HostData, Vec<f32>) {
     let x: Vec<f32> = (0..rows * 3).map(|i| id as f32 + i as f32 / 16.0).collect();
     let want: Vec<f32> = x
         .iter()
@@ -74,7 +74,7 @@ fn request_of(id: u32, rows: usize) -> (HostData, Vec<f32>) {
     (f32s(&x, rows), want)
 }
 
-fn config(max_batch_size: usize, max_delay: Duration) -> BatcherConfig {
+pub(crate) fn config(max_batch_size: usize, max_delay: Duration) -> BatcherConfig {
     BatcherConfig {
         max_batch_size,
         max_delay,
