@@ -1,7 +1,7 @@
 //! Custom calls to jaxlib's LAPACK targets with arbitrary operands, results, attributes and
-//! layouts, compiled and run on the real CPU plugin: a typed error or an answer, never a crash
-//! (reference LAPACK stops the process on an argument it refuses, so the kernels' checks must
-//! catch every one).
+//! layouts, compiled and run on the real CPU plugin, on inputs holding NaN and infinities, at
+//! sizes up to 64: a typed error or an answer, never a crash or a hang (reference LAPACK stops
+//! the process on an argument it refuses, so the kernels' checks must catch every one).
 #![no_main]
 
 use std::sync::OnceLock;
@@ -84,7 +84,16 @@ fn tensor(d: &mut Draw<'_>, usual: &str) -> (String, usize) {
     // An exhausted input reads zeros: those mean the usual case (rank 2, 3 x 3, the target's
     // own type and counts), so short inputs reach the kernels and longer ones vary them.
     let rank = (d.next(4) + 2) % 4;
-    let dims: Vec<String> = (0..rank).map(|_| ((d.next(6) + 3) % 6).to_string()).collect();
+    // Mostly small; sometimes the sizes where LAPACK changes algorithm (jax's SVD goes to
+    // gesdd past 25) and up to 64.
+    const LARGE: [usize; 6] = [16, 25, 26, 27, 32, 64];
+    let dims: Vec<String> = (0..rank)
+        .map(|_| match d.next(8) {
+            7 => LARGE[d.next(LARGE.len())],
+            n => (n + 3) % 6,
+        })
+        .map(|n| n.to_string())
+        .collect();
     // Mostly the target's own type (or i32, for pivots and info), now and then anything.
     let element = match d.next(8) {
         7 => ELEMENTS[d.next(ELEMENTS.len())],
@@ -99,8 +108,10 @@ fn tensor(d: &mut Draw<'_>, usual: &str) -> (String, usize) {
     (text, rank)
 }
 
-fn layout(rank: usize, column_major: bool) -> String {
-    let order: Vec<String> = if column_major && rank >= 2 {
+/// jaxlib's layout when `jaxlib` (a matrix, of rank `batch + 2`, column-major; the rest
+/// row-major), else row-major for everything.
+fn layout(rank: usize, batch: usize, jaxlib: bool) -> String {
+    let order: Vec<String> = if jaxlib && rank >= 2 && rank == batch + 2 {
         [rank - 2, rank - 1].into_iter().chain((0..rank - 2).rev()).map(|x| x.to_string()).collect()
     } else {
         (0..rank).rev().map(|x| x.to_string()).collect()
@@ -147,13 +158,14 @@ fuzz_target!(|bytes: &[u8]| {
             attrs.push(format!("{name} = {value}"));
         }
     }
-    let column_major = d.next(4) != 0;
+    let jaxlib_layouts = d.next(4) != 0;
+    let batch = operands.iter().map(|(_, r)| *r).max().unwrap_or(0).saturating_sub(2);
     let params: Vec<String> = (operands.iter().enumerate()).map(|(i, (t, _))| format!("%a{i}: {t}")).collect();
     let args: Vec<String> = (0..operands.len()).map(|i| format!("%a{i}")).collect();
     let in_types: Vec<&str> = operands.iter().map(|(t, _)| t.as_str()).collect();
     let out_types: Vec<&str> = results.iter().map(|(t, _)| t.as_str()).collect();
-    let in_layouts: Vec<String> = operands.iter().map(|(_, r)| layout(*r, column_major)).collect();
-    let out_layouts: Vec<String> = results.iter().map(|(_, r)| layout(*r, column_major)).collect();
+    let in_layouts: Vec<String> = operands.iter().map(|(_, r)| layout(*r, batch, jaxlib_layouts)).collect();
+    let out_layouts: Vec<String> = results.iter().map(|(_, r)| layout(*r, batch, jaxlib_layouts)).collect();
     let outs = format!("({})", out_types.join(", "));
     let names: Vec<String> = (0..results.len()).map(|i| format!("%r#{i}")).collect();
     let program = format!(
@@ -176,8 +188,24 @@ fuzz_target!(|bytes: &[u8]| {
     let inputs: Result<Vec<_>, _> = (exe.parameter_types().iter())
         .map(|t| {
             let n = t.byte_size().unwrap_or(0);
-            // A non-trivial pattern, so NaN checks and pivoting see varied values.
-            let bytes: Vec<u8> = (0..n).map(|i| (i * 37 % 251) as u8 & 0x3f).collect();
+            // A non-trivial pattern, so NaN checks and pivoting see varied values; then, often,
+            // a NaN or an infinity at a drawn element of a floating-point input.
+            let mut bytes: Vec<u8> = (0..n).map(|i| (i * 37 % 251) as u8 & 0x3f).collect();
+            let width = match t.dtype {
+                pjrt_actors::ElementType::F32 | pjrt_actors::ElementType::C64 => 4,
+                pjrt_actors::ElementType::F64 | pjrt_actors::ElementType::C128 => 8,
+                _ => 0,
+            };
+            let plants = if width > 0 { d.next(3) } else { 0 };
+            for _ in 0..plants {
+                let at = d.next(n / width.max(1)) * width;
+                let special: [f64; 3] = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
+                let v = special[d.next(3)];
+                let raw = if width == 4 { (v as f32).to_le_bytes().to_vec() } else { v.to_le_bytes().to_vec() };
+                if at + width <= bytes.len() {
+                    bytes[at..at + width].copy_from_slice(&raw);
+                }
+            }
             client.buffer_from_host(pjrt_actors::HostBuffer::Copy(&bytes), t.dtype, &t.dims, device, None)
         })
         .collect();
