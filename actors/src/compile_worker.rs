@@ -177,6 +177,9 @@ pub fn decode_option(text: &str) -> std::result::Result<(String, NamedValue), St
     Ok((name.to_string(), value))
 }
 
+/// A worker's answer: the serialized executable, or the plugin's error code and message.
+type WorkerAnswer = std::result::Result<Vec<u8>, (Vec<u8>, Vec<u8>)>;
+
 /// One running worker process, owned by one compiler actor.
 pub struct CompileWorker {
     /// Shared with a compile's watchdog, which kills it past the time limit. It is reaped only
@@ -254,11 +257,7 @@ impl CompileWorker {
     }
 
     /// One request and its answer: the executable, or the plugin's code and message.
-    fn exchange(
-        &mut self,
-        code: &[u8],
-        options: &[u8],
-    ) -> std::io::Result<std::result::Result<Vec<u8>, (Vec<u8>, Vec<u8>)>> {
+    fn exchange(&mut self, code: &[u8], options: &[u8]) -> std::io::Result<WorkerAnswer> {
         let sent = write_frame(&mut self.stdin, code)
             .and_then(|()| write_frame(&mut self.stdin, options))
             .and_then(|()| self.stdin.flush());

@@ -225,33 +225,6 @@ fn compile_context(identity: &str, plugin: &std::path::Path) -> String {
     format!("{identity}; XLA_FLAGS={flags}; plugin file {build}")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_empty_cache_dir_variable_counts_as_unset() {
-        assert_eq!(cache_dir_from_env(None), None);
-        assert_eq!(cache_dir_from_env(Some("".into())), None);
-        assert_eq!(
-            cache_dir_from_env(Some("/tmp/cache".into())),
-            Some(PathBuf::from("/tmp/cache"))
-        );
-    }
-
-    #[test]
-    fn the_compile_context_names_the_plugin_build() {
-        let here = std::env::current_exe().unwrap();
-        let context = compile_context("platform cpu", &here);
-        assert!(context.starts_with("platform cpu; XLA_FLAGS="), "{context}");
-        let len = std::fs::metadata(&here).unwrap().len();
-        assert!(
-            context.contains(&format!("plugin file {len} bytes")),
-            "{context}"
-        );
-    }
-}
-
 /// The worker binary as an absolute path: a relative one would be looked up on `PATH` (no
 /// slash) or against whatever the working directory is when a worker starts.
 fn worker_binary(worker: &std::path::Path) -> Result<std::path::PathBuf> {
@@ -295,4 +268,31 @@ fn worker_limits(config: &ClientConfig) -> Result<WorkerLimits> {
         compile_timeout,
         memory_bytes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_cache_dir_variable_counts_as_unset() {
+        assert_eq!(cache_dir_from_env(None), None);
+        assert_eq!(cache_dir_from_env(Some("".into())), None);
+        assert_eq!(
+            cache_dir_from_env(Some("/tmp/cache".into())),
+            Some(PathBuf::from("/tmp/cache"))
+        );
+    }
+
+    #[test]
+    fn the_compile_context_names_the_plugin_build() {
+        let here = std::env::current_exe().unwrap();
+        let context = compile_context("platform cpu", &here);
+        assert!(context.starts_with("platform cpu; XLA_FLAGS="), "{context}");
+        let len = std::fs::metadata(&here).unwrap().len();
+        assert!(
+            context.contains(&format!("plugin file {len} bytes")),
+            "{context}"
+        );
+    }
 }

@@ -23,19 +23,6 @@ pub fn limit_address_space(bytes: u64) -> io::Result<()> {
     }
 }
 
-/// This process's address-space limit, `None` where unlimited.
-pub fn address_space_limit() -> io::Result<Option<u64>> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the struct we pass and nothing else.
-    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok((limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur as u64))
-}
-
 /// Asks the kernel to SIGKILL this process when the thread that started it ends
 /// (`PR_SET_PDEATHSIG`), then checks that the parent is still `expected_parent`: one that died
 /// before the request was made would never send the signal.
