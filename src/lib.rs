@@ -35,11 +35,11 @@ pub use pjrt_actors_core::TopologyDescription;
 pub use pjrt_actors_core::actors::registry::DefragmentReport;
 pub use pjrt_actors_core::callbacks::{CallbackKind, HostArray, HostCallback};
 pub use pjrt_actors_core::compile::CompileOptions;
-pub use pjrt_actors_core::compile_cache::DiskCache;
 pub use pjrt_actors_core::compile_worker::{
     COMPILE_TIMEOUT_ENV, COMPILE_WORKER_ENV, COMPILE_WORKER_MEMORY_ENV, time_limit,
 };
 pub use pjrt_actors_core::config::CACHE_DIR_ENV;
+pub use pjrt_actors_core::disk_cache::DiskCache;
 pub use pjrt_actors_core::dtype::ElementType;
 pub use pjrt_actors_core::kv_store::RedisKvStore;
 pub use pjrt_actors_core::pjrt::kv::{KvError, KvStore};

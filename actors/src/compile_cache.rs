@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
-pub use crate::disk_cache::DiskCache;
 use crate::executable::ExecutableCore;
 
 /// A compile cache key: SHA-256 over the plugin identity, the program and the compile options

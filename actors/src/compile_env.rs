@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use crate::compile_cache::{CacheStats, CompileKey, DiskCache};
+use crate::compile_cache::{CacheStats, CompileKey};
+use crate::disk_cache::DiskCache;
 use crate::envelope::{self, Envelope};
 
 /// What a compile worker needs to know beyond the program.

@@ -13,7 +13,7 @@ use crate::actors::compiler::CompilerActor;
 use crate::actors::device::DeviceActor;
 use crate::actors::memory_space::MemorySpaceActor;
 use crate::actors::registry::BufferRegistryActor;
-use crate::compile_cache::{CacheStats, DiskCache};
+use crate::compile_cache::CacheStats;
 use crate::compile_env::CompileEnv;
 use crate::compile_worker::{
     COMPILE_TIMEOUT_ENV, COMPILE_WORKER_MEMORY_ENV, DEFAULT_COMPILE_TIMEOUT, WorkerLimits,
@@ -22,6 +22,7 @@ use crate::compile_worker::{
 use crate::config::{
     CACHE_DIR_ENV, ClientConfig, check_visible_devices, options_from_env, validate_options,
 };
+use crate::disk_cache::DiskCache;
 use crate::envelope;
 use crate::error::{Error, Result};
 use crate::guard::ClientGuard;

@@ -132,7 +132,11 @@ pub fn load_module(client: &Client, path: &Path, device: i32) -> Result<LoadedEx
 
 /// A `--timeout` in seconds: finite, from 1 ms to a year.
 fn timeout_of(secs: f64) -> Result<std::time::Duration> {
-    pjrt_actors::time_limit(secs).map_err(|reason| usage(format!("--timeout {secs}: {reason}")))
+    pjrt_actors::time_limit(secs).map_err(|reason| {
+        usage(format!(
+            "--timeout must be a number of seconds from 1 ms to a year: {reason}"
+        ))
+    })
 }
 
 /// Ends the process with an error line when `limit` passes before `run` finishes: the compile
@@ -147,8 +151,7 @@ fn arm_deadline(limit: std::time::Duration, stage: std::sync::Arc<std::sync::ato
                 _ => "running",
             };
             eprintln!(
-                "pjrt-actors: error: gave up after {:.3} s (--timeout) while {doing}",
-                limit.as_secs_f64()
+                "pjrt-actors: error: run did not finish within {limit:?} (--timeout), {doing}"
             );
             std::process::exit(1);
         });
