@@ -1,6 +1,9 @@
 //! The `pjrt-actors` command line end to end: `run` with text and `.npy` inputs and `--json`,
 //! every input error as one line and a non-zero exit, and `devices --json`.
 
+mod common;
+
+use common::error_line;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -23,17 +26,6 @@ fn scratch_dir(name: &str) -> PathBuf {
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// The error line, without the plugin's own log lines.
-fn error_line(o: &Output) -> String {
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    let lines: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.starts_with("pjrt-actors: error:"))
-        .collect();
-    assert_eq!(lines.len(), 1, "exactly one error line: {stderr}");
-    lines[0].to_string()
 }
 
 fn module(name: &str, text: &str) -> String {

@@ -2,6 +2,9 @@
 //! worker that later processes run, compile time limits, cache commands that touch only what
 //! is theirs, and flag values refused with a message that says what would be right.
 
+mod common;
+
+use common::error_line;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -62,17 +65,6 @@ fn a_cached_executable_from_the_worker_runs_in_every_later_process() {
         "{}",
         text(&o.stdout)
     );
-}
-
-/// The error line, without the plugin's own log lines.
-fn error_line(o: &Output) -> String {
-    let stderr = text(&o.stderr);
-    let lines: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.starts_with("pjrt-actors: error:"))
-        .collect();
-    assert_eq!(lines.len(), 1, "exactly one error line: {stderr}");
-    lines[0].to_string()
 }
 
 /// A worker that never answers: it reads nothing and sleeps.

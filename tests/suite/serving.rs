@@ -52,6 +52,33 @@ pub(crate) fn affine_model(name: &str, guard: Option<HostCallback>) -> BatchMode
     }
 }
 
+/// A host callback for `affine_template`'s guard: passes the input's minimum through, and
+/// when it is below -1000 (a poisoned request) answers what `on_poison` says.
+pub(crate) fn input_guard(
+    name: &str,
+    on_poison: impl Fn(f32) -> Result<(), String> + Send + Sync + 'static,
+) -> HostCallback {
+    let scalar = ArrayType {
+        dtype: ElementType::F32,
+        dims: vec![],
+    };
+    HostCallback::new(
+        name,
+        CallbackKind::Pure,
+        vec![scalar.clone()],
+        vec![scalar],
+        move |ins, outs| {
+            let m = ins[0].as_slice::<f32>().ok_or("f32")?[0];
+            if m < -1000.0 {
+                on_poison(m)?;
+            }
+            outs[0].as_mut_slice::<f32>().ok_or("f32")?[0] = m;
+            Ok(())
+        },
+    )
+    .unwrap()
+}
+
 trait Reshape {
     fn reshaped(self, dims: &[i64]) -> HostData;
 }
@@ -245,25 +272,7 @@ fn a_full_queue_answers_busy_at_once_and_shutdown_fails_what_is_queued() {
 #[test]
 fn a_failing_batch_fails_only_its_own_requests() {
     let client = Client::open().unwrap();
-    let scalar = ArrayType {
-        dtype: ElementType::F32,
-        dims: vec![],
-    };
-    let guard = HostCallback::new(
-        "guard",
-        CallbackKind::Pure,
-        vec![scalar.clone()],
-        vec![scalar],
-        |ins, outs| {
-            let m = ins[0].as_slice::<f32>().ok_or("f32")?[0];
-            if m < -1000.0 {
-                return Err(format!("poisoned input ({m})"));
-            }
-            outs[0].as_mut_slice::<f32>().ok_or("f32")?[0] = m;
-            Ok(())
-        },
-    )
-    .unwrap();
+    let guard = input_guard("guard", |m| Err(format!("poisoned input ({m})")));
     // max_delay 0: each request is its own batch when it arrives alone.
     let batcher = Batcher::start(
         &client,

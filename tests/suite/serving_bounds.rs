@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use pjrt_actors::serving::{Batcher, BatcherConfig, InferRequest, ShutdownMode};
-use pjrt_actors::{ArrayType, CallbackKind, Client, ElementType, Error, HostCallback};
+use pjrt_actors::{Client, Error};
 
 use crate::common::within;
 use crate::serving::{affine_model, config, request_of, values_of};
@@ -102,25 +102,11 @@ fn durations_past_an_instant_saturate_instead_of_panicking() {
 /// A model whose program calls a host callback that never returns (for this test: 60 s) when
 /// any input is below -1000, as `?gesvd` on an infinity once did.
 fn stuck_model() -> pjrt_actors::serving::BatchModel {
-    let scalar = ArrayType {
-        dtype: ElementType::F32,
-        dims: vec![],
-    };
-    let stall = HostCallback::new(
-        "stall",
-        CallbackKind::Pure,
-        vec![scalar.clone()],
-        vec![scalar],
-        |ins, outs| {
-            let m = ins[0].as_slice::<f32>().ok_or("f32")?[0];
-            if m < -1000.0 {
-                std::thread::sleep(Duration::from_secs(60));
-            }
-            outs[0].as_mut_slice::<f32>().ok_or("f32")?[0] = m;
-            Ok(())
-        },
-    );
-    affine_model("stuck", Some(stall.unwrap()))
+    let stall = crate::serving::input_guard("stall", |_| {
+        std::thread::sleep(Duration::from_secs(60));
+        Ok(())
+    });
+    affine_model("stuck", Some(stall))
 }
 
 #[test]

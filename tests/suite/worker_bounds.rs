@@ -52,6 +52,14 @@ fn signal(pid: u32, sig: &str) {
     assert!(status.success(), "kill {sig} {pid}");
 }
 
+/// Compiles `program` (a `distinct_module`) through `client` and checks what it computes.
+fn compiles_and_runs(client: &Client, program: &str, dims: &[i64]) {
+    let exe = client
+        .compile_and_load(program, &CompileOptions::default())
+        .unwrap();
+    check_distinct(&exe, &client.devices()[0], dims, 1);
+}
+
 fn isolated(timeout: Duration) -> Client {
     Client::builder()
         .compile_in_worker(worker())
@@ -66,14 +74,7 @@ fn isolated(timeout: Duration) -> Client {
 fn a_stopped_worker_is_killed_at_the_time_limit_and_replaced() {
     let client = isolated(Duration::from_secs(2));
     let (program, dims) = distinct_module(700, 1);
-    check_distinct(
-        &client
-            .compile_and_load(&program, &CompileOptions::default())
-            .unwrap(),
-        &client.devices()[0],
-        &dims,
-        1,
-    );
+    compiles_and_runs(&client, &program, &dims);
     let pids = worker_pids(std::process::id());
     assert_eq!(pids.len(), 1, "one worker: {pids:?}");
     signal(pids[0], "-STOP");
@@ -93,14 +94,7 @@ fn a_stopped_worker_is_killed_at_the_time_limit_and_replaced() {
         "the stopped worker was killed"
     );
     // The next compile starts a fresh worker and works.
-    check_distinct(
-        &client
-            .compile_and_load(&program, &CompileOptions::default())
-            .unwrap(),
-        &client.devices()[0],
-        &dims,
-        1,
-    );
+    compiles_and_runs(&client, &program, &dims);
     let fresh = worker_pids(std::process::id());
     assert!(fresh.len() == 1 && fresh[0] != pids[0], "{fresh:?}");
 }
@@ -171,14 +165,7 @@ fn a_compile_that_outgrows_the_workers_memory_is_a_crash_not_a_machine_filled() 
         .open()
         .unwrap();
     let (program, dims) = distinct_module(720, 1);
-    check_distinct(
-        &client
-            .compile_and_load(&program, &CompileOptions::default())
-            .unwrap(),
-        &client.devices()[0],
-        &dims,
-        1,
-    );
+    compiles_and_runs(&client, &program, &dims);
     let start = Instant::now();
     match client.compile_and_load(heavy_program(), &CompileOptions::default()) {
         Err(Error::CompilerCrashed { .. }) => {}
@@ -191,14 +178,7 @@ fn a_compile_that_outgrows_the_workers_memory_is_a_crash_not_a_machine_filled() 
     );
     // A fresh worker under the same limit compiles ordinary programs.
     let (program, dims) = distinct_module(721, 1);
-    check_distinct(
-        &client
-            .compile_and_load(&program, &CompileOptions::default())
-            .unwrap(),
-        &client.devices()[0],
-        &dims,
-        1,
-    );
+    compiles_and_runs(&client, &program, &dims);
     // Without the limit the same program compiles: the limit is what ended it.
     let unlimited = Client::builder()
         .compile_in_worker(worker())
