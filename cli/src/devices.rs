@@ -58,7 +58,16 @@ fn devices_json(client: &Client) -> Value {
         "platform": client.platform(),
         "platform_version": client.platform_version(),
         "plugin": client.plugin_path().display().to_string(),
+        "api_version": [client.plugin_api_version().0, client.plugin_api_version().1],
+        // Kept for readers of the first name.
         "pjrt_c_api_version": [client.plugin_api_version().0, client.plugin_api_version().1],
+        // The newest StableHLO the plugin parses (a portable artifact newer than this is not).
+        "stablehlo_version": client
+            .plugin_attribute("stablehlo_current_version")
+            .map(named_value_json),
+        "stablehlo_minimum_version": client
+            .plugin_attribute("stablehlo_minimum_version")
+            .map(named_value_json),
         "plugin_attributes": client.plugin_attributes().iter().map(|(k, v)| (k.clone(), named_value_json(v))).collect::<serde_json::Map<_, _>>(),
         "devices": devices,
     })

@@ -4,7 +4,7 @@
 mod common;
 
 use common::error_line;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use pjrt_actors::ElementType;
@@ -195,6 +195,15 @@ fn devices_as_json() {
     assert!(o.status.success(), "{o:?}");
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["platform"], "cpu");
+    // Which plugin: its file, its C API version and the newest StableHLO it parses.
+    assert!(Path::new(v["plugin"].as_str().unwrap()).is_file(), "{v}");
+    let api = v["api_version"][1].as_i64().unwrap();
+    assert!(api == 81 || api >= 115, "{v}");
+    assert_eq!(
+        v["stablehlo_version"].as_array().map(|a| a.len()),
+        Some(3),
+        "{v}"
+    );
     let devices = v["devices"].as_array().unwrap();
     assert_eq!(devices.len(), 3);
     for (i, d) in devices.iter().enumerate() {
@@ -658,6 +667,7 @@ fn bfloat16_and_float8_npy_files_in_ml_dtypes_form_round_trip_and_mismatches_are
 
 #[test]
 fn create_options_come_from_flags_and_the_environment_typed_before_the_plugin_sees_them() {
+    // A GPU plugin's option: the 0.81 CPU plugin ignores it, the 0.115 one refuses it by name.
     let o = cli(&[
         "--option",
         "cpu_device_count=2",
@@ -666,6 +676,12 @@ fn create_options_come_from_flags_and_the_environment_typed_before_the_plugin_se
         "devices",
         "--json",
     ]);
+    if common::new_abi() {
+        assert!(error_line(&o).contains("preallocate"), "{o:?}");
+    } else {
+        assert!(o.status.success(), "{o:?}");
+    }
+    let o = cli(&["--option", "cpu_device_count=2", "devices", "--json"]);
     assert!(o.status.success(), "{o:?}");
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["devices"].as_array().map(|d| d.len()), Some(2), "{v}");

@@ -388,13 +388,11 @@ fn executable_metadata() {
         compile(&client, &binary_program("multiply", &[4], "f32")).fingerprint(),
         exe.fingerprint()
     );
-    let flops = exe
-        .cost_analysis()
-        .unwrap()
-        .into_iter()
-        .find(|(k, _)| k == "flops")
-        .map(|(_, v)| v);
-    assert_eq!(flops, Some(NamedValue::Float(4.0)));
+    // The 0.115 CPU plugin has no cost analysis: a typed UNIMPLEMENTED, never a guess.
+    match exe.cost_analysis() {
+        Ok(costs) => assert!(costs.contains(&("flops".into(), NamedValue::Float(4.0)))),
+        Err(e) => assert!(crate::common::new_abi() && e.to_string().contains("UNIMPLEMENTED")),
+    }
     let text = exe.optimized_program_text().unwrap();
     assert!(text.contains("ENTRY") && text.contains("add("), "{text}");
     let stats = exe.compiled_memory_stats().unwrap();

@@ -266,7 +266,7 @@ fn an_array_alone_keeps_its_client_open_and_finds_it_again() {
 /// three memory kinds, no allocator statistics, byte-stable topologies, and unknown create
 /// options passed through. The GPU check skips every `cpu_plugin` module.
 mod cpu_plugin {
-    use pjrt_actors::{Client, NamedValue};
+    use pjrt_actors::{Client, Error, NamedValue};
 
     #[test]
     fn four_cpu_devices_by_default() {
@@ -339,13 +339,18 @@ mod cpu_plugin {
     }
 
     #[test]
-    fn an_unknown_create_option_is_passed_through_and_ignored() {
-        // Our table does not know it, so the plugin decides; the CPU plugin ignores it (a GPU
-        // plugin refuses names it does not know).
-        let client = Client::builder()
+    fn an_unknown_create_option_is_passed_through_and_the_plugin_decides() {
+        // Our table does not know it, so the plugin decides: the 0.81 CPU plugin ignores it,
+        // the 0.115 one (like a GPU plugin) refuses it, a typed error naming it.
+        let opened = Client::builder()
             .option("some_future_option", NamedValue::Bool(true))
-            .open()
-            .unwrap();
-        assert_eq!(client.device_count(), 4);
+            .open();
+        match (opened, crate::common::new_abi()) {
+            (Ok(client), false) => assert_eq!(client.device_count(), 4),
+            (Err(e @ Error::Pjrt { .. }), true) => {
+                assert!(e.to_string().contains("some_future_option"), "{e}")
+            }
+            (other, new) => panic!("new ABI {new}: {:?}", other.map(|c| c.device_count())),
+        }
     }
 }

@@ -13,3 +13,14 @@ pub fn error_line(o: &Output) -> String {
     assert_eq!(lines.len(), 1, "exactly one error line: {stderr}");
     lines[0].to_string()
 }
+
+/// Whether the plugin the CLI finds speaks PJRT C API 0.115 or later, as `devices --json`
+/// says: its CPU client refuses create options it does not know (0.81 ignores them).
+pub fn new_abi() -> bool {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+        .args(["devices", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["api_version"][1].as_i64().unwrap() >= 100
+}

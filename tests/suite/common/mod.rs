@@ -168,3 +168,14 @@ pub fn run_child_test(name: &str, env: &[(&str, String)], timeout: Duration) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Whether the plugin under test speaks PJRT C API 0.115 or later (the jaxlib 0.11 CPU plugin),
+/// whose CPU client differs from 0.81's where the tests say: it refuses create options it does
+/// not know (0.81 ignores them), including `num_nodes`, has `PJRT_Compile` and no cost analysis.
+pub fn new_abi() -> bool {
+    static NEW: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *NEW.get_or_init(|| {
+        let (major, minor) = pjrt_actors::Client::open().unwrap().plugin_api_version();
+        (major, minor) >= (0, 100)
+    })
+}
