@@ -12,7 +12,7 @@ use pjrt_actors_core::compile::CompileOptions;
 use pjrt_actors_core::envelope;
 use pjrt_actors_core::executable::ExecutableMeta;
 use pjrt_actors_core::pjrt::{ArrayType, NamedValue};
-use pjrt_actors_core::program_check::check_program;
+use pjrt_actors_core::program_check::check_program_for;
 use pjrt_actors_core::{Error, Result, TopologyDescription};
 use prost::Message as _;
 
@@ -201,7 +201,8 @@ fn compile_ahead(
 ) -> Result<Option<Executable>> {
     let state = client.state();
     state.check_open()?;
-    check_program(program)?;
+    let snap = state.snapshot();
+    check_program_for(program, &snap.platform_name, snap.plugin_api_version)?;
     let proto = options.to_proto(&state.device_facts())?.encode_to_vec();
     let job = CompileAhead {
         code: program.clone(),

@@ -14,7 +14,7 @@ use pjrt_actors_core::compile::CompileOptions;
 pub use pjrt_actors_core::compile_cache::CancelToken;
 use pjrt_actors_core::envelope;
 use pjrt_actors_core::executable::ExecutableCore;
-use pjrt_actors_core::program_check::check_program;
+use pjrt_actors_core::program_check::check_program_for;
 use pjrt_actors_core::site::Site;
 use pjrt_actors_core::{Error, Result};
 use prost::Message as _;
@@ -143,7 +143,8 @@ impl CompileRequest {
         if let Some(hit) = state.cached_executable(&key) {
             return Ok(hit);
         }
-        check_program(&self.program)?;
+        let snap = state.snapshot();
+        check_program_for(&self.program, &snap.platform_name, snap.plugin_api_version)?;
         // XLA:CPU fails host send/recv at compile; say what to use instead.
         let platform = &state.snapshot().platform_name;
         if platform == "cpu" && pjrt_actors_core::send_recv::uses_host_transfers(&self.program) {

@@ -17,6 +17,16 @@ pub const COMPILE_STACK_BYTES: usize = 64 << 20;
 /// MLIR bytecode starts with these bytes; the text checks do not apply to it.
 const BYTECODE_MAGIC: &[u8] = b"ML\xefR";
 
+/// Checks a program before the plugin of `platform` at PJRT C API `api` compiles it: the checks
+/// every plugin needs, and those of one plugin's known defects.
+pub fn check_program_for(code: &[u8], platform: &str, api: (i32, i32)) -> Result<()> {
+    check_program(code)?;
+    if platform == "cpu" && api >= (0, 100) {
+        check_empty_custom_calls(code)?;
+    }
+    Ok(())
+}
+
 /// Checks a program before the plugin parses it.
 pub fn check_program(code: &[u8]) -> Result<()> {
     let bad = |m: String| Error::InvalidArgument(format!("program: {m}"));
@@ -88,12 +98,12 @@ fn element_bytes(ty: &str) -> u128 {
 /// of 8 GB), whatever follows the zero; a zero first costs nothing.
 pub const MAX_EMPTY_LEADING: u128 = 1 << 24;
 
-/// Refuses a `tensor<…>` type whose byte size does not fit in 63 bits (XLA computes it in an
-/// `int64_t` and throws, through the C API, when it overflows), or an empty one whose dims
-/// before its first zero multiply past `MAX_EMPTY_LEADING`.
-fn check_tensor_sizes(code: &[u8]) -> std::result::Result<(), String> {
-    let text = String::from_utf8_lossy(code);
-    let mut rest: &str = &text;
+/// The `tensor<…>` types in `text`, in order: each as written (for messages), its dims (`None`
+/// for `?`; the list stops at the first part that is not a size, such as an encoding), and its
+/// element type.
+fn tensor_types(text: &str) -> Vec<(&str, Vec<Option<u128>>, &str)> {
+    let mut found = Vec::new();
+    let mut rest = text;
     while let Some(at) = rest.find("tensor<") {
         rest = &rest[at + "tensor<".len()..];
         let end = rest.find(['>', '\n']).unwrap_or(rest.len());
@@ -102,36 +112,85 @@ fn check_tensor_sizes(code: &[u8]) -> std::result::Result<(), String> {
             Some(_) => rest.find(">>").map_or(end, |e| e + 1),
             None => end,
         };
-        let parts: Vec<&str> = rest[..ty_end].split('x').collect();
+        let ty = &rest[..ty_end];
+        let parts: Vec<&str> = ty.split('x').collect();
         let (dims, element) = parts.split_at(parts.len().saturating_sub(1));
-        let mut bytes: u128 = element.first().map_or(8, |e| element_bytes(e));
+        let mut sizes = Vec::new();
+        for dim in dims {
+            match dim.trim() {
+                "?" | "" => sizes.push(None),
+                d => match d.parse::<u128>() {
+                    Ok(n) => sizes.push(Some(n)),
+                    Err(_) => break, // not a shape (an encoding, say): nothing more to read
+                },
+            }
+        }
+        found.push((ty, sizes, element.first().copied().unwrap_or("")));
+    }
+    found
+}
+
+/// Refuses a `tensor<…>` type whose byte size does not fit in 63 bits (XLA computes it in an
+/// `int64_t` and throws, through the C API, when it overflows), or an empty one whose dims
+/// before its first zero multiply past `MAX_EMPTY_LEADING`.
+fn check_tensor_sizes(code: &[u8]) -> std::result::Result<(), String> {
+    let text = String::from_utf8_lossy(code);
+    for (ty, dims, element) in tensor_types(&text) {
+        let mut bytes: u128 = if element.is_empty() {
+            8
+        } else {
+            element_bytes(element)
+        };
         // The product of the dims before the first zero, once one is seen.
         let (mut leading, mut empty) = (1u128, false);
-        for dim in dims {
-            let dim = dim.trim();
-            if dim == "?" || dim.is_empty() {
-                continue;
-            }
-            let Ok(n) = dim.parse::<u128>() else {
-                break; // not a shape (an encoding, say): nothing to check
-            };
+        for n in dims.into_iter().flatten() {
             bytes = bytes.saturating_mul(n);
             empty |= n == 0;
             if !empty {
                 leading = leading.saturating_mul(n);
             }
         }
+        let shown: String = ty.chars().take(80).collect();
         if empty && leading > MAX_EMPTY_LEADING {
-            let shown: String = rest[..ty_end].chars().take(80).collect();
             return Err(format!(
                 "the empty type tensor<{shown}> has {leading} elements' worth of dims before its zero, past the {MAX_EMPTY_LEADING} the compiler handles in bounded time and memory: put the zero dim first, or make the others smaller"
             ));
         }
         if bytes > i64::MAX as u128 {
-            let shown: String = rest[..ty_end].chars().take(80).collect();
             return Err(format!(
                 "the type tensor<{shown}> is too large: its byte size does not fit in 63 bits"
             ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses, for the 0.115 CPU compiler, a custom call with an empty operand and an empty result
+/// among several: that compiler divides by zero on one (SIGFPE), which ends the process (an
+/// SVD of a 0 x 3 matrix is one). Reads the call's signature on its line of text; bytecode is
+/// not read.
+pub fn check_empty_custom_calls(code: &[u8]) -> Result<()> {
+    if code.starts_with(BYTECODE_MAGIC) {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(code);
+    let is_empty = |dims: &Vec<Option<u128>>| dims.contains(&Some(0));
+    for line in text.lines().filter(|l| l.contains("custom_call")) {
+        let Some((head, results)) = line.rsplit_once("->") else {
+            continue;
+        };
+        let operands = head.rsplit_once(" : ").map_or("", |(_, o)| o);
+        let results = tensor_types(results);
+        if results.len() > 1
+            && results.iter().any(|(_, d, _)| is_empty(d))
+            && tensor_types(operands).iter().any(|(_, d, _)| is_empty(d))
+        {
+            let target = (line.split('@').nth(1))
+                .and_then(|t| t.split(['(', ' ', '"']).next())
+                .unwrap_or("?");
+            return Err(Error::InvalidArgument(format!(
+                "program: the custom call @{target} has an empty operand and an empty result among several, which crashes this plugin's compiler (the 0.115 CPU plugin divides by zero); skip the call for empty inputs, or use the 0.81 CPU plugin"
+            )));
         }
     }
     Ok(())
@@ -190,6 +249,39 @@ mod tests {
                 (Ok(()), None) => {}
                 (Err(e), Some(words)) => assert!(e.to_string().contains(words), "{shown}: {e}"),
                 (got, _) => panic!("{shown}: got {got:?}, expected {refused:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn empty_custom_calls_the_new_cpu_compiler_dies_on_are_refused() {
+        let call = |operand: &str, results: &str| {
+            format!(
+                "  %r:2 = stablehlo.custom_call @lapack_sgesdd_ffi(%a0) {{api_version = 4 : i32}} : ({operand}) -> ({results})"
+            )
+        };
+        let cases = [
+            (
+                call("tensor<0x3xf32>", "tensor<0x3xf32>, tensor<i32>"),
+                true,
+            ),
+            (call("tensor<0x3xf32>", "tensor<4xf32>, tensor<i32>"), false),
+            (
+                call("tensor<4x4xf32>", "tensor<4x4xf32>, tensor<0xi32>"),
+                false,
+            ),
+            (call("tensor<0x4xf32>", "tensor<0x4xf32>"), false),
+            (
+                "%0 = stablehlo.add %a, %b : tensor<0x3xf32> -> (tensor<0xf32>, tensor<0xf32>)"
+                    .into(),
+                false,
+            ),
+        ];
+        for (line, refused) in cases {
+            let got = check_empty_custom_calls(line.as_bytes());
+            assert_eq!(got.is_err(), refused, "{line}: {got:?}");
+            if let Err(e) = got {
+                assert!(e.to_string().contains("@lapack_sgesdd_ffi"), "{e}");
             }
         }
     }
