@@ -179,3 +179,20 @@ pub fn new_abi() -> bool {
         (major, minor) >= (0, 100)
     })
 }
+
+/// A multi-process client's open on the plugin under test: on 0.115, whose CPU client takes
+/// neither `num_nodes` nor `node_id`, the typed refusal naming the first it meets (and `None`);
+/// on 0.81 the client.
+pub fn node_or_refusal(
+    opened: pjrt_actors::Result<pjrt_actors::Client>,
+) -> Option<pjrt_actors::Client> {
+    if !new_abi() {
+        return Some(opened.unwrap());
+    }
+    let text = opened.map(|_| ()).unwrap_err().to_string();
+    assert!(
+        text.contains("num_nodes") || text.contains("node_id"),
+        "{text}"
+    );
+    None
+}
