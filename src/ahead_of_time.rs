@@ -12,7 +12,7 @@ use pjrt_actors_core::compile::CompileOptions;
 use pjrt_actors_core::envelope;
 use pjrt_actors_core::executable::ExecutableMeta;
 use pjrt_actors_core::pjrt::{ArrayType, NamedValue};
-use pjrt_actors_core::program_check::check_program_for;
+use pjrt_actors_core::program_check::{check_program_for, explain_parse_failure, plugin_stablehlo};
 use pjrt_actors_core::{Error, Result, TopologyDescription};
 use prost::Message as _;
 
@@ -214,7 +214,10 @@ fn compile_ahead(
     let compiled = match wait(client.shared.route(job)) {
         Ok(compiled) => compiled,
         Err(e) if no_ahead_of_time_compiler(&e) => return Ok(None),
-        Err(e) => return Err(e),
+        Err(e) => {
+            let version = plugin_stablehlo(&snap.plugin_attributes);
+            return Err(explain_parse_failure(e, program, &version));
+        }
     };
     let bytes = envelope::encode(&envelope::Envelope {
         identity: state.identity().to_string(),

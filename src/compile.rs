@@ -14,7 +14,7 @@ use pjrt_actors_core::compile::CompileOptions;
 pub use pjrt_actors_core::compile_cache::CancelToken;
 use pjrt_actors_core::envelope;
 use pjrt_actors_core::executable::ExecutableCore;
-use pjrt_actors_core::program_check::check_program_for;
+use pjrt_actors_core::program_check::{check_program_for, explain_parse_failure, plugin_stablehlo};
 use pjrt_actors_core::site::Site;
 use pjrt_actors_core::{Error, Result};
 use prost::Message as _;
@@ -171,6 +171,10 @@ impl CompileRequest {
         until_cancelled(answer, cancel)
             .await?
             .map_err(|_| Error::ShutDown)?
+            .map_err(|e| {
+                let version = plugin_stablehlo(&state.snapshot().plugin_attributes);
+                explain_parse_failure(e, &self.program, &version)
+            })
     }
 }
 

@@ -27,6 +27,47 @@ pub fn check_program_for(code: &[u8], platform: &str, api: (i32, i32)) -> Result
     Ok(())
 }
 
+/// The producer a bytecode artifact names after its magic (`StableHLO_v1.15.0`), if any.
+pub fn artifact_producer(code: &[u8]) -> Option<String> {
+    let rest = code.strip_prefix(BYTECODE_MAGIC)?;
+    // A version byte, then the producer as a NUL-terminated string.
+    let name = rest.get(1..)?.split(|b| *b == 0).next()?;
+    let name = std::str::from_utf8(name).ok()?;
+    (!name.is_empty() && name.is_ascii()).then(|| name.to_string())
+}
+
+/// The newest StableHLO the plugin parses, from its attributes (`1.13.3`), or `unknown`.
+pub fn plugin_stablehlo(attributes: &[(String, crate::pjrt::NamedValue)]) -> String {
+    match attributes
+        .iter()
+        .find(|(k, _)| k == "stablehlo_current_version")
+    {
+        Some((_, crate::pjrt::NamedValue::Int64List(parts))) => parts
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join("."),
+        Some((_, other)) => other.to_string(),
+        None => "unknown".into(),
+    }
+}
+
+/// Says what a compile error means when the plugin could not parse the program's StableHLO
+/// (it was written for a newer one): `Error::StableHloTooNew`, naming the plugin's version
+/// (`plugin_version`, from its attributes) and the artifact's producer. Other errors pass.
+pub fn explain_parse_failure(err: Error, code: &[u8], plugin_version: &str) -> Error {
+    match &err {
+        Error::Pjrt { message, .. } if message.contains("Failed to parse using StableHLO") => {
+            Error::StableHloTooNew {
+                plugin: plugin_version.to_string(),
+                artifact: artifact_producer(code),
+                message: message.clone(),
+            }
+        }
+        _ => err,
+    }
+}
+
 /// Checks a program before the plugin parses it.
 pub fn check_program(code: &[u8]) -> Result<()> {
     let bad = |m: String| Error::InvalidArgument(format!("program: {m}"));
@@ -284,6 +325,39 @@ mod tests {
                 assert!(e.to_string().contains("@lapack_sgesdd_ffi"), "{e}");
             }
         }
+    }
+
+    #[test]
+    fn a_parse_failure_says_which_stablehlo_versions_and_what_to_do() {
+        let mut artifact = BYTECODE_MAGIC.to_vec();
+        artifact.extend(b"\rStableHLO_v1.15.0\0\x01\x2f");
+        assert_eq!(
+            artifact_producer(&artifact).as_deref(),
+            Some("StableHLO_v1.15.0")
+        );
+        assert_eq!(artifact_producer(b"module {}"), None);
+        let parse = Error::Pjrt {
+            function: "PJRT_Client_Compile",
+            code: crate::PjrtCode::Unknown,
+            message: "<unknown>:0: error: Failed to parse using StableHLO v1.13.3, this could indicate forward incompatibility".into(),
+            context: None,
+        };
+        let err = explain_parse_failure(parse, &artifact, "1.13.3");
+        let text = err.to_string();
+        assert!(matches!(err, Error::StableHloTooNew { .. }), "{err:?}");
+        for words in [
+            "the plugin's is 1.13.3",
+            "written by StableHLO_v1.15.0",
+            "0.115 CPU plugin",
+            "older target",
+        ] {
+            assert!(text.contains(words), "{words}: {text}");
+        }
+        let other = Error::InvalidArgument("x".into());
+        assert!(matches!(
+            explain_parse_failure(other, &artifact, "1.13.3"),
+            Error::InvalidArgument(_)
+        ));
     }
 
     #[test]

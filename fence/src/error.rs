@@ -257,6 +257,19 @@ pub enum Error {
         /// Whose request failed: the caller's tracing span and call site, where known.
         context: Option<String>,
     },
+    /// A program written for a newer StableHLO than the plugin parses (ops such as
+    /// `stablehlo.composite` around `chlo.sinh`, which current JAX emits).
+    #[error(
+        "the program needs a newer StableHLO than this plugin parses (the plugin's is {plugin}{}): run it on a newer plugin (the 0.115 CPU plugin parses StableHLO 1.20.0: PJRT_PLUGIN_PATH=.pjrt/xla_cpu_0115/pjrt_c_api_cpu_plugin.so), or export it for an older target; the plugin said: {message}",
+        artifact.as_ref().map(|a| format!("; the artifact was written by {a}")).unwrap_or_default()
+    )]
+    StableHloTooNew {
+        /// The newest StableHLO version the plugin parses.
+        plugin: String,
+        /// The producer a bytecode artifact names (`StableHLO_v1.15.0`), where it names one.
+        artifact: Option<String>,
+        message: String,
+    },
     /// A program did not finish within the time its caller gave it. It is not cancelled (PJRT
     /// cannot stop a running program): it runs to its end and its results are dropped.
     #[error("`{what}` did not finish within {after:?}; it runs on to its end, its results dropped")]

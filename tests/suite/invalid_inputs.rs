@@ -287,3 +287,42 @@ fn errors_name_the_callers_span() {
         }
     });
 }
+
+/// Reads its program from the source tree, which the GPU check does not carry.
+mod cpu_plugin {
+    use pjrt_actors::{Client, CompileOptions, Error};
+
+    #[test]
+    fn a_program_newer_than_the_plugins_stablehlo_says_so_and_what_to_do() {
+        // jnp.sinh as jax 0.10.2 exports it: `stablehlo.composite`, which the 0.81 CPU plugin's
+        // StableHLO 1.13.3 cannot parse and the 0.115 one (1.20.0) runs.
+        let program = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/data/stablehlo/sinh.mlirbc"),
+        )
+        .unwrap();
+        let client = Client::open().unwrap();
+        match client.compile_and_load(&program, &CompileOptions::default()) {
+            Err(e @ Error::StableHloTooNew { .. }) => {
+                assert!(!crate::common::new_abi(), "{e}");
+                let text = e.to_string();
+                assert!(
+                    text.contains("the plugin's is 1.13.3") && text.contains("StableHLO_v1.15.0"),
+                    "{text}"
+                );
+            }
+            Ok(exe) => {
+                assert!(crate::common::new_abi());
+                let x = client.devices()[0].put(&[0f32, 1., 2., 3.], &[4]).unwrap();
+                let y = exe.execute(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
+                for (got, v) in y.iter().zip([0f32, 1., 2., 3.]) {
+                    assert!(
+                        (got - v.sinh()).abs() <= 1e-6 * v.sinh().abs().max(1.0),
+                        "{y:?}"
+                    );
+                }
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+}
