@@ -52,12 +52,34 @@ pub fn plugin_stablehlo(attributes: &[(String, crate::pjrt::NamedValue)]) -> Str
     }
 }
 
+/// Whether a bytecode artifact's producer (`StableHLO_v1.20.0`) is newer than `plugin_version`.
+fn producer_newer(code: &[u8], plugin_version: &str) -> bool {
+    let parse = |v: &str| -> Option<Vec<u64>> { v.split('.').map(|p| p.parse().ok()).collect() };
+    let producer = artifact_producer(code);
+    match (
+        producer
+            .as_deref()
+            .and_then(|p| p.strip_prefix("StableHLO_v")),
+        parse(plugin_version),
+    ) {
+        (Some(v), Some(plugin)) => parse(v).is_some_and(|v| v > plugin),
+        _ => false,
+    }
+}
+
 /// Says what a compile error means when the plugin could not parse the program's StableHLO
 /// (it was written for a newer one): `Error::StableHloTooNew`, naming the plugin's version
 /// (`plugin_version`, from its attributes) and the artifact's producer. Other errors pass.
 pub fn explain_parse_failure(err: Error, code: &[u8], plugin_version: &str) -> Error {
     match &err {
-        Error::Pjrt { message, .. } if message.contains("Failed to parse using StableHLO") => {
+        // The plugin adds its "Failed to parse using StableHLO" line to every parse failure, so
+        // only an operation of the portable (vhlo) dialect it does not know, or an artifact
+        // from a newer producer, says the program is too new rather than malformed.
+        Error::Pjrt { message, .. }
+            if message.contains("Failed to parse using StableHLO")
+                && (message.contains("operation 'vhlo.")
+                    || producer_newer(code, plugin_version)) =>
+        {
             Error::StableHloTooNew {
                 plugin: plugin_version.to_string(),
                 artifact: artifact_producer(code),
@@ -339,7 +361,7 @@ mod tests {
         let parse = Error::Pjrt {
             function: "PJRT_Client_Compile",
             code: crate::PjrtCode::Unknown,
-            message: "<unknown>:0: error: Failed to parse using StableHLO v1.13.3, this could indicate forward incompatibility".into(),
+            message: "error: unregistered operation 'vhlo.composite_v2' found in dialect ('vhlo')\n<unknown>:0: error: Failed to parse using StableHLO v1.13.3, this could indicate forward incompatibility".into(),
             context: None,
         };
         let err = explain_parse_failure(parse, &artifact, "1.13.3");
@@ -353,6 +375,17 @@ mod tests {
         ] {
             assert!(text.contains(words), "{words}: {text}");
         }
+        // Malformed text gets the same trailing line from the plugin: it stays the plugin's.
+        let malformed = Error::Pjrt {
+            function: "PJRT_Client_Compile",
+            code: crate::PjrtCode::Unknown,
+            message: "-:1:1: error: expected operation name in quotes\n<unknown>:0: error: Failed to parse using StableHLO v1.13.3".into(),
+            context: None,
+        };
+        assert!(matches!(
+            explain_parse_failure(malformed, b"garbage", "1.13.3"),
+            Error::Pjrt { .. }
+        ));
         let other = Error::InvalidArgument("x".into());
         assert!(matches!(
             explain_parse_failure(other, &artifact, "1.13.3"),
