@@ -146,7 +146,7 @@ impl CompileRequest {
         let snap = state.snapshot();
         check_program_for(&self.program, &snap.platform_name, snap.plugin_api_version)?;
         // XLA:CPU fails host send/recv at compile; say what to use instead.
-        let platform = &state.snapshot().platform_name;
+        let platform = &snap.platform_name;
         if platform == "cpu" && pjrt_actors_core::send_recv::uses_host_transfers(&self.program) {
             return Err(pjrt_actors_core::send_recv::unsupported_here(platform));
         }
@@ -172,7 +172,7 @@ impl CompileRequest {
             .await?
             .map_err(|_| Error::ShutDown)?
             .map_err(|e| {
-                let version = plugin_stablehlo(&state.snapshot().plugin_attributes);
+                let version = plugin_stablehlo(&snap.plugin_attributes);
                 explain_parse_failure(e, &self.program, &version)
             })
     }

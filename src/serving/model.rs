@@ -126,15 +126,6 @@ impl Plan {
                 "max_batch_size and max_queued must be at least 1".into(),
             ));
         }
-        if config.max_batch_size > MAX_BATCH_ROWS {
-            return Err(bad_model(
-                &name,
-                format!(
-                    "max_batch_size {} is past the {MAX_BATCH_ROWS} rows a padded batch may have",
-                    config.max_batch_size
-                ),
-            ));
-        }
         if config.allowed_batch_sizes.is_empty() {
             // Every power of two below the largest (a shift past the width would wrap).
             let mut s: Vec<usize> = (0..usize::BITS)
@@ -147,6 +138,7 @@ impl Plan {
         config.allowed_batch_sizes.sort_unstable();
         config.allowed_batch_sizes.dedup();
         let allowed = &config.allowed_batch_sizes;
+        // Allowed sizes reach max_batch_size (the defaults hold it), so this bounds it too.
         if let Some(too_many) = allowed.iter().find(|s| **s > MAX_BATCH_ROWS) {
             return Err(bad_model(
                 &name,

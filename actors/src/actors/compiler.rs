@@ -217,12 +217,14 @@ impl Handler<DeserializeJob> for CompilerActor {
         let _entered = job.span.enter();
         let _span =
             tracing::debug_span!("compiler.deserialize", bytes = job.payload.len()).entered();
+        // The bytes loaded are the ones kept: moved into the meta, not copied.
+        let payload = Arc::new(job.payload);
         guarded("deserialize", || {
             let exe = self
                 .client
-                .deserialize_and_load(&job.payload, Some(&job.options))?;
+                .deserialize_and_load(&payload, Some(&job.options))?;
             let meta = ExecutableMeta::read(&exe, &self.devices, job.portable, &job.options)?
-                .loaded_from(Arc::new(job.payload.clone()));
+                .loaded_from(payload);
             Ok((exe, meta))
         })
     }
