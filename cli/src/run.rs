@@ -49,17 +49,9 @@ pub fn run(
     let args = upload(&exe, &inputs)?;
     let refs: Vec<&Array> = args.iter().collect();
     stage.store(1, std::sync::atomic::Ordering::Release);
-    let results = match timeout {
-        None => exe.execute(&refs)?,
-        Some(limit) => match exe.execute_within(&refs, limit) {
-            // The program runs on: exit now rather than wait for it as the client closes.
-            Err(e @ pjrt_actors::Error::DeadlineExceeded { .. }) => {
-                eprintln!("pjrt-actors: error: {e}");
-                std::process::exit(1);
-            }
-            other => other?,
-        },
-    };
+    // With --timeout, the deadline armed above bounds this too: it ends the process with its
+    // error line while the program runs on (PJRT cannot stop one).
+    let results = exe.execute(&refs)?;
     if output_paths.len() > results.len() {
         return Err(usage(format!(
             "{} --output given; the module has {} outputs",
