@@ -121,11 +121,11 @@ impl DiskCache {
         let limit = self.max_bytes.min(MAX_ENTRY_BYTES);
         let read = open_regular(&path).and_then(|f| {
             let mut bytes = Vec::new();
-            f.take(limit + 1).read_to_end(&mut bytes)?;
-            Ok(bytes)
+            (&f).take(limit + 1).read_to_end(&mut bytes)?;
+            Ok((f, bytes))
         });
-        let bytes = match read {
-            Ok(bytes) if bytes.len() as u64 <= limit => bytes,
+        let (file, bytes) = match read {
+            Ok((file, bytes)) if bytes.len() as u64 <= limit => (file, bytes),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
             other => {
                 let why = other.map_or_else(|e| e.to_string(), |_| format!("over {limit} bytes"));
@@ -135,14 +135,9 @@ impl DiskCache {
                 return None;
             }
         };
-        // Refresh recency for LRU eviction; failure only makes eviction less exact.
-        if let Ok(f) = std::fs::File::options()
-            .write(true)
-            .custom_flags(crate::pjrt::os::NO_LINK_NO_WAIT)
-            .open(&path)
-        {
-            let _ = f.set_modified(SystemTime::now());
-        }
+        // Refresh recency for LRU eviction on the handle just read (an explicit time needs the
+        // file's owner, not a writable handle); failure only makes eviction less exact.
+        let _ = file.set_modified(SystemTime::now());
         Some(bytes)
     }
 
@@ -245,6 +240,31 @@ mod tests {
         assert!(!stale.exists(), "a dead store's temporary stays behind");
         assert!(fresh.exists(), "a store in progress lost its file");
         assert!(entry.exists(), "an old entry is not a temporary");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_hit_refreshes_its_entrys_time_for_eviction() {
+        let dir = std::env::temp_dir().join(format!("pjrt-actors-hit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cache = DiskCache::open(&dir, 1 << 20, Arc::new(CacheStats::default())).unwrap();
+        let key = CompileKey::new("test", b"program", b"options");
+        let bytes = crate::envelope::encode(&crate::envelope::Envelope {
+            identity: "test".into(),
+            portable: false,
+            options: vec![],
+            topology: vec![],
+            payload: vec![1],
+            cache_key: key.0.to_vec(),
+        });
+        cache.store(&key, &bytes).unwrap();
+        let path = cache.path(&key);
+        let an_hour_ago = SystemTime::now() - std::time::Duration::from_secs(3600);
+        let f = std::fs::File::options().write(true).open(&path).unwrap();
+        f.set_modified(an_hour_ago).unwrap();
+        assert_eq!(cache.load(&key).as_deref(), Some(&bytes[..]));
+        let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+        assert!(modified > an_hour_ago + std::time::Duration::from_secs(3000));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
