@@ -285,11 +285,12 @@ fn a_cache_entry_holding_another_programs_executable_is_refused() {
     );
 }
 
+/// The child side of `xla_flags_are_part_of_the_cache_key`, run with XLA_FLAGS set.
 #[test]
+#[ignore = "a child process of xla_flags_are_part_of_the_cache_key, which runs it"]
 fn flagged_cache_writer_child() {
-    let Ok(dir) = std::env::var("PJRT_ACTORS_TEST_FLAGGED_CHILD") else {
-        return; // only does anything when run as the child, with XLA_FLAGS set
-    };
+    let dir = std::env::var("PJRT_ACTORS_TEST_FLAGGED_CHILD")
+        .expect("run by xla_flags_are_part_of_the_cache_key, which names the directory");
     let client = cache_client(std::path::Path::new(&dir));
     let (program, _) = crate::common::distinct_module(7, 1);
     client
@@ -303,19 +304,14 @@ fn xla_flags_are_part_of_the_cache_key() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     // A process with fast math on writes the entry...
-    let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "red_team::flagged_cache_writer_child",
-            "--nocapture",
-        ])
-        .env("PJRT_ACTORS_TEST_FLAGGED_CHILD", &dir)
-        .env("XLA_FLAGS", "--xla_cpu_enable_fast_math=true")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "the flagged child failed");
+    crate::common::run_child_test(
+        "red_team::flagged_cache_writer_child",
+        &[
+            ("PJRT_ACTORS_TEST_FLAGGED_CHILD", dir.display().to_string()),
+            ("XLA_FLAGS", "--xla_cpu_enable_fast_math=true".into()),
+        ],
+        std::time::Duration::from_secs(120),
+    );
     assert_eq!(entries(&dir).len(), 1);
     // ...and this one, without the flags, must not load it.
     let client = cache_client(&dir);
