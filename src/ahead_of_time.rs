@@ -14,7 +14,6 @@ use pjrt_actors_core::executable::ExecutableMeta;
 use pjrt_actors_core::pjrt::{ArrayType, NamedValue};
 use pjrt_actors_core::program_check::{check_program_for, explain_parse_failure, plugin_stablehlo};
 use pjrt_actors_core::{Error, Result, TopologyDescription};
-use prost::Message as _;
 
 use crate::compile::CompileRequest;
 use crate::handles::{Client, LoadedExecutable, wait};
@@ -41,10 +40,7 @@ impl CompileRequest {
         let state = self.shared.state();
         let key = state.compile_key(
             &self.program,
-            &self
-                .options
-                .to_proto(&state.device_facts())?
-                .encode_to_vec(),
+            &self.options.to_bytes(&state.device_facts())?,
         );
         // A program already loaded here stays so; one loaded only for this compile is let go.
         let loaded_before = state.cached_executable(&key).is_some();
@@ -203,7 +199,7 @@ fn compile_ahead(
     state.check_open()?;
     let snap = state.snapshot();
     check_program_for(program, &snap.platform_name, snap.plugin_api_version)?;
-    let proto = options.to_proto(&state.device_facts())?.encode_to_vec();
+    let proto = options.to_bytes(&state.device_facts())?;
     let job = CompileAhead {
         code: program.clone(),
         options: proto.clone(),

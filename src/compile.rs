@@ -10,14 +10,13 @@ use std::task::Poll;
 use pjrt_actors_core::actors::client::{LiveExecutables, Load};
 use pjrt_actors_core::actors::compile_service::{ClearMemoryCache, CompileSpec, Submit};
 use pjrt_actors_core::callbacks::HostCallback;
-use pjrt_actors_core::compile::CompileOptions;
+use pjrt_actors_core::compile::{CompileOptions, encode_options};
 pub use pjrt_actors_core::compile_cache::CancelToken;
 use pjrt_actors_core::envelope;
 use pjrt_actors_core::executable::ExecutableCore;
 use pjrt_actors_core::program_check::{check_program_for, explain_parse_failure, plugin_stablehlo};
 use pjrt_actors_core::site::Site;
 use pjrt_actors_core::{Error, Result};
-use prost::Message as _;
 use tokio::sync::oneshot;
 
 use crate::handles::{Caller, Client, LoadedExecutable, Shared, wait};
@@ -137,7 +136,7 @@ impl CompileRequest {
         let state = self.shared.state();
         state.check_open()?;
         let proto = self.options.to_proto(&state.device_facts())?;
-        let key = state.compile_key(&self.program, &proto.encode_to_vec());
+        let key = state.compile_key(&self.program, &encode_options(&proto));
         // A program in the memory cache compiled once already: the checks below guard the
         // plugin, which a hit never reaches, so they run on misses only.
         if let Some(hit) = state.cached_executable(&key) {
@@ -216,7 +215,7 @@ impl Client {
         let load = state.check_open().and_then(|()| {
             let envelope = envelope::decode(bytes, state.identity())?;
             let options = match options {
-                Some(o) => o.to_proto(&state.device_facts())?.encode_to_vec(),
+                Some(o) => o.to_bytes(&state.device_facts())?,
                 None => envelope.options,
             };
             Ok(Load {

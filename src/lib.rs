@@ -34,7 +34,7 @@ pub use handles::{Array, Client, Device, LoadedExecutable, MemorySpace};
 pub use pjrt_actors_core::TopologyDescription;
 pub use pjrt_actors_core::actors::registry::DefragmentReport;
 pub use pjrt_actors_core::callbacks::{CallbackKind, HostArray, HostCallback};
-pub use pjrt_actors_core::compile::CompileOptions;
+pub use pjrt_actors_core::compile::{CompileOptions, JAX_DEBUG_OPTIONS, XlaOption};
 pub use pjrt_actors_core::compile_worker::{
     COMPILE_TIMEOUT_ENV, COMPILE_WORKER_ENV, COMPILE_WORKER_MEMORY_ENV, time_limit,
 };

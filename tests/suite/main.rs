@@ -20,6 +20,7 @@ mod foundation;
 mod invalid_inputs;
 mod isolation;
 mod jax_lapack;
+mod jax_parity;
 mod kv_store;
 mod lapack_guards;
 mod memory;

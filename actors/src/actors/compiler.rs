@@ -4,7 +4,8 @@
 
 use actix::{Actor, Handler, Message, SyncContext};
 use pjrt_sys::protos::xla::CompileOptionsProto;
-use prost::Message as _;
+
+use crate::compile::encode_options;
 use std::sync::Arc;
 use tracing::Span;
 
@@ -111,7 +112,7 @@ impl Handler<CompileJob> for CompilerActor {
 
 impl CompilerActor {
     pub(crate) fn run_job(&mut self, job: &CompileJob) -> Loaded {
-        let options = job.options.encode_to_vec();
+        let options = encode_options(&job.options);
         let portable = job.options.compile_portable_executable;
         let disk = job.env.disk.as_ref();
         if let Some(disk) = disk
