@@ -1,9 +1,10 @@
 //! Discovery honours `PJRT_PLUGIN_PATH` first and does not fall back when it names nothing;
 //! `PJRT_ACTORS_LAPACK` names the LAPACK library, and a bad one is reported when a program
-//! needs it. Alone in its binary: it changes the process environment.
+//! needs it; GPU settings from the environment do not stop a CPU plugin that lacks them from
+//! opening. Alone in its binary: it changes the process environment.
 
 use pjrt_actors::lapack::LAPACK_LIBRARY_ENV;
-use pjrt_actors::{Client, CompileOptions, Error, PLUGIN_PATH_ENV, PluginError};
+use pjrt_actors::{Client, CompileOptions, Error, NamedValue, PLUGIN_PATH_ENV, PluginError};
 
 #[test]
 fn the_env_vars_are_used_and_bad_ones_are_reported() {
@@ -37,4 +38,22 @@ fn the_env_vars_are_used_and_bad_ones_are_reported() {
     client
         .compile_and_load(add, &CompileOptions::default())
         .unwrap();
+
+    // JAX's GPU settings in the environment: a plugin without those options (the 0.115 CPU
+    // plugin refuses names it does not know) opens without them, as JAX applies them only to
+    // backends that have them; the same option given by the caller is still the plugin's error.
+    unsafe { std::env::set_var(PLUGIN_PATH_ENV, &good) };
+    unsafe { std::env::set_var("XLA_PYTHON_CLIENT_PREALLOCATE", "false") };
+    unsafe { std::env::set_var("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.5") };
+    let opened = Client::open().unwrap();
+    let new_abi = opened.plugin_api_version() >= (0, 100);
+    drop(opened);
+    let explicit = Client::builder()
+        .option("preallocate", NamedValue::Bool(false))
+        .open();
+    match (new_abi, explicit) {
+        (true, Err(e)) => assert!(e.to_string().contains("preallocate"), "{e}"),
+        (true, Ok(_)) => panic!("the 0.115 CPU plugin took an option it does not have"),
+        (false, opened) => drop(opened.unwrap()),
+    }
 }

@@ -296,6 +296,14 @@ pub fn options_from_env(
     Ok(out)
 }
 
+/// The option a plugin's `PJRT_Client_Create` error says it does not know, if that is what it
+/// says (the 0.115 CPU plugin: "Unexpected option name passed to PJRT_Client_Create: NAME").
+pub fn refused_option(message: &str) -> Option<&str> {
+    let (_, rest) = message.split_once("Unexpected option name passed to PJRT_Client_Create: ")?;
+    let name = rest.split(|c: char| c.is_whitespace() || c == ',').next()?;
+    (!name.is_empty()).then_some(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -447,6 +455,28 @@ mod tests {
                 (Err(e), Some(expected)) => assert!(e.contains(expected), "{options:?}: {e}"),
                 (got, _) => panic!("{options:?}: {got:?}, expected {refused:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn an_option_the_plugin_refuses_is_named_from_its_message() {
+        let cases = [
+            (
+                "Unexpected option name passed to PJRT_Client_Create: preallocate",
+                Some("preallocate"),
+            ),
+            (
+                "INVALID_ARGUMENT: Unexpected option name passed to PJRT_Client_Create: visible_devices, and more",
+                Some("visible_devices"),
+            ),
+            (
+                "Unexpected option name passed to PJRT_Client_Create: ",
+                None,
+            ),
+            ("preallocate must be a bool", None),
+        ];
+        for (message, want) in cases {
+            assert_eq!(refused_option(message), want, "{message}");
         }
     }
 }

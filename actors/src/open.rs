@@ -20,7 +20,8 @@ use crate::compile_worker::{
     WorkerSpec, parse_bytes, parse_seconds,
 };
 use crate::config::{
-    CACHE_DIR_ENV, ClientConfig, check_visible_devices, options_from_env, validate_options,
+    CACHE_DIR_ENV, ClientConfig, check_visible_devices, options_from_env, refused_option,
+    validate_options,
 };
 use crate::disk_cache::DiskCache;
 use crate::envelope;
@@ -40,6 +41,7 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
     // Options the environment sets (`PJRT_ACTORS_PREALLOCATE`, JAX's `XLA_PYTHON_CLIENT_*`),
     // where the caller set none.
     let from_env = options_from_env(&config.options, |v| std::env::var(v).ok())?;
+    let mut env_names: Vec<String> = from_env.iter().map(|(n, _)| n.clone()).collect();
     config.options.extend(from_env);
     validate_options(&config.options)?;
     let compile_threads = match config.compile_threads {
@@ -77,7 +79,22 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
         tracing::info!(error = %e, "host callbacks unavailable on this plugin");
     }
     let store = config.kv_store.as_ref().map(|s| s.0.clone());
-    let pjrt = PjrtClient::create_with_store(plugin, &config.options, store)?;
+    // JAX applies its `XLA_PYTHON_CLIENT_*` settings only where the backend has them; a plugin
+    // that refuses an option the environment set (the 0.115 CPU plugin refuses `preallocate`)
+    // opens without it. The caller's own options are never dropped.
+    let pjrt = loop {
+        match PjrtClient::create_with_store(plugin.clone(), &config.options, store.clone()) {
+            Err(e)
+                if let Some(name) = refused_option(&e.detail_of_plugin())
+                    && let Some(at) = env_names.iter().position(|n| *n == name) =>
+            {
+                tracing::info!(option = %name, "the plugin has no such option; the one the environment set is not used");
+                env_names.remove(at);
+                config.options.retain(|(n, _)| *n != name);
+            }
+            created => break created?,
+        }
+    };
     let (snapshot, devices, memories) = read_snapshot(&pjrt)?;
     let local_ids: Vec<i32> = (snapshot.devices.iter())
         .map(|d| d.local_hardware_id.unwrap_or(d.description.id))

@@ -16,8 +16,13 @@ use crate::error::{Error, PluginError, Result};
 /// The environment variable that names a plugin file.
 pub const PLUGIN_PATH_ENV: &str = "PJRT_PLUGIN_PATH";
 
-/// Where `scripts/bootstrap` installs the CPU plugin, relative to the workspace root.
-const BOOTSTRAP_PLUGIN: &str = ".pjrt/xla_cpu_pjrt/xla_cpu_pjrt.so";
+/// Where `scripts/bootstrap` installs the CPU plugins, relative to the workspace root, the
+/// default first: jaxlib 0.11.2's (PJRT C API 0.115, the ABI of jax's CUDA plugin, and the
+/// StableHLO current JAX writes), then the older `xla-cpu-pjrt` one (0.81).
+const BOOTSTRAP_PLUGINS: [&str; 2] = [
+    ".pjrt/xla_cpu_0115/pjrt_c_api_cpu_plugin.so",
+    ".pjrt/xla_cpu_pjrt/xla_cpu_pjrt.so",
+];
 
 /// A loaded, initialised PJRT plugin. Lives for the rest of the process.
 pub struct Plugin {
@@ -62,7 +67,7 @@ fn quick_candidates() -> Vec<PathBuf> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     env_plugin()
         .into_iter()
-        .chain([workspace.join(BOOTSTRAP_PLUGIN)])
+        .chain(BOOTSTRAP_PLUGINS.map(|p| workspace.join(p)))
         .collect()
 }
 
