@@ -74,6 +74,10 @@ pub const MAX_CPU_DEVICES: i64 = 2048;
 /// exception through the C API, which aborts the process, so these are checked first.
 const KNOWN_OPTIONS: &[(&str, &str)] = &[
     ("cpu_device_count", "int64"),
+    // The 0.115 CPU plugin's: false runs each execute on the calling thread (JAX's synchronous
+    // CPU dispatch); the 0.81 plugin ignores it.
+    ("asynchronous", "bool"),
+    ("max_inflight_computations", "int64"),
     ("platform_name", "string"),
     ("allocator", "string"),
     ("memory_fraction", "float"),
@@ -265,6 +269,14 @@ pub const OPTION_ENV: &[(&[&str], &str)] = &[
     // The CPU plugin's only option. Not JAX's `JAX_NUM_CPU_DEVICES`: JAX applies that to its
     // CPU backend only, and a GPU plugin refuses option names it does not know.
     (&["PJRT_ACTORS_CPU_DEVICE_COUNT"], "cpu_device_count"),
+    // JAX's `jax_cpu_enable_async_dispatch`; a plugin without the option opens without it.
+    (
+        &[
+            "PJRT_ACTORS_CPU_ASYNCHRONOUS",
+            "JAX_CPU_ENABLE_ASYNC_DISPATCH",
+        ],
+        "asynchronous",
+    ),
 ];
 
 /// The create options the environment sets, for options `given` does not set already; `env`
