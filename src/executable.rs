@@ -108,8 +108,10 @@ impl LoadedExecutable {
         self.core.meta.parameter_types.len()
     }
 
-    /// The serialized `CompileOptionsProto` it was compiled (or loaded) with, as the plugin got
-    /// it: with what the runtime filled in, such as `device_memory_size` from the allocator.
+    /// The serialized `CompileOptionsProto` it was compiled (or loaded) with: the plugin's own
+    /// answer where it has one (`PJRT_Executable_GetCompileOptions`, the 0.115 plugins), else
+    /// what the runtime sent it, with what the runtime filled in, such as `device_memory_size`
+    /// from the allocator and JAX's debug options.
     pub fn compile_options(&self) -> &[u8] {
         &self.core.meta.compile_options
     }

@@ -96,7 +96,11 @@ impl ExecutableMeta {
             parameter_types,
             devices: Vec::new(),
             portable,
-            compile_options: compile_options.to_vec(),
+            // The plugin's own answer where it has one (0.115's `GetCompileOptions`), else
+            // what the runtime sent or the envelope recorded (0.81 cannot say).
+            compile_options: exe
+                .compile_options()
+                .unwrap_or_else(|_| compile_options.to_vec()),
             callback_ids,
             transfers,
             compiled_bytes: None,

@@ -174,3 +174,46 @@ fn execute_options_carry_send_and_recv_callback_lists() {
         .collect();
     assert_eq!(got, vec![2.0, 5.0, -8.0]);
 }
+
+#[test]
+fn an_executable_reports_its_compile_options_where_the_plugin_can() {
+    use pjrt_actors_core::compile::{CompileOptions, DeviceFacts};
+    use pjrt_sys::protos::xla::CompileOptionsProto;
+    use prost::Message;
+
+    let plugin = Plugin::discover().unwrap();
+    let client = PjrtClient::create(plugin.clone(), &[]).unwrap();
+    let facts = DeviceFacts {
+        devices: (0..4).map(|i| (i, true)).collect(),
+        memory_limits: Vec::new(),
+    };
+    let options = CompileOptions {
+        devices: Some(vec![2]),
+        ..Default::default()
+    };
+    let sent = options.to_bytes(&facts).unwrap();
+    let program = "module @add { func.func public @main(%a: tensor<f32>) -> tensor<f32> { %0 = stablehlo.add %a, %a : tensor<f32>\n return %0 : tensor<f32> } }";
+    let exe = client.compile(program.as_bytes(), "mlir", &sent).unwrap();
+    // 0.81's table has no `PJRT_Executable_GetCompileOptions`: a typed refusal, and the runtime
+    // keeps what it sent. 0.115 answers with the options it compiled with: ours.
+    match exe.compile_options() {
+        Err(err) => {
+            assert!(plugin.api_version() < (0, 100), "{err}");
+            assert!(
+                matches!(err, pjrt_actors_core::Error::Unsupported { .. }),
+                "{err}"
+            );
+        }
+        Ok(bytes) => {
+            assert!(plugin.api_version() >= (0, 100));
+            let got = CompileOptionsProto::decode(&bytes[..]).unwrap();
+            let want = CompileOptionsProto::decode(&sent[..]).unwrap();
+            let assignment = |o: &CompileOptionsProto| {
+                let b = o.executable_build_options.clone().unwrap();
+                (b.num_replicas, b.num_partitions, b.device_assignment)
+            };
+            assert_eq!(assignment(&got), assignment(&want));
+            assert_eq!(got.env_option_overrides, want.env_option_overrides);
+        }
+    }
+}

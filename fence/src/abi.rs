@@ -44,6 +44,38 @@ pub struct Api {
 const _: () = assert!(size_of::<sys::PJRT_Api>() == 840);
 const _: () = assert!(size_of::<Api>() == 984);
 
+/// The slots a newer table (0.115's is 1,144 bytes) has after 0.81's, up to the last one we
+/// call. Read only through `Plugin::api_tail`, which first checks the plugin's table reaches it.
+#[repr(C)]
+pub struct ApiTail {
+    pub v081: Api,
+    pub PJRT_Client_CreateErrorBuffer: Fn<c_void>,
+    pub PJRT_AsyncHostToDeviceTransferManager_TransferLiteral: Fn<c_void>,
+    pub PJRT_Buffer_CopyRawToHostFuture: Fn<c_void>,
+    pub PJRT_Device_PoisonExecution: Fn<c_void>,
+    pub PJRT_Device_CreateAsyncTrackingEvent: Fn<c_void>,
+    pub PJRT_AsyncTrackingEvent_Destroy: Fn<c_void>,
+    pub PJRT_Executable_GetCompileOptions: Fn<Executable_GetCompileOptions_Args>,
+}
+// The slot's place in the 0.115 table (0x408), as the header has it.
+const _: () = assert!(offset_of!(ApiTail, PJRT_Executable_GetCompileOptions) == 0x408);
+
+/// Opaque: the plugin's holder of serialized compile options, freed by its deleter.
+pub enum SerializedCompileOptions {}
+
+#[repr(C)]
+pub struct Executable_GetCompileOptions_Args {
+    pub struct_size: usize,
+    pub extension_start: *mut sys::PJRT_Extension_Base,
+    pub executable: *mut sys::PJRT_Executable,
+    pub serialized_bytes: *const c_char,
+    pub serialized_bytes_size: usize,
+    pub serialized_compile_options: *mut SerializedCompileOptions,
+    pub serialized_compile_options_deleter:
+        Option<unsafe extern "C" fn(options: *mut SerializedCompileOptions)>,
+}
+const _: () = assert!(size_of::<Executable_GetCompileOptions_Args>() == 56);
+
 #[repr(C)]
 pub struct Plugin_Attributes_Args {
     pub struct_size: usize,

@@ -333,6 +333,38 @@ impl PjrtExecutable {
     }
 
     /// The plugin's serialization of the compiled program (`PJRT_Executable_Serialize`).
+    /// The serialized `CompileOptionsProto` the plugin compiled this with, asked of the plugin
+    /// (`PJRT_Executable_GetCompileOptions`, past 0.81's table); `Error::Unsupported` where the
+    /// plugin has no such call.
+    pub fn compile_options(&self) -> Result<Vec<u8>> {
+        let offset = std::mem::offset_of!(abi::ApiTail, PJRT_Executable_GetCompileOptions);
+        let f = (self.plugin.api_tail(offset)).and_then(|t| t.PJRT_Executable_GetCompileOptions);
+        let mut a = abi::Executable_GetCompileOptions_Args {
+            struct_size: std::mem::size_of::<abi::Executable_GetCompileOptions_Args>(),
+            extension_start: std::ptr::null_mut(),
+            executable: self.raw,
+            serialized_bytes: std::ptr::null(),
+            serialized_bytes_size: 0,
+            serialized_compile_options: std::ptr::null_mut(),
+            serialized_compile_options_deleter: None,
+        };
+        // SAFETY: the slot takes this args struct, of the header's layout (size asserted in
+        // `abi.rs`), and the executable outlives the call.
+        unsafe {
+            self.plugin
+                .call("PJRT_Executable_GetCompileOptions", f, &mut a)
+        }?;
+        // SAFETY: the plugin's bytes live until its deleter runs.
+        Ok(unsafe {
+            take_serialized(
+                a.serialized_bytes,
+                a.serialized_bytes_size,
+                a.serialized_compile_options,
+                a.serialized_compile_options_deleter,
+            )
+        })
+    }
+
     pub fn serialize(&self) -> Result<Vec<u8>> {
         let mut a = args!(PJRT_Executable_Serialize_Args {
             executable: self.raw

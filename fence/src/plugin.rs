@@ -269,6 +269,15 @@ impl Plugin {
     pub(crate) fn has_slot(&self, offset: usize) -> bool {
         self.api.base.struct_size > offset
     }
+
+    /// The table's slots past 0.81's, where the plugin's table reaches the one at `offset`
+    /// (an offset into `ApiTail`); `None` for an older table, whose memory ends before it.
+    pub(crate) fn api_tail(&self, offset: usize) -> Option<&'static abi::ApiTail> {
+        // SAFETY: the plugin's table is `struct_size` bytes long and lives for the process;
+        // the slots read through the result lie below that size, which is checked here.
+        (self.api.base.struct_size >= offset + size_of::<usize>())
+            .then(|| unsafe { &*(self.api as *const Api).cast::<abi::ApiTail>() })
+    }
 }
 
 #[cfg(test)]
