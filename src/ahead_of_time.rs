@@ -40,7 +40,7 @@ impl CompileRequest {
         let state = self.shared.state();
         let key = state.compile_key(
             &self.program,
-            &self.options.to_bytes(&state.device_facts())?,
+            &self.program_options()?.to_bytes(&state.device_facts())?,
         );
         // A program already loaded here stays so; one loaded only for this compile is let go.
         let loaded_before = state.cached_executable(&key).is_some();
@@ -199,6 +199,7 @@ fn compile_ahead(
     state.check_open()?;
     let snap = state.snapshot();
     check_program_for(program, &snap.platform_name, snap.plugin_api_version)?;
+    let options = &options.for_program(&pjrt_actors_core::spmd::read(program))?;
     let proto = options.to_bytes(&state.device_facts())?;
     let job = CompileAhead {
         code: program.clone(),

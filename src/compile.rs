@@ -130,12 +130,19 @@ impl CompileRequest {
         LoadedExecutable::bind(self.shared, core, self.callbacks).await
     }
 
+    /// The request's options for its program, with what the program says of its own
+    /// partitioning filled in (the one place every compile path resolves them).
+    pub(crate) fn program_options(&self) -> Result<CompileOptions> {
+        self.options
+            .for_program(&pjrt_actors_core::spmd::read(&self.program))
+    }
+
     /// Sends the compile to the compile service through the client actor and waits: for a
     /// queue slot first (else `Error::Busy`), then for the result; a cancelled token ends both.
     async fn submit(&self) -> Result<Arc<ExecutableCore>> {
         let state = self.shared.state();
         state.check_open()?;
-        let proto = self.options.to_proto(&state.device_facts())?;
+        let proto = (self.program_options()?).to_proto(&state.device_facts())?;
         let key = state.compile_key(&self.program, &encode_options(&proto));
         // A program in the memory cache compiled once already: the checks below guard the
         // plugin, which a hit never reaches, so they run on misses only.

@@ -25,6 +25,7 @@ mod executable;
 mod handles;
 pub mod host_data;
 pub mod serving;
+mod sharded;
 
 pub use ahead_of_time::Executable;
 pub use array::{ArrayId, HostBuffer};
@@ -51,10 +52,12 @@ pub use pjrt_actors_core::pjrt::{
 pub use pjrt_actors_core::redis_cache::{
     CACHE_REDIS_ENV, CACHE_REDIS_READ_ONLY_ENV, RedisCacheConfig, RedisTier,
 };
+pub use pjrt_actors_core::sharding::{Mesh, PartitionSpec, Sharding};
 pub use pjrt_actors_core::site::SiteCapture;
 pub use pjrt_actors_core::{Error, PjrtCode, PluginError, Result};
 /// XLA's compile options message (from `pjrt-sys`), for callers who need a field we do not wrap.
 pub use pjrt_sys::protos::xla::CompileOptionsProto;
+pub use sharded::ShardedArray;
 
 /// The README's examples run as doctests, so they cannot rot.
 #[cfg(doctest)]

@@ -1,15 +1,15 @@
 //! Compile options: `CompileOptions` turned into a `CompileOptionsProto` the plugin cannot
 //! abort on, checked against the client's devices.
 
-use std::collections::HashMap;
-
 use pjrt_sys::protos::xla::{
-    CompileOptionsProto, DeviceAssignmentProto, ExecutableBuildOptionsProto, OptionOverrideProto,
-    device_assignment_proto, option_override_proto::Value as OverrideValue,
+    CompileOptionsProto, DeviceAssignmentProto, ExecutableBuildOptionsProto,
+    device_assignment_proto,
 };
-use prost::Message as _;
 
 use crate::error::{Error, Result};
+use crate::spmd::ProgramPartitioning;
+use crate::xla_options::set_overrides;
+pub use crate::xla_options::{JAX_DEBUG_OPTIONS, XlaOption, encode_options};
 
 /// How to compile a program.
 #[derive(Debug, Clone, Default)]
@@ -22,6 +22,13 @@ pub struct CompileOptions {
     pub devices: Option<Vec<i32>>,
     /// Compile once, run on any device chosen at execute time.
     pub portable: bool,
+    /// XLA's SPMD partitioner (default: on when there is more than one partition; JAX always
+    /// sets it).
+    pub use_spmd_partitioning: Option<bool>,
+    /// The Shardy partitioner (default: whether the program carries Shardy's `sdy.*`
+    /// attributes, as JAX's programs do; XLA fails an internal check on such a program
+    /// without it).
+    pub use_shardy_partitioner: Option<bool>,
     /// A caller-built proto to start from; the fields above, when set, override it, and the
     /// result is still checked for what would abort the plugin.
     pub proto: Option<CompileOptionsProto>,
@@ -30,24 +37,6 @@ pub struct CompileOptions {
     /// defaults. They override [`JAX_DEBUG_OPTIONS`].
     pub xla_options: Vec<(String, XlaOption)>,
 }
-
-/// A value for one XLA debug option.
-#[derive(Debug, Clone, PartialEq)]
-pub enum XlaOption {
-    Bool(bool),
-    Int(i64),
-    Float(f64),
-    Text(String),
-}
-
-/// The debug options JAX's `CompileOptions` sets over XLA's defaults on every compile, set here
-/// too so that results match JAX's: XLA's "fast" min and max (its default) drop NaN, so
-/// `max([1, nan])` would be 1 (and a `jnp.max` over NaN and inf gives inf), where JAX gives
-/// NaN. A caller's `xla_options`, its proto's overrides or the flag named in `XLA_FLAGS` win.
-pub const JAX_DEBUG_OPTIONS: [(&str, bool); 2] = [
-    ("xla_cpu_enable_fast_min_max", false),
-    ("xla_gpu_enable_fast_min_max", false),
-];
 
 /// The device ids and memory limits the options are checked against.
 pub struct DeviceFacts {
@@ -154,6 +143,11 @@ impl CompileOptions {
         {
             build.device_memory_size = limit;
         }
+        let spmd = build.num_partitions > 1;
+        build.use_spmd_partitioning |= self.use_spmd_partitioning.unwrap_or(spmd);
+        if let Some(shardy) = self.use_shardy_partitioner {
+            build.use_shardy_partitioner = shardy;
+        }
         proto.executable_build_options = Some(build);
         let from_flags = std::env::var("XLA_FLAGS").unwrap_or_default();
         set_overrides(
@@ -170,49 +164,45 @@ impl CompileOptions {
     }
 }
 
-/// Adds JAX's debug options where neither the caller (its proto or `xla_options`) nor
-/// `XLA_FLAGS` (`flags`) names them, then the caller's `xla_options` over everything.
-fn set_overrides(
-    overrides: &mut HashMap<String, OptionOverrideProto>,
-    options: &[(String, XlaOption)],
-    flags: &str,
-) {
-    for (name, value) in JAX_DEBUG_OPTIONS {
-        if !flags.contains(&format!("--{name}")) {
-            (overrides.entry(name.into())).or_insert(OptionOverrideProto {
-                value: Some(OverrideValue::BoolField(value)),
-            });
+impl CompileOptions {
+    /// These options for a program that says how it is partitioned (`mhlo.num_partitions`,
+    /// Shardy attributes, as JAX writes them): what the program says fills what the options
+    /// leave unset, and a count that disagrees with the options is an error.
+    pub fn for_program(&self, program: &ProgramPartitioning) -> Result<CompileOptions> {
+        let mut options = self.clone();
+        let counts = [
+            (
+                "num_partitions",
+                &mut options.num_partitions,
+                program.num_partitions,
+            ),
+            (
+                "num_replicas",
+                &mut options.num_replicas,
+                program.num_replicas,
+            ),
+        ];
+        for (name, option, says) in counts {
+            match (*option, says) {
+                (Some(given), Some(says)) if given != says && !self.portable => {
+                    return Err(Error::InvalidArgument(format!(
+                        "compile options: {name} = {given}, but the program says mhlo.{name} = {says}"
+                    )));
+                }
+                (None, Some(says)) if !self.portable => *option = Some(says),
+                _ => {}
+            }
         }
+        if program.sharded_bytecode && options.num_partitions.is_none() {
+            return Err(Error::InvalidArgument(
+                "compile options: this MLIR bytecode program is sharded (it carries sharding attributes), and its partition count is read only from program text: set CompileOptions::num_partitions (JAX's Exported.nr_devices), or pass the program as text (Exported.mlir_module())".into(),
+            ));
+        }
+        if program.shardy && options.use_shardy_partitioner.is_none() {
+            options.use_shardy_partitioner = Some(true);
+        }
+        Ok(options)
     }
-    for (name, value) in options {
-        let value = match value.clone() {
-            XlaOption::Bool(b) => OverrideValue::BoolField(b),
-            XlaOption::Int(i) => OverrideValue::IntField(i),
-            XlaOption::Float(f) => OverrideValue::DoubleField(f),
-            XlaOption::Text(t) => OverrideValue::StringField(t),
-        };
-        overrides.insert(name.clone(), OptionOverrideProto { value: Some(value) });
-    }
-}
-
-/// The bytes of compile options, the same for the same options in every process: prost writes
-/// a map in its hash order, which differs between processes, and these bytes are compile cache
-/// keys. The overrides go last, one message each in name order (protobuf merges concatenated
-/// messages, and a map's entries are repeated fields).
-pub fn encode_options(proto: &CompileOptionsProto) -> Vec<u8> {
-    let mut rest = proto.clone();
-    let overrides = std::mem::take(&mut rest.env_option_overrides);
-    let mut bytes = rest.encode_to_vec();
-    let mut names: Vec<_> = overrides.into_iter().collect();
-    names.sort_by(|a, b| a.0.cmp(&b.0));
-    for (name, value) in names {
-        let one = CompileOptionsProto {
-            env_option_overrides: HashMap::from([(name, value)]),
-            ..Default::default()
-        };
-        one.encode(&mut bytes).expect("a Vec grows as needed");
-    }
-    bytes
 }
 
 fn check_assignment(
@@ -400,65 +390,5 @@ mod tests {
             .map(|c| c.replica_device_ids.clone())
             .collect();
         assert_eq!(per_partition, vec![vec![0, 2], vec![1, 3]]);
-    }
-
-    #[test]
-    fn jax_debug_options_yield_to_the_caller_and_to_xla_flags() {
-        let value = |o: &HashMap<String, OptionOverrideProto>, name: &str| {
-            o.get(name).and_then(|v| v.value.clone())
-        };
-        let off = Some(OverrideValue::BoolField(false));
-        let on = Some(OverrideValue::BoolField(true));
-        let mine = [(
-            "xla_gpu_enable_fast_min_max".to_string(),
-            XlaOption::Bool(true),
-        )];
-        // (caller's options, XLA_FLAGS, cpu value, gpu value)
-        let cases: [(&[(String, XlaOption)], &str, _, _); 4] = [
-            (&[], "", off.clone(), off.clone()),
-            (&mine, "", off.clone(), on.clone()),
-            (&[], "--xla_cpu_enable_fast_min_max=true", None, off.clone()),
-            (
-                &mine,
-                "--xla_gpu_enable_fast_min_max=false",
-                off.clone(),
-                on.clone(),
-            ),
-        ];
-        for (options, flags, cpu, gpu) in cases {
-            let mut overrides = HashMap::new();
-            set_overrides(&mut overrides, options, flags);
-            assert_eq!(
-                value(&overrides, "xla_cpu_enable_fast_min_max"),
-                cpu,
-                "{flags}"
-            );
-            assert_eq!(
-                value(&overrides, "xla_gpu_enable_fast_min_max"),
-                gpu,
-                "{flags}"
-            );
-        }
-    }
-
-    #[test]
-    fn options_encode_the_same_whatever_the_map_order_and_decode_back() {
-        let mut proto = CompileOptionsProto::default();
-        for i in 0..16 {
-            proto.env_option_overrides.insert(
-                format!("xla_option_{i}"),
-                OptionOverrideProto {
-                    value: Some(OverrideValue::IntField(i)),
-                },
-            );
-        }
-        let bytes = encode_options(&proto);
-        // A map rebuilt in another order (another hasher's) encodes to the same bytes.
-        let mut reversed = proto.clone();
-        let mut entries: Vec<_> = proto.env_option_overrides.clone().into_iter().collect();
-        entries.reverse();
-        reversed.env_option_overrides = entries.into_iter().collect();
-        assert_eq!(encode_options(&reversed), bytes);
-        assert_eq!(CompileOptionsProto::decode(&bytes[..]).unwrap(), proto);
     }
 }

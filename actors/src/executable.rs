@@ -24,6 +24,10 @@ pub struct ExecutableMeta {
     pub portable: bool,
     /// The serialized `CompileOptionsProto` it was compiled (or loaded) with.
     pub compile_options: Vec<u8>,
+    /// An SPMD program's partition count and the shardings the partitioner gave its
+    /// parameters and outputs, over logical devices (partition `p` runs on `devices[p]`);
+    /// `None` for one partition.
+    pub spmd: Option<SpmdLayout>,
     /// The host callbacks the program calls (it must be given them to run).
     pub callback_ids: Vec<i64>,
     /// The program's host send/recv channels and the callback calls they carry.
@@ -37,6 +41,23 @@ pub struct ExecutableMeta {
     /// for a small add, and `Function ... not found` at execute), so those bytes, never a
     /// re-serialization, are what the caches store and `serialize` returns.
     pub compiled_bytes: Option<Arc<Vec<u8>>>,
+}
+
+/// How an SPMD executable lays out its arguments and results.
+#[derive(Debug, Clone)]
+pub struct SpmdLayout {
+    pub partitions: usize,
+    pub parameters: Vec<crate::sharding::Sharding>,
+    pub outputs: Vec<crate::sharding::Sharding>,
+}
+
+/// The partition count the options asked for (1 when they cannot be read).
+fn partitions_of(compile_options: &[u8]) -> usize {
+    use prost::Message as _;
+    pjrt_sys::protos::xla::CompileOptionsProto::decode(compile_options)
+        .ok()
+        .and_then(|o| o.executable_build_options)
+        .map_or(1, |b| b.num_partitions.max(1) as usize)
 }
 
 impl ExecutableMeta {
@@ -78,6 +99,24 @@ impl ExecutableMeta {
                 callback_ids.push(id);
             }
         }
+        let partitions = partitions_of(compile_options);
+        let spmd = match partitions {
+            1 => None,
+            _ => {
+                let ranks = |t: &[ArrayType]| t.iter().map(|t| t.dims.len()).collect::<Vec<_>>();
+                crate::sharding::module_shardings(
+                    &module,
+                    &ranks(&parameter_types),
+                    &ranks(&output_types),
+                    partitions,
+                )?
+                .map(|(parameters, outputs)| SpmdLayout {
+                    partitions,
+                    parameters,
+                    outputs,
+                })
+            }
+        };
         let non_donatable = if may_donate {
             (0..parameter_types.len() as i64).collect()
         } else {
@@ -101,6 +140,7 @@ impl ExecutableMeta {
             compile_options: exe
                 .compile_options()
                 .unwrap_or_else(|_| compile_options.to_vec()),
+            spmd,
             callback_ids,
             transfers,
             compiled_bytes: None,

@@ -28,10 +28,14 @@ pub mod redis_cache;
 pub mod registry;
 pub mod runtime;
 pub mod send_recv;
+pub mod shard_blocks;
+pub mod sharding;
 pub mod site;
+pub mod spmd;
 pub mod state;
 pub mod supervision;
 pub mod topology;
+pub mod xla_options;
 
 pub use config::ClientConfig;
 pub use guard::ClientGuard;

@@ -30,6 +30,7 @@ mod red_team;
 mod reliability;
 mod serving;
 mod serving_bounds;
+mod spmd;
 mod stress;
 mod tidy;
 mod worker_bounds;

@@ -1,0 +1,32 @@
+#loc1 = loc("x")
+#loc4 = loc("shard_map")
+#loc6 = loc("psum")
+#loc9 = loc("shard_map:"(#loc4))
+#loc11 = loc("psum:"(#loc6))
+module @jit__lambda attributes {jax.uses_shape_polymorphism = false, mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+  sdy.mesh @mesh = <["d"=4]> {stablehlo.mesh = {axes = [{name = "d", size = 4 : i64}]}} loc(#loc)
+  func.func public @main(%arg0: tensor<8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"d"}, {}]>} loc("x")) -> (tensor<2x4xf32> {jax.result_info = "result", sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>}) {
+    %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"d"}, {}]>] out_shardings=[<@mesh, [{}, {}]>] manual_axes={"d"} (%arg1: tensor<2x4xf32> loc("shard_map:"(#loc4))) {
+      %1 = "stablehlo.all_reduce"(%arg1) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 0>, replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>, use_global_device_ids}> ({
+      ^bb0(%arg2: tensor<f32> loc("psum:"(#loc6)), %arg3: tensor<f32> loc("psum:"(#loc6))):
+        %2 = stablehlo.add %arg2, %arg3 : tensor<f32> loc(#loc16)
+        stablehlo.return %2 : tensor<f32> loc(#loc13)
+      }) : (tensor<2x4xf32>) -> tensor<2x4xf32> loc(#loc13)
+      sdy.return %1 : tensor<2x4xf32> loc(#loc9)
+    } : (tensor<8x4xf32>) -> tensor<2x4xf32> loc(#loc15)
+    return %0 : tensor<2x4xf32> loc(#loc17)
+  } loc(#loc)
+} loc(#loc)
+#loc = loc(unknown)
+#loc2 = loc("/work/main/tests/data/spmd/export.py":95:14 to :47)
+#loc3 = loc("/work/main/tests/data/spmd/export.py":117:4 to :90)
+#loc5 = loc("/work/main/tests/data/spmd/export.py":47:29 to :49)
+#loc7 = loc("main"(#loc2))
+#loc8 = loc("<module>"(#loc3))
+#loc10 = loc("<lambda>"(#loc5))
+#loc12 = loc(callsite(#loc7 at #loc8))
+#loc13 = loc("psum"(#loc10))
+#loc14 = loc(callsite(#loc10 at #loc10))
+#loc15 = loc("jit(<lambda>)/shard_map"(#loc12))
+#loc16 = loc("add"(#loc14))
+#loc17 = loc("jit(<lambda>)"(#loc12))

@@ -1,0 +1,251 @@
+//! SPMD programs jax 0.10.2 exported over a 4-device mesh (tests/data/spmd, made by
+//! scripts/jax-spmd-data): each compiles as the program says (4 partitions, Shardy), reports the
+//! shardings JAX gave its arguments and results, runs on sharded arrays split from JAX's global
+//! inputs, and gives JAX's global outputs; then the bad inputs, each a typed error.
+
+use std::path::{Path, PathBuf};
+
+use pjrt_actors::host_data::{HostData, read_npy};
+use pjrt_actors::{Client, CompileOptions, Error, Mesh, PartitionSpec, Sharding};
+use serde_json::Value;
+
+use crate::jax_lapack::values;
+
+fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/spmd")
+}
+
+fn manifest() -> Value {
+    serde_json::from_slice(&std::fs::read(data_dir().join("manifest.json")).unwrap()).unwrap()
+}
+
+fn case(name: &str) -> Value {
+    (manifest()["cases"].as_array().unwrap().iter())
+        .find(|c| c["name"] == name)
+        .unwrap()
+        .clone()
+}
+
+fn npy(file: &Value) -> HostData {
+    read_npy(&std::fs::read(data_dir().join(file.as_str().unwrap())).unwrap()).unwrap()
+}
+
+/// The sharding JAX's manifest entry describes, built as `NamedSharding` builds it.
+fn named(entry: &Value, rank: usize) -> Sharding {
+    let axes: Vec<(String, usize)> = (entry["mesh"].as_array().unwrap().iter())
+        .map(|a| {
+            (
+                a[0].as_str().unwrap().to_string(),
+                a[1].as_u64().unwrap() as usize,
+            )
+        })
+        .collect();
+    let axes: Vec<(&str, usize)> = axes.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+    let devices: Vec<i32> = (entry["mesh_devices"].as_array().unwrap().iter())
+        .map(|d| d.as_i64().unwrap() as i32)
+        .collect();
+    let spec = PartitionSpec(
+        (entry["spec"].as_array().unwrap().iter())
+            .map(|d| {
+                (d.as_array().unwrap().iter())
+                    .map(|a| a.as_str().unwrap().into())
+                    .collect()
+            })
+            .collect(),
+    );
+    Sharding::named(&Mesh::new(&axes, &devices).unwrap(), &spec, rank).unwrap()
+}
+
+fn program(c: &Value) -> Vec<u8> {
+    std::fs::read(data_dir().join(c["program"].as_str().unwrap())).unwrap()
+}
+
+/// Runs one case from its text through sharded arrays; `Err` says what differs from JAX.
+fn check_case(client: &Client, c: &Value) -> Result<(), String> {
+    let name = c["name"].as_str().unwrap();
+    let exe = (client.compile_and_load(program(c), &CompileOptions::default()))
+        .map_err(|e| format!("{name}: compile: {e}"))?;
+    assert_eq!(
+        exe.addressable_devices().len(),
+        4,
+        "{name}: one device per partition"
+    );
+    let inputs: Vec<HostData> = c["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| npy(&i["file"]))
+        .collect();
+    let want: Vec<Sharding> = (c["inputs"].as_array().unwrap().iter().zip(&inputs))
+        .map(|(e, h)| named(e, h.dims.len()))
+        .collect();
+    let got = exe
+        .parameter_shardings()
+        .ok_or(format!("{name}: no parameter shardings"))?;
+    if got != want {
+        return Err(format!(
+            "{name}: parameter shardings {got:?}, JAX's {want:?}"
+        ));
+    }
+    let args = (inputs.iter().zip(&want))
+        .map(|(h, s)| client.put_sharded(h, s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{name}: put_sharded: {e}"))?;
+    let outputs = (exe.execute_sharded(&args.iter().collect::<Vec<_>>()))
+        .map_err(|e| format!("{name}: execute: {e}"))?;
+    let expected = c["outputs"].as_array().unwrap();
+    if outputs.len() != expected.len() {
+        return Err(format!(
+            "{name}: {} outputs, JAX has {}",
+            outputs.len(),
+            expected.len()
+        ));
+    }
+    for (k, (out, e)) in outputs.iter().zip(expected).enumerate() {
+        let jax = npy(&e["file"]);
+        if out.sharding() != &named(e, jax.dims.len()) {
+            return Err(format!("{name}: output {k} sharding {}", out.sharding()));
+        }
+        let host = out
+            .to_host()
+            .map_err(|e| format!("{name}: read back: {e}"))?;
+        if host.dims != jax.dims {
+            return Err(format!(
+                "{name}: output {k} is {:?}, JAX's {:?}",
+                host.dims, jax.dims
+            ));
+        }
+        let (g, w) = (values(&host), values(&jax));
+        let scale = w.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
+        if let Some(i) = (0..w.len()).find(|&i| (g[i] - w[i]).abs() > 1e-5 * scale) {
+            return Err(format!(
+                "{name}: output {k} value {i}: {} against JAX's {}",
+                g[i], w[i]
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_spmd_program_runs_sharded_on_four_devices_and_matches_jax() {
+    let client = Client::open().unwrap();
+    assert!(client.device_count() >= 4);
+    let cases = manifest()["cases"].as_array().unwrap().clone();
+    assert!(cases.len() >= 10, "the corpus has every collective");
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|c| check_case(&client, c).err())
+        .collect();
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[test]
+fn sharded_bytecode_needs_its_partition_count_and_runs_with_it() {
+    let client = Client::open().unwrap();
+    let c = case("tp_mlp");
+    let bytecode = std::fs::read(data_dir().join(c["bytecode"].as_str().unwrap())).unwrap();
+    let err = (client.compile_and_load(&bytecode, &CompileOptions::default())).unwrap_err();
+    assert!(err.to_string().contains("num_partitions"), "{err}");
+    let options = CompileOptions {
+        num_partitions: Some(c["nr_devices"].as_u64().unwrap() as usize),
+        ..Default::default()
+    };
+    let exe = client.compile_and_load(&bytecode, &options).unwrap();
+    let inputs: Vec<HostData> = c["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| npy(&i["file"]))
+        .collect();
+    let out = exe.execute_sharded_host(&inputs).unwrap();
+    let jax = npy(&c["outputs"][0]["file"]);
+    let (g, w) = (values(&out[0].to_host().unwrap()), values(&jax));
+    assert!(
+        g.iter().zip(&w).all(|(a, b)| (a - b).abs() < 1e-5),
+        "{g:?} {w:?}"
+    );
+}
+
+#[test]
+fn bad_shardings_splits_and_device_counts_are_typed_errors() {
+    let client = Client::open().unwrap();
+    let c = case("dp_mlp");
+    let exe = client
+        .compile_and_load(program(&c), &CompileOptions::default())
+        .unwrap();
+    let inputs: Vec<HostData> = c["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| npy(&i["file"]))
+        .collect();
+    let shardings = exe.parameter_shardings().unwrap();
+    // Argument 0 is split by rows; a replicated copy is refused, naming it.
+    let mut args: Vec<_> = (inputs.iter().zip(&shardings))
+        .map(|(h, s)| client.put_sharded(h, s).unwrap())
+        .collect();
+    args[0] = client
+        .put_sharded(&inputs[0], &Sharding::replicated(2, &[0, 1, 2, 3]))
+        .unwrap();
+    match exe.execute_sharded(&args.iter().collect::<Vec<_>>()) {
+        Err(Error::BadArgument {
+            index: 0, reason, ..
+        }) => {
+            assert!(reason.contains("expects"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // An uneven split, as in JAX.
+    let uneven = HostData {
+        dims: vec![6, 8],
+        bytes: vec![0; 6 * 8 * 4],
+        ..inputs[0].clone()
+    };
+    let err = client.put_sharded(&uneven, &shardings[0]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("does not split into 4 even shards"),
+        "{err}"
+    );
+    // Options that disagree with the program's partition count.
+    let two = CompileOptions {
+        num_partitions: Some(2),
+        ..Default::default()
+    };
+    let err = client.compile_and_load(program(&c), &two).unwrap_err();
+    assert!(err.to_string().contains("mhlo.num_partitions = 4"), "{err}");
+    // The client goes on: the same program still runs.
+    assert!(check_case(&client, &c).is_ok());
+}
+
+#[test]
+fn defragment_keeps_a_sharded_array_whole() {
+    let client = Client::open().unwrap();
+    let c = case("partial_2x2");
+    let input = npy(&c["inputs"][0]["file"]);
+    let sharding = named(&c["inputs"][0], 2);
+    let array = client.put_sharded(&input, &sharding).unwrap();
+    let live = client.live_arrays().unwrap().len();
+    assert!(live >= 4, "its four shards are live arrays");
+    client.defragment().unwrap();
+    assert_eq!(array.to_host().unwrap(), input);
+    assert_eq!(array.sharding(), &sharding);
+}
+
+mod cpu_plugin {
+    use super::*;
+
+    #[test]
+    fn a_program_for_more_devices_than_the_client_has_says_how_many_it_needs() {
+        let small = Client::builder().cpu_device_count(2).open().unwrap();
+        let c = case("dp_mlp");
+        let err = small
+            .compile_and_load(program(&c), &CompileOptions::default())
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("4 partitions need 4 devices"),
+            "{err}"
+        );
+    }
+}
