@@ -25,6 +25,10 @@ mod executable;
 mod handles;
 pub mod host_data;
 pub mod serving;
+/// What a program says of its own partitioning (`mhlo.num_partitions`, Shardy attributes).
+pub mod spmd {
+    pub use pjrt_actors_core::spmd::{ProgramPartitioning, read};
+}
 mod sharded;
 
 pub use ahead_of_time::Executable;

@@ -4,9 +4,53 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use pjrt_actors::Result;
+use pjrt_actors::{Array, LoadedExecutable, Result, ShardedArray};
 
 use crate::run::{check_inputs, load_module, read_inputs, upload, zeros_for};
+
+/// What one worker runs: a program on one device, or an SPMD program over its devices.
+enum Prepared {
+    OnDevice(LoadedExecutable, Vec<Array>),
+    Sharded(LoadedExecutable, Vec<ShardedArray>),
+}
+
+impl Prepared {
+    /// One execute, until its outputs are ready.
+    fn call(&self) -> Result<()> {
+        match self {
+            Prepared::OnDevice(exe, args) => {
+                let refs: Vec<&Array> = args.iter().collect();
+                let out = exe.execute(&refs)?;
+                out.iter().try_for_each(|o| o.block_until_ready())
+            }
+            Prepared::Sharded(exe, args) => {
+                let out = exe.execute_sharded(&args.iter().collect::<Vec<_>>())?;
+                out.iter().try_for_each(|o| o.block_until_ready())
+            }
+        }
+    }
+}
+
+/// An SPMD program's global zeros: each parameter's shard, times its tiles.
+fn global_zeros(
+    exe: &LoadedExecutable,
+    shardings: &[pjrt_actors::Sharding],
+) -> Result<Vec<pjrt_actors::host_data::HostData>> {
+    let shards = zeros_for(exe)?;
+    Ok((shards.into_iter().zip(shardings))
+        .map(|(mut h, s)| {
+            let n: usize = s.tiles().iter().product();
+            h.dims = h
+                .dims
+                .iter()
+                .zip(s.tiles())
+                .map(|(&d, &t)| d * t as i64)
+                .collect();
+            h.bytes = vec![0; h.bytes.len() * n];
+            h
+        })
+        .collect())
+}
 use crate::{Cli, open, spawn_worker, usage, worker_count};
 
 /// The longest `--duration` accepted: a day.
@@ -38,17 +82,34 @@ pub fn bench(
         .transpose()?;
     let client = open(cli)?;
     let devices = client.device_count();
-    let per_device = (0..devices.min(threads))
-        .map(|d| {
-            let exe = load_module(&client, module, d as i32)?;
+    // An SPMD program is compiled once, over its devices; any other once per device.
+    let first = load_module(&client, module, 0, None)?;
+    let per_device: Vec<Prepared> = match first.parameter_shardings() {
+        Some(shardings) => {
             let data = match &parsed {
-                Some(parsed) => check_inputs(&exe, inputs, parsed.clone())?,
-                None => zeros_for(&exe)?,
+                Some(parsed) => parsed.clone(),
+                None => global_zeros(&first, &shardings)?,
             };
-            let args = upload(&exe, &data)?;
-            Ok((exe, args))
-        })
-        .collect::<Result<Vec<_>>>()?;
+            let args = (data.iter().zip(&shardings))
+                .map(|(h, s)| client.put_sharded(h, s))
+                .collect::<Result<Vec<_>>>()?;
+            vec![Prepared::Sharded(first, args)]
+        }
+        None => (0..devices.min(threads))
+            .map(|d| {
+                let exe = match d {
+                    0 => first.clone(),
+                    _ => load_module(&client, module, d as i32, None)?,
+                };
+                let data = match &parsed {
+                    Some(parsed) => check_inputs(&exe, inputs, parsed.clone())?,
+                    None => zeros_for(&exe)?,
+                };
+                let args = upload(&exe, &data)?;
+                Ok(Prepared::OnDevice(exe, args))
+            })
+            .collect::<Result<Vec<_>>>()?,
+    };
     let total = requests.unwrap_or(if deadline.is_some() { u64::MAX } else { 10_000 });
     let bar = match deadline {
         Some(d) => indicatif::ProgressBar::new(d.as_millis() as u64),
@@ -65,12 +126,11 @@ pub fn bench(
         let mut workers = Vec::with_capacity(threads);
         let mut refused = None;
         for t in 0..threads {
-            let (exe, args) = &per_device[t % per_device.len()];
+            let prepared = &per_device[t % per_device.len()];
             let (issued, failed, bar) = (&issued, &failed, &bar);
             let worker = spawn_worker(s, move || {
                 let mut h =
                     hdrhistogram::Histogram::<u64>::new(3).expect("3 significant digits is valid");
-                let refs: Vec<&pjrt_actors::Array> = args.iter().collect();
                 loop {
                     if deadline.is_some_and(|d| start.elapsed() >= d)
                         || failed.load(Ordering::Relaxed)
@@ -81,10 +141,7 @@ pub fn bench(
                         break;
                     }
                     let t0 = Instant::now();
-                    let ok = exe
-                        .execute(&refs)
-                        .and_then(|out| out.iter().try_for_each(|o| o.block_until_ready()));
-                    if ok.is_err() {
+                    if prepared.call().is_err() {
                         failed.store(true, Ordering::Relaxed);
                         break;
                     }
@@ -113,8 +170,8 @@ pub fn bench(
     })?;
     bar.finish_and_clear();
     if failed.load(Ordering::Relaxed) {
-        let (exe, args) = &per_device[0];
-        exe.execute(&args.iter().collect::<Vec<_>>())?;
+        // Run once more to say why.
+        per_device[0].call()?;
     }
     let elapsed = start.elapsed().as_secs_f64();
     let mut all = hdrhistogram::Histogram::<u64>::new(3).expect("valid");
@@ -122,10 +179,13 @@ pub fn bench(
         all.add(h).map_err(|e| usage(format!("histogram: {e}")))?;
     }
     let us = |q: f64| all.value_at_quantile(q) as f64 / 1000.0;
+    let over = match &per_device[0] {
+        Prepared::Sharded(exe, _) => exe.addressable_devices().len(),
+        Prepared::OnDevice(..) => per_device.len(),
+    };
     out!(
-        "{} executes from {threads} threads over {} devices in {elapsed:.2} s",
-        all.len(),
-        per_device.len()
+        "{} executes from {threads} threads over {over} devices in {elapsed:.2} s",
+        all.len()
     );
     out!("throughput  {:.0} executes/s", all.len() as f64 / elapsed);
     out!(

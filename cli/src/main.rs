@@ -74,6 +74,10 @@ enum Command {
         /// exits without waiting for it).
         #[arg(long)]
         timeout: Option<f64>,
+        /// Partitions of an SPMD program in MLIR bytecode (JAX's `Exported.nr_devices`); text
+        /// says its own (`mhlo.num_partitions`). Inputs and outputs are then global arrays.
+        #[arg(long)]
+        partitions: Option<usize>,
     },
     /// Run a module from many threads and report throughput and latency percentiles.
     Bench {
@@ -213,7 +217,17 @@ fn dispatch(cli: &Cli) -> Result<()> {
             json,
             outputs,
             timeout,
-        } => run::run(cli, module, inputs, *device, *json, outputs, *timeout),
+            partitions,
+        } => run::run(
+            cli,
+            module,
+            inputs,
+            *device,
+            *json,
+            outputs,
+            *timeout,
+            *partitions,
+        ),
         Command::Bench {
             module,
             inputs,

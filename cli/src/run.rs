@@ -20,6 +20,7 @@ pub fn run(
     json: bool,
     outputs: &[String],
     timeout: Option<f64>,
+    partitions: Option<usize>,
 ) -> Result<()> {
     let timeout = timeout.map(timeout_of).transpose()?;
     // 0 while opening and compiling, 1 once running: for the deadline's message.
@@ -35,8 +36,13 @@ pub fn run(
     // Inputs are read (each once: `@/dev/stdin` works) and parsed before anything compiles.
     let parsed = read_inputs(inputs)?;
     let client = open(cli)?;
-    let exe = load_module(&client, module, device)?;
-    let inputs = check_inputs(&exe, inputs, parsed)?;
+    let exe = load_module(&client, module, device, partitions)?;
+    let spmd = exe.parameter_shardings().is_some();
+    let inputs = match spmd {
+        // Global inputs, split by the parameter shardings (which check their shapes).
+        true => check_global_inputs(&exe, inputs, parsed)?,
+        false => check_inputs(&exe, inputs, parsed)?,
+    };
     // And the outputs' types, known once compiled, before anything runs.
     for (i, (o, t)) in outputs.iter().zip(exe.output_types()).enumerate() {
         if !npy_supports(t.dtype) {
@@ -46,33 +52,54 @@ pub fn run(
             )));
         }
     }
-    let args = upload(&exe, &inputs)?;
-    let refs: Vec<&Array> = args.iter().collect();
-    stage.store(1, std::sync::atomic::Ordering::Release);
-    // With --timeout, the deadline armed above bounds this too: it ends the process with its
-    // error line while the program runs on (PJRT cannot stop one).
-    let results = exe.execute(&refs)?;
-    if output_paths.len() > results.len() {
+    // With --timeout, the deadline armed above bounds the execute too: it ends the process
+    // with its error line while the program runs on (PJRT cannot stop one).
+    let (host, placements) = if spmd {
+        stage.store(1, std::sync::atomic::Ordering::Release);
+        let results = exe.execute_sharded_host(&inputs)?;
+        let placements = (results.iter())
+            .map(|r| Some((r.sharding().to_string(), r.sharding().devices().to_vec())))
+            .collect();
+        let host = results
+            .iter()
+            .map(|r| r.to_host())
+            .collect::<Result<Vec<_>>>()?;
+        (host, placements)
+    } else {
+        let args = upload(&exe, &inputs)?;
+        let refs: Vec<&Array> = args.iter().collect();
+        stage.store(1, std::sync::atomic::Ordering::Release);
+        let results = exe.execute(&refs)?;
+        let host = results
+            .iter()
+            .map(HostData::from_array)
+            .collect::<Result<Vec<_>>>()?;
+        (host, vec![None; results.len()])
+    };
+    if output_paths.len() > host.len() {
         return Err(usage(format!(
             "{} --output given; the module has {} outputs",
             output_paths.len(),
-            results.len()
+            host.len()
         )));
     }
-    let host: Vec<HostData> = results
-        .iter()
-        .map(HostData::from_array)
-        .collect::<Result<_>>()?;
     for (path, data) in output_paths.iter().zip(&host) {
         std::fs::write(path, write_npy(data)?)
             .map_err(|e| usage(format!("writing {}: {e}", path.display())))?;
     }
     if json {
-        let items: Vec<String> = host
-            .iter()
-            .map(|h| {
+        let items: Vec<String> = (host.iter().zip(&placements))
+            .map(|(h, placed)| {
+                // An SPMD output also says how it was sharded and which devices held it.
+                let sharded = placed.as_ref().map_or(String::new(), |(text, devices)| {
+                    format!(
+                        ",\"sharding\":{},\"devices\":{}",
+                        serde_json::to_string(text).unwrap_or_default(),
+                        serde_json::to_string(devices).unwrap_or_default()
+                    )
+                });
                 format!(
-                    "{{\"dtype\":\"{}\",\"shape\":{},\"data\":{}}}",
+                    "{{\"dtype\":\"{}\",\"shape\":{},\"data\":{}{sharded}}}",
                     h.dtype,
                     serde_json::to_string(&h.dims).unwrap_or_default(),
                     json_values(h)
@@ -106,7 +133,14 @@ fn read_input(text: &str) -> Result<HostData> {
     }
 }
 
-pub fn load_module(client: &Client, path: &Path, device: i32) -> Result<LoadedExecutable> {
+/// Compiles a module: on `device`, or, for a program partitioned over several devices (as its
+/// text says, or `--partitions` for bytecode), on the first that many.
+pub fn load_module(
+    client: &Client,
+    path: &Path,
+    device: i32,
+    partitions: Option<usize>,
+) -> Result<LoadedExecutable> {
     let program =
         std::fs::read(path).map_err(|e| usage(format!("module {}: {e}", path.display())))?;
     if device < 0 || device as usize >= client.device_count() {
@@ -115,11 +149,46 @@ pub fn load_module(client: &Client, path: &Path, device: i32) -> Result<LoadedEx
             client.device_count()
         )));
     }
+    let says = pjrt_actors::spmd::read(&program);
+    if says.sharded_bytecode && partitions.is_none() {
+        return Err(usage(format!(
+            "module {}: sharded MLIR bytecode, whose partition count is read only from text: give --partitions N (JAX's Exported.nr_devices)",
+            path.display()
+        )));
+    }
+    let spmd = partitions.or(says.num_partitions).is_some_and(|n| n > 1);
     let options = CompileOptions {
-        devices: Some(vec![device]),
+        devices: (!spmd).then(|| vec![device]),
+        num_partitions: partitions,
         ..Default::default()
     };
     client.compile_and_load(program, &options)
+}
+
+/// Global inputs of an SPMD program: the count, and each one's element type; their shapes are
+/// checked when the parameter shardings split them.
+fn check_global_inputs(
+    exe: &LoadedExecutable,
+    texts: &[String],
+    inputs: Vec<HostData>,
+) -> Result<Vec<HostData>> {
+    let params = exe.parameter_types();
+    if texts.len() != params.len() {
+        return Err(usage(format!(
+            "the module takes {} inputs, {} --input given",
+            params.len(),
+            texts.len()
+        )));
+    }
+    for (i, (input, p)) in inputs.iter().zip(params).enumerate() {
+        if input.dtype != p.dtype {
+            return Err(usage(format!(
+                "input {i} (`{}`) is {}; the module expects {}",
+                texts[i], input.dtype, p.dtype
+            )));
+        }
+    }
+    Ok(inputs)
 }
 
 /// A `--timeout` in seconds: finite, from 1 ms to a year.

@@ -249,3 +249,28 @@ mod cpu_plugin {
         );
     }
 }
+
+#[test]
+fn the_caller_chooses_the_devices_and_partition_p_runs_on_the_p_th() {
+    let client = Client::open().unwrap();
+    let c = case("dp_mlp");
+    let options = CompileOptions {
+        devices: Some(vec![3, 2, 1, 0]),
+        ..Default::default()
+    };
+    let exe = client.compile_and_load(program(&c), &options).unwrap();
+    let ids: Vec<i32> = exe.addressable_devices().iter().map(|d| d.id()).collect();
+    assert_eq!(ids, [3, 2, 1, 0]);
+    // Rows split four ways: the first quarter on device 3.
+    let rows = &exe.parameter_shardings().unwrap()[0];
+    assert_eq!(rows.devices(), [3, 2, 1, 0]);
+    let inputs: Vec<HostData> = (c["inputs"].as_array().unwrap().iter())
+        .map(|i| npy(&i["file"]))
+        .collect();
+    let out = exe.execute_sharded_host(&inputs).unwrap();
+    let first = out[0].shard_on(&client.devices()[3]).unwrap();
+    assert_eq!(first.dims(), [4, 4]);
+    let jax = npy(&c["outputs"][0]["file"]);
+    let (g, w) = (values(&out[0].to_host().unwrap()), values(&jax));
+    assert!(g.iter().zip(&w).all(|(a, b)| (a - b).abs() < 1e-5));
+}

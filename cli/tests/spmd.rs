@@ -1,0 +1,98 @@
+//! `run` and `bench` on SPMD programs jax exported over 4 devices (tests/data/spmd): global
+//! inputs split by the parameter shardings, global outputs with their sharding and devices.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn data(name: &str) -> String {
+    let dir: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/spmd");
+    dir.join(name).display().to_string()
+}
+
+fn cli(args: &[String]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn inputs(case: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .flat_map(|k| {
+            [
+                "--input".to_string(),
+                format!("@{}", data(&format!("{case}.in{k}.npy"))),
+            ]
+        })
+        .collect()
+}
+
+/// The values of a float32 `.npy` file JAX wrote.
+fn jax_values(file: &str) -> Vec<f64> {
+    let bytes = std::fs::read(data(file)).unwrap();
+    let h = pjrt_actors::host_data::read_npy(&bytes).unwrap();
+    (h.bytes.chunks_exact(4))
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()) as f64)
+        .collect()
+}
+
+#[test]
+fn run_splits_global_inputs_and_reports_each_outputs_sharding_and_devices() {
+    let mut args = vec!["run".into(), data("dp_mlp.mlir"), "--json".into()];
+    args.extend(inputs("dp_mlp", 4));
+    let o = cli(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let outputs = v["outputs"].as_array().unwrap();
+    assert_eq!(outputs[0]["shape"], serde_json::json!([16, 4]));
+    assert_eq!(outputs[0]["sharding"], "{devices=[4,1]0,1,2,3}");
+    assert_eq!(outputs[0]["devices"], serde_json::json!([0, 1, 2, 3]));
+    assert_eq!(outputs[1]["shape"], serde_json::json!([]));
+    for (k, out) in outputs.iter().enumerate() {
+        let got: Vec<f64> = (out["data"].as_array().unwrap().iter())
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        let want = jax_values(&format!("dp_mlp.out{k}.npy"));
+        assert_eq!(got.len(), want.len());
+        assert!(
+            got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-5),
+            "output {k}"
+        );
+    }
+}
+
+#[test]
+fn sharded_bytecode_runs_with_its_partition_count_and_says_so_without_it() {
+    let mut args = vec!["run".into(), data("tp_mlp.mlirbc")];
+    args.extend(inputs("tp_mlp", 3));
+    let o = cli(&args);
+    assert!(!o.status.success());
+    assert!(common::error_line(&o).contains("--partitions"));
+    args.extend(["--partitions".into(), "4".into(), "--json".into()]);
+    let o = cli(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let got: Vec<f64> = (v["outputs"][0]["data"].as_array().unwrap().iter())
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    let want = jax_values("tp_mlp.out0.npy");
+    assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-5));
+}
+
+#[test]
+fn bench_runs_an_spmd_program_over_its_devices() {
+    let o = cli(&[
+        "bench".into(),
+        data("heads_attention.mlir"),
+        "--requests".into(),
+        "200".into(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("200 executes from 4 threads over 4 devices"),
+        "{text}"
+    );
+}
