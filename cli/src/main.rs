@@ -220,13 +220,15 @@ fn dispatch(cli: &Cli) -> Result<()> {
             partitions,
         } => run::run(
             cli,
-            module,
-            inputs,
-            *device,
-            *json,
-            outputs,
-            *timeout,
-            *partitions,
+            &run::RunSpec {
+                module,
+                inputs,
+                device: *device,
+                json: *json,
+                outputs,
+                timeout: *timeout,
+                partitions: *partitions,
+            },
         ),
         Command::Bench {
             module,

@@ -11,17 +11,29 @@ use pjrt_actors::{Array, Client, CompileOptions, HostBuffer, LoadedExecutable, R
 
 use crate::{Cli, open, usage};
 
-/// `run`: compile a module, run it once on `device`, print or save its outputs.
-pub fn run(
-    cli: &Cli,
-    module: &Path,
-    inputs: &[String],
-    device: i32,
-    json: bool,
-    outputs: &[String],
-    timeout: Option<f64>,
-    partitions: Option<usize>,
-) -> Result<()> {
+/// What `run` was asked: its flags.
+pub struct RunSpec<'a> {
+    pub module: &'a Path,
+    pub inputs: &'a [String],
+    pub device: i32,
+    pub json: bool,
+    pub outputs: &'a [String],
+    pub timeout: Option<f64>,
+    pub partitions: Option<usize>,
+}
+
+/// `run`: compile a module, run it once on `device` (an SPMD program on its devices), print or
+/// save its outputs.
+pub fn run(cli: &Cli, spec: &RunSpec<'_>) -> Result<()> {
+    let RunSpec {
+        module,
+        inputs,
+        device,
+        json,
+        outputs,
+        timeout,
+        partitions,
+    } = *spec;
     let timeout = timeout.map(timeout_of).transpose()?;
     // 0 while opening and compiling, 1 once running: for the deadline's message.
     let stage = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(0));
