@@ -76,6 +76,38 @@ for name, (body, i, o) in COLLECTIVES.items():
     CASES[name] = (collective(body, i, o), line, [((8, 4), i)], [o])
 
 
+# The `spmd` benchmark's programs: a data-parallel MLP over the 4-device mesh, and the same MLP
+# on one device for a quarter of the batch. Their arguments are made by `bench_inputs` (and by
+# the benchmark, from the same formula), so only the programs are written.
+BENCH_BATCH, BENCH_WIDTH = 256, 256
+
+
+def bench_mlp(x, w1, w2, w3):
+    return jax.nn.relu(jax.nn.relu(x @ w1) @ w2) @ w3
+
+
+def bench_shapes(batch):
+    w = BENCH_WIDTH
+    return [(batch, w), (w, w), (w, w), (w, 16)]
+
+
+def bench_inputs(batch):
+    return [arg(k, s) for k, s in enumerate(bench_shapes(batch))]
+
+
+def export_bench(out):
+    specs = [P("d")] + [P()] * 3
+    ins = [NamedSharding(line, s) for s in specs]
+    sharded = jax.jit(bench_mlp, in_shardings=ins, out_shardings=NamedSharding(line, P("d")))
+    args = [jax.ShapeDtypeStruct(s, jnp.float32, sharding=sh)
+            for s, sh in zip(bench_shapes(BENCH_BATCH), ins)]
+    open(os.path.join(out, "bench_dp_mlp.mlir"), "w").write(
+        jax.export.export(sharded)(*args).mlir_module())
+    one = [jax.ShapeDtypeStruct(s, jnp.float32) for s in bench_shapes(BENCH_BATCH // 4)]
+    open(os.path.join(out, "bench_mlp_quarter.mlir"), "w").write(
+        jax.export.export(jax.jit(bench_mlp))(*one).mlir_module())
+
+
 def spec_json(mesh, spec):
     return {
         "mesh": [[n, int(s)] for n, s in mesh.shape.items()],
@@ -111,6 +143,7 @@ def main(out):
                                     "hlo_sharding": str(r.sharding._to_xla_hlo_sharding(r.ndim))})
         manifest["cases"].append(case)
     json.dump(manifest, open(os.path.join(out, "manifest.json"), "w"), indent=1)
+    export_bench(out)
 
 
 if __name__ == "__main__":
