@@ -169,6 +169,7 @@ fn main() {
         }
     }
     let _ = jax.kill();
+    let _ = jax.wait();
     let [spmd_p50, singles_p50, jax_p50] = samples.map(|mut s| percentile_us(&mut s, 50.0));
     println!(
         "data-parallel MLP, batch {BATCH}, width {WIDTH}, 4 CPU devices; jax {}",
