@@ -8,9 +8,7 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -22,6 +20,7 @@ use pjrt_actors::{
 use pjrt_actors_core::compile::DeviceFacts;
 use pjrt_actors_core::pjrt::{self as raw, PjrtBuffer, PjrtClient, PjrtLoadedExecutable, Plugin};
 use serde_json::{Value, json};
+use support::jax::{self, JaxHelper};
 use support::*;
 
 const ROUNDS: usize = 10;
@@ -185,82 +184,34 @@ impl RawCase {
 }
 
 /// A jax_time.py process: one JAX client with one dispatch mode, answering requests.
-struct Jax {
-    child: Child,
-    input: ChildStdin,
-    output: BufReader<ChildStdout>,
-    version: String,
-}
+struct Jax(JaxHelper);
 
 impl Jax {
     fn start(python: &Path, mode: &str) -> Jax {
-        let mut child = Command::new(python)
-            .arg(data_dir().join("jax_time.py"))
-            .arg(mode)
-            .env("JAX_PLATFORMS", "cpu")
-            .env_remove("XLA_FLAGS")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let input = child.stdin.take().unwrap();
-        let output = BufReader::new(child.stdout.take().unwrap());
-        let mut jax = Jax {
-            child,
-            input,
-            output,
-            version: String::new(),
-        };
-        jax.version = jax.read()["jax"].as_str().unwrap().to_string();
-        jax
-    }
-
-    fn read(&mut self) -> Value {
-        let mut line = String::new();
-        self.output.read_line(&mut line).unwrap();
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("jax_time.py said {line:?}: {e}"))
-    }
-
-    fn ask(&mut self, request: &str) -> Value {
-        writeln!(self.input, "{request}").unwrap();
-        self.read()
+        Jax(JaxHelper::start(
+            python,
+            &data_dir().join("jax_time.py"),
+            &[mode],
+        ))
     }
 
     fn call_times(&mut self, name: &str, n: usize) -> Vec<f64> {
-        let answer = self.ask(&format!("p50 {name} {n}"));
+        let answer = self.0.ask(&format!("p50 {name} {n}"));
         serde_json::from_value(answer["us"].clone()).unwrap()
     }
 
     fn rate(&mut self, name: &str) -> f64 {
-        let answer = self.ask(&format!("rate {name} {THREADS} {RATE_SECS}"));
+        let answer = self.0.ask(&format!("rate {name} {THREADS} {RATE_SECS}"));
         answer["per_s"].as_f64().unwrap()
-    }
-}
-
-impl Drop for Jax {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
 /// The python of a venv with the jax sharing the 0.115 plugin's XLA, else the data's jax, and
 /// what was given up on.
 fn jax_python() -> (PathBuf, Option<String>) {
-    let venv = |version: &str| {
-        let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/jax-venv"))
-            .arg(version)
-            .stderr(Stdio::piped())
-            .output()
-            .unwrap();
-        match out.status.success() {
-            true => Ok(PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())),
-            false => Err(String::from_utf8_lossy(&out.stderr).trim().to_string()),
-        }
-    };
-    match venv(JAX_SAME_XLA) {
+    match jax::venv(JAX_SAME_XLA) {
         Ok(python) => (python, None),
-        Err(why) => (venv(JAX_FALLBACK).unwrap(), Some(why)),
+        Err(why) => (jax::venv(JAX_FALLBACK).unwrap(), Some(why)),
     }
 }
 
@@ -326,7 +277,7 @@ fn main() {
         "plugin PJRT C API {:?}, {}; jax {}; default client {devices} devices, asynchronous",
         default.plugin_api_version(),
         plugin.display(),
-        sync.version
+        sync.0.version()
     );
     println!(
         "microseconds per call, p50 of {ROUNDS} interleaved blocks of {BLOCK}; calls/s from {THREADS} threads"
@@ -420,7 +371,7 @@ fn main() {
     }
     let summary = json!({
         "bench": "models",
-        "jax": sync.version,
+        "jax": sync.0.version(),
         "same_xla_as_plugin": fallback.is_none(),
         "plugin_api_version": [default.plugin_api_version().0, default.plugin_api_version().1],
         "default_devices": devices,

@@ -7,13 +7,12 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use pjrt_actors::host_data::HostData;
 use pjrt_actors::{Array, Client, CompileOptions, ElementType, ShardedArray};
-use serde_json::{Value, json};
+use serde_json::json;
+use support::jax::{self, JaxHelper};
 use support::*;
 
 const ROUNDS: usize = 10;
@@ -121,34 +120,10 @@ fn main() {
         "SPMD and per-device differ by {worst}"
     );
 
-    let python = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/jax-venv"))
-        .output()
-        .unwrap();
-    assert!(
-        python.status.success(),
-        "scripts/jax-venv: {}",
-        String::from_utf8_lossy(&python.stderr)
-    );
-    let python = PathBuf::from(String::from_utf8(python.stdout).unwrap().trim());
-    let mut jax = Command::new(python)
-        .arg(data_dir().join("jax_time.py"))
-        .env("JAX_PLATFORMS", "cpu")
-        .env_remove("XLA_FLAGS")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut to_jax = jax.stdin.take().unwrap();
-    let mut from_jax = BufReader::new(jax.stdout.take().unwrap());
-    let mut read_line = || {
-        let mut line = String::new();
-        from_jax.read_line(&mut line).unwrap();
-        serde_json::from_str::<Value>(&line).unwrap()
-    };
-    let hello = read_line();
+    let python = jax::venv("0.10.2").unwrap();
+    let mut helper = JaxHelper::start(&python, &data_dir().join("jax_time.py"), &[]);
     let mut jax_block = |n: usize| -> Vec<f64> {
-        writeln!(to_jax, "p50 {n}").unwrap();
-        serde_json::from_value(read_line()["us"].clone()).unwrap()
+        serde_json::from_value(helper.ask(&format!("p50 {n}"))["us"].clone()).unwrap()
     };
 
     let mut samples: [Vec<f64>; 3] = Default::default();
@@ -168,12 +143,10 @@ fn main() {
             }
         }
     }
-    let _ = jax.kill();
-    let _ = jax.wait();
     let [spmd_p50, singles_p50, jax_p50] = samples.map(|mut s| percentile_us(&mut s, 50.0));
     println!(
         "data-parallel MLP, batch {BATCH}, width {WIDTH}, 4 CPU devices; jax {}",
-        hello["jax"].as_str().unwrap_or("?")
+        helper.version()
     );
     println!("p50 of {ROUNDS} interleaved blocks of {BLOCK}, microseconds per call:");
     println!("  one SPMD execute            {spmd_p50:>9.1}");
@@ -186,7 +159,7 @@ fn main() {
             "spmd_vs_four_executes": round3(spmd_p50 / singles_p50),
             "spmd_vs_jax": round3(spmd_p50 / jax_p50),
             "max_abs_diff_spmd_vs_per_device": worst,
-            "jax": hello["jax"],
+            "jax": helper.version(),
         })
     );
 }

@@ -3,6 +3,8 @@
 
 use std::time::Instant;
 
+pub mod jax;
+
 /// Percentile (0-100) of `samples` in microseconds, by nearest rank.
 pub fn percentile_us(samples: &mut [f64], p: f64) -> f64 {
     samples.sort_by(|a, b| a.partial_cmp(b).unwrap());

@@ -177,6 +177,17 @@ pub fn load_module(
     client.compile_and_load(program, &options)
 }
 
+/// As many `--input`s as the program has parameters.
+fn check_input_count(params: usize, texts: &[String]) -> Result<()> {
+    match texts.len() == params {
+        true => Ok(()),
+        false => Err(usage(format!(
+            "the module takes {params} inputs, {} --input given",
+            texts.len()
+        ))),
+    }
+}
+
 /// Global inputs of an SPMD program: the count, and each one's element type; their shapes are
 /// checked when the parameter shardings split them.
 fn check_global_inputs(
@@ -185,13 +196,7 @@ fn check_global_inputs(
     inputs: Vec<HostData>,
 ) -> Result<Vec<HostData>> {
     let params = exe.parameter_types();
-    if texts.len() != params.len() {
-        return Err(usage(format!(
-            "the module takes {} inputs, {} --input given",
-            params.len(),
-            texts.len()
-        )));
-    }
+    check_input_count(params.len(), texts)?;
     for (i, (input, p)) in inputs.iter().zip(params).enumerate() {
         if input.dtype != p.dtype {
             return Err(usage(format!(
@@ -291,13 +296,7 @@ pub fn check_inputs(
     inputs: Vec<HostData>,
 ) -> Result<Vec<HostData>> {
     let params = exe.parameter_types();
-    if texts.len() != params.len() {
-        return Err(usage(format!(
-            "the module takes {} inputs, {} --input given",
-            params.len(),
-            texts.len()
-        )));
-    }
+    check_input_count(params.len(), texts)?;
     let mut checked = Vec::with_capacity(inputs.len());
     for (i, (input, p)) in inputs.into_iter().zip(params).enumerate() {
         // A void .npy (ml_dtypes' `<V2` bfloat16, `|V1` float8) is whichever type of its width

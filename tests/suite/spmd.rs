@@ -56,6 +56,13 @@ fn named(entry: &Value, rank: usize) -> Sharding {
     Sharding::named(&Mesh::new(&axes, &devices).unwrap(), &spec, rank).unwrap()
 }
 
+/// JAX's global inputs of a case.
+fn inputs_of(c: &Value) -> Vec<HostData> {
+    (c["inputs"].as_array().unwrap().iter())
+        .map(|i| npy(&i["file"]))
+        .collect()
+}
+
 fn program(c: &Value) -> Vec<u8> {
     std::fs::read(data_dir().join(c["program"].as_str().unwrap())).unwrap()
 }
@@ -70,12 +77,7 @@ fn check_case(client: &Client, c: &Value) -> Result<(), String> {
         4,
         "{name}: one device per partition"
     );
-    let inputs: Vec<HostData> = c["inputs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| npy(&i["file"]))
-        .collect();
+    let inputs = inputs_of(c);
     let want: Vec<Sharding> = (c["inputs"].as_array().unwrap().iter().zip(&inputs))
         .map(|(e, h)| named(e, h.dims.len()))
         .collect();
@@ -152,12 +154,7 @@ fn sharded_bytecode_needs_its_partition_count_and_runs_with_it() {
         ..Default::default()
     };
     let exe = client.compile_and_load(&bytecode, &options).unwrap();
-    let inputs: Vec<HostData> = c["inputs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| npy(&i["file"]))
-        .collect();
+    let inputs = inputs_of(&c);
     let out = exe.execute_sharded_host(&inputs).unwrap();
     let jax = npy(&c["outputs"][0]["file"]);
     let (g, w) = (values(&out[0].to_host().unwrap()), values(&jax));
@@ -174,12 +171,7 @@ fn bad_shardings_splits_and_device_counts_are_typed_errors() {
     let exe = client
         .compile_and_load(program(&c), &CompileOptions::default())
         .unwrap();
-    let inputs: Vec<HostData> = c["inputs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| npy(&i["file"]))
-        .collect();
+    let inputs = inputs_of(&c);
     let shardings = exe.parameter_shardings().unwrap();
     // Argument 0 is split by rows; a replicated copy is refused, naming it.
     let mut args: Vec<_> = (inputs.iter().zip(&shardings))
@@ -264,9 +256,7 @@ fn the_caller_chooses_the_devices_and_partition_p_runs_on_the_p_th() {
     // Rows split four ways: the first quarter on device 3.
     let rows = &exe.parameter_shardings().unwrap()[0];
     assert_eq!(rows.devices(), [3, 2, 1, 0]);
-    let inputs: Vec<HostData> = (c["inputs"].as_array().unwrap().iter())
-        .map(|i| npy(&i["file"]))
-        .collect();
+    let inputs = inputs_of(&c);
     let out = exe.execute_sharded_host(&inputs).unwrap();
     let first = out[0].shard_on(&client.devices()[3]).unwrap();
     assert_eq!(first.dims(), [4, 4]);
