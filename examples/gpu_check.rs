@@ -32,7 +32,9 @@ fn arg(name: &str) -> Option<String> {
 
 /// One node: open, print `devices addressable process_index`.
 fn node(node: i64, nodes: i64, url: &str) -> pjrt_actors::Result<()> {
-    let client = distributed_node::open_node(node, nodes, url, "gpu-check", false)?;
+    // Preallocation comes from the environment (scripts/gpu-check sets PJRT_ACTORS_PREALLOCATE
+    // =false), which a plugin without the option (the 0.115 CPU one) opens without.
+    let client = distributed_node::open_node(node, nodes, url, "gpu-check", true)?;
     println!(
         "{} {} {}",
         client.device_count(),
@@ -316,9 +318,18 @@ fn step(name: &str, requests: u64) -> Result<serde_json::Value, String> {
         }
         "nodes" => {
             let path = arg("--redis-server").ok_or("no --redis-server given")?;
-            let nodes = two_nodes(&path)?;
-            println!("two nodes: (devices, addressable, process index) = {nodes:?}");
-            json!({ "two_nodes": format!("{nodes:?}") })
+            match two_nodes(&path) {
+                Ok(nodes) => {
+                    println!("two nodes: (devices, addressable, process index) = {nodes:?}");
+                    json!({ "two_nodes": format!("{nodes:?}") })
+                }
+                // The 0.115 CPU plugin has no multi-process client (the 0.81 one has).
+                Err(e) if e.contains("Unexpected option name") && e.contains("num_nodes") => {
+                    println!("two nodes: not supported by this plugin: {e}");
+                    json!({ "two_nodes": format!("not supported by this plugin: {e}") })
+                }
+                Err(e) => return Err(e),
+            }
         }
         other => return Err(format!("no step `{other}`")),
     })
