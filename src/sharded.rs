@@ -171,6 +171,24 @@ impl Client {
     }
 }
 
+/// Shard types times their shardings' tiles.
+fn globalize(
+    types: &[crate::ArrayType],
+    shardings: Option<&Vec<Sharding>>,
+) -> Vec<crate::ArrayType> {
+    match shardings {
+        None => types.to_vec(),
+        Some(shardings) => (types.iter().zip(shardings))
+            .map(|(t, s)| crate::ArrayType {
+                dtype: t.dtype,
+                dims: (t.dims.iter().zip(s.tiles()))
+                    .map(|(&d, &n)| d * n as i64)
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
 impl LoadedExecutable {
     fn spmd(&self) -> Result<&SpmdLayout> {
         self.core.meta.spmd.as_ref().ok_or_else(|| {
@@ -189,6 +207,19 @@ impl LoadedExecutable {
                 Error::Internal(format!("partition {p} has no device in {}", self.name()))
             })
         })
+    }
+
+    /// The parameters' global types: for an SPMD executable each shard's type times its
+    /// sharding's tiles, else the parameter types.
+    pub fn global_parameter_types(&self) -> Vec<crate::ArrayType> {
+        let layout = self.core.meta.spmd.as_ref().map(|s| &s.parameters);
+        globalize(self.parameter_types(), layout)
+    }
+
+    /// The outputs' global types, as [`global_parameter_types`](Self::global_parameter_types).
+    pub fn global_output_types(&self) -> Vec<crate::ArrayType> {
+        let layout = self.core.meta.spmd.as_ref().map(|s| &s.outputs);
+        globalize(self.output_types(), layout)
     }
 
     /// An SPMD executable's parameter shardings, over its devices (`None` for one partition).

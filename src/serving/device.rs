@@ -1,6 +1,6 @@
-//! A device worker: runs one device's batches in order, one at a time. It drops what expired
-//! or was cancelled since the batch formed, concatenates and pads the rest, executes once, and
-//! answers each request with its own rows.
+//! A device worker: runs one device's (or one device group's) batches in order, one at a time.
+//! It drops what expired or was cancelled since the batch formed, concatenates and pads the
+//! rest, executes once, and answers each request with its own rows.
 
 use std::time::Instant;
 
@@ -9,14 +9,24 @@ use super::metrics::{Metrics, Outcome};
 use super::queue::padded_size;
 use super::request::{Pending, answer_expired, fail_all};
 use crate::host_data::HostData;
-use crate::{Array, Device, Error, HostBuffer, LoadedExecutable, Result};
+use crate::{Array, Device, Error, HostBuffer, LoadedExecutable, Result, ShardedArray};
 
-/// One device's compiled sizes and resident fixed inputs.
+/// Where a worker's batches run, with the fixed inputs resident there.
+pub(crate) enum Target {
+    /// One device: plain executes.
+    Device { device: Device, fixed: Vec<Array> },
+    /// A device group: each batch one SPMD execute over it, fixed inputs sharded.
+    Group {
+        devices: Vec<Device>,
+        fixed: Vec<ShardedArray>,
+    },
+}
+
+/// One device's (or group's) compiled sizes and resident fixed inputs.
 pub(crate) struct DeviceModel {
-    pub(crate) device: Device,
+    pub(crate) target: Target,
     /// (batch size, executable), ascending.
     pub(crate) sizes: Vec<(usize, LoadedExecutable)>,
-    pub(crate) fixed: Vec<Array>,
 }
 
 /// Bytes per row of a host array (its size over its leading dimension).
@@ -37,21 +47,38 @@ impl DeviceModel {
             .expect("a compiled size")
             .1;
         let client = exe.client();
-        let batched = (inputs.iter())
-            .map(|h| {
-                client.buffer_from_host(
-                    HostBuffer::Copy(&h.bytes),
-                    h.dtype,
-                    &h.dims,
-                    &self.device,
-                    None,
-                )
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let args: Vec<&Array> = batched.iter().chain(&self.fixed).collect();
-        (exe.execute(&args)?.iter())
-            .map(HostData::from_array)
-            .collect()
+        match &self.target {
+            Target::Device { device, fixed } => {
+                let batched = (inputs.iter())
+                    .map(|h| {
+                        let data = HostBuffer::Copy(&h.bytes);
+                        client.buffer_from_host(data, h.dtype, &h.dims, device, None)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let args: Vec<&Array> = batched.iter().chain(fixed).collect();
+                (exe.execute(&args)?.iter())
+                    .map(HostData::from_array)
+                    .collect()
+            }
+            Target::Group { fixed, .. } => {
+                let shardings = exe.parameter_shardings().unwrap_or_default();
+                let batched = (inputs.iter().zip(&shardings))
+                    .map(|(h, s)| client.put_sharded(h, s))
+                    .collect::<Result<Vec<_>>>()?;
+                let args: Vec<&ShardedArray> = batched.iter().chain(fixed).collect();
+                (exe.execute_sharded(&args)?.iter())
+                    .map(ShardedArray::to_host)
+                    .collect()
+            }
+        }
+    }
+
+    /// The device (a group's first) that names the worker in spans.
+    fn first_device(&self) -> i32 {
+        match &self.target {
+            Target::Device { device, .. } => device.id(),
+            Target::Group { devices, .. } => devices[0].id(),
+        }
     }
 
     /// Runs one batch: drops what expired or was cancelled since it was formed, concatenates
@@ -79,7 +106,7 @@ impl DeviceModel {
         }
         let rows: usize = live.iter().map(|p| p.rows).sum();
         let padded = padded_size(allowed, rows).expect("a batch never exceeds max_batch_size");
-        let span = tracing::info_span!("batch", model, device = self.device.id(), rows, padded);
+        let span = tracing::info_span!("batch", model, device = self.first_device(), rows, padded);
         let _entered = span.enter();
         for p in &live {
             metrics.observe_queue(started - p.arrived);

@@ -116,6 +116,12 @@ pub struct BatcherConfig {
     pub max_queued: usize,
     /// Device ids to serve on, one batch per device at a time. `None`: every device.
     pub devices: Option<Vec<i32>>,
+    /// Groups of device ids to serve on instead, one batch per group at a time: the model's
+    /// program is an SPMD program over a group's devices (its partition count the group's
+    /// size), each batch one execute over the group, split by its parameter shardings (rows
+    /// over the devices, or weights split across them); fixed inputs are uploaded once per
+    /// group as sharded arrays.
+    pub device_groups: Option<Vec<Vec<i32>>>,
     /// Execute each compiled size once before serving, so the first requests pay no warm-up.
     pub warm: bool,
     /// How long `shutdown` waits for batches already running: past it, whatever is still
@@ -132,6 +138,7 @@ impl Default for BatcherConfig {
             allowed_batch_sizes: Vec::new(),
             max_queued: 4096,
             devices: None,
+            device_groups: None,
             warm: true,
             shutdown_grace: Duration::from_secs(10),
         }

@@ -7,13 +7,14 @@ use std::sync::Arc;
 use crossbeam_channel::Sender;
 
 use super::actor::Actor;
-use super::device::DeviceModel;
+use super::device::{DeviceModel, Target};
 use super::metrics::Metrics;
 use super::request::{Msg, Pending};
 use super::{BatchModel, BatcherConfig, Signature};
 use crate::host_data::HostData;
 use crate::{
     ArrayType, Client, CompileOptions, Device, Error, HostBuffer, LoadedExecutable, Result,
+    Sharding,
 };
 
 /// Checks a request against the model before it is queued; returns its rows.
@@ -156,23 +157,14 @@ impl Plan {
                 ),
             ));
         }
-        let devices: Vec<Device> = match &config.devices {
-            None => client.devices(),
-            Some(ids) => ids
-                .iter()
-                .map(|&id| client.device_by_id(id))
-                .collect::<Result<_>>()?,
-        };
-        if devices.is_empty() {
-            return Err(bad_model(&name, "no device to serve on".into()));
-        }
-        // Every (device, size) compiles at once through the compile service.
-        let requests: Vec<_> = devices
+        let targets = targets(client, &name, &config)?;
+        // Every (target, size) compiles at once through the compile service.
+        let requests: Vec<_> = targets
             .iter()
-            .flat_map(|d| allowed.iter().map(move |&size| (d.id(), size)))
-            .map(|(id, size)| {
+            .flat_map(|t| allowed.iter().map(move |&size| (t, size)))
+            .map(|(target, size)| {
                 let options = CompileOptions {
-                    devices: Some(vec![id]),
+                    devices: Some(target.iter().map(Device::id).collect()),
                     ..Default::default()
                 };
                 client
@@ -189,8 +181,8 @@ impl Plan {
         let signature = signature_of(&name, &model, allowed[0], &compiled[0])?;
         check_batch_bytes(&name, &signature, *allowed.last().expect("not empty"))?;
         let mut compiled = compiled.into_iter();
-        let mut ready = Vec::with_capacity(devices.len());
-        for device in devices {
+        let mut ready = Vec::with_capacity(targets.len());
+        for devices in targets {
             let sizes: Vec<(usize, LoadedExecutable)> = allowed
                 .iter()
                 .map(|&s| (s, compiled.next().expect("one per size")))
@@ -204,22 +196,26 @@ impl Plan {
                     ));
                 }
             }
-            let fixed = (model.fixed.iter())
-                .map(|h| {
-                    client.buffer_from_host(
-                        HostBuffer::Copy(&h.bytes),
-                        h.dtype,
-                        &h.dims,
-                        &device,
-                        None,
-                    )
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let model = DeviceModel {
-                device,
-                sizes,
-                fixed,
+            let target = match config.device_groups {
+                None => {
+                    let device = devices.into_iter().next().expect("one device a target");
+                    let fixed = (model.fixed.iter())
+                        .map(|h| {
+                            let data = HostBuffer::Copy(&h.bytes);
+                            client.buffer_from_host(data, h.dtype, &h.dims, &device, None)
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    Target::Device { device, fixed }
+                }
+                Some(_) => {
+                    let fixed = fixed_shardings(&name, &sizes, model.batched_inputs)?;
+                    let fixed = (model.fixed.iter().zip(&fixed))
+                        .map(|(h, s)| client.put_sharded(h, s))
+                        .collect::<Result<Vec<_>>>()?;
+                    Target::Group { devices, fixed }
+                }
             };
+            let model = DeviceModel { target, sizes };
             if config.warm {
                 for (size, _) in &model.sizes {
                     let zeros = signature
@@ -290,6 +286,66 @@ impl Plan {
     }
 }
 
+/// Where the batches run: each device alone, or each group of `device_groups` (every id a
+/// device of the client's, none in two groups).
+fn targets(client: &Client, name: &str, config: &BatcherConfig) -> Result<Vec<Vec<Device>>> {
+    let targets: Vec<Vec<Device>> = match (&config.devices, &config.device_groups) {
+        (Some(_), Some(_)) => {
+            return Err(bad_model(
+                name,
+                "give devices or device_groups, not both".into(),
+            ));
+        }
+        (None, None) => client.devices().into_iter().map(|d| vec![d]).collect(),
+        (Some(ids), None) => (ids.iter())
+            .map(|&id| Ok(vec![client.device_by_id(id)?]))
+            .collect::<Result<_>>()?,
+        (None, Some(groups)) => {
+            let mut seen = std::collections::HashSet::new();
+            (groups.iter())
+                .map(|group| {
+                    if group.is_empty() {
+                        return Err(bad_model(name, "an empty device group".into()));
+                    }
+                    (group.iter())
+                        .map(|&id| match seen.insert(id) {
+                            true => client.device_by_id(id),
+                            false => Err(bad_model(name, format!("device {id} is in two groups"))),
+                        })
+                        .collect()
+                })
+                .collect::<Result<_>>()?
+        }
+    };
+    if targets.is_empty() {
+        return Err(bad_model(name, "no device to serve on".into()));
+    }
+    Ok(targets)
+}
+
+/// The shardings of a group program's fixed parameters, the same at every compiled size.
+fn fixed_shardings(
+    name: &str,
+    sizes: &[(usize, LoadedExecutable)],
+    batched: usize,
+) -> Result<Vec<Sharding>> {
+    let of = |exe: &LoadedExecutable| {
+        (exe.parameter_shardings()).map(|s| s[batched..].to_vec()).ok_or_else(|| {
+            bad_model(name, "served on device groups, its program must be an SPMD program over a group (mhlo.num_partitions)".into())
+        })
+    };
+    let first = of(&sizes[0].1)?;
+    for (size, exe) in &sizes[1..] {
+        if of(exe)? != first {
+            return Err(bad_model(
+                name,
+                format!("its program at batch size {size} shards its fixed inputs otherwise"),
+            ));
+        }
+    }
+    Ok(first)
+}
+
 /// The model's batched parameter and result types without the batch dimension, checked
 /// against the fixed inputs.
 fn signature_of(
@@ -298,7 +354,8 @@ fn signature_of(
     size: usize,
     exe: &LoadedExecutable,
 ) -> Result<Signature> {
-    let params = exe.parameter_types();
+    // Global types: an SPMD program's parameters are shards of them.
+    let params = exe.global_parameter_types();
     if params.len() != model.batched_inputs + model.fixed.len() {
         return Err(bad_model(
             name,
@@ -343,7 +400,7 @@ fn signature_of(
             ));
         }
     }
-    let outputs = (exe.output_types().iter().enumerate())
+    let outputs = (exe.global_output_types().iter().enumerate())
         .map(|(i, t)| unbatch(t, format!("result {i}")))
         .collect::<Result<Vec<_>>>()?;
     Ok(Signature { inputs, outputs })

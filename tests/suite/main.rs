@@ -30,6 +30,7 @@ mod red_team;
 mod reliability;
 mod serving;
 mod serving_bounds;
+mod serving_groups;
 mod spmd;
 mod stress;
 mod tidy;
