@@ -195,7 +195,7 @@ impl CompileOptions {
         }
         if program.sharded_bytecode && options.num_partitions.is_none() {
             return Err(Error::InvalidArgument(
-                "compile options: this MLIR bytecode program is sharded (it carries sharding attributes), and its partition count is read only from program text: set CompileOptions::num_partitions (JAX's Exported.nr_devices), or pass the program as text (Exported.mlir_module())".into(),
+                "compile options: this MLIR bytecode program is sharded (it carries sharding attributes), and its partition count could not be read from it: set CompileOptions::num_partitions (JAX's Exported.nr_devices), or pass the program as text (Exported.mlir_module())".into(),
             ));
         }
         if program.shardy && options.use_shardy_partitioner.is_none() {

@@ -1,6 +1,6 @@
 //! What a program says about its own partitioning, as JAX writes it: `mhlo.num_partitions` and
-//! `mhlo.num_replicas` on the module, and Shardy's `sdy.*` attributes. Read from program text;
-//! MLIR bytecode is only recognised as sharded (its attribute values are not read yet).
+//! `mhlo.num_replicas` on the module, and Shardy's `sdy.*` attributes. Read from program text,
+//! and from MLIR bytecode (`mlir_bytecode`: the module's builtin integer attributes).
 
 /// A program's partitioning, as far as it says.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -10,7 +10,7 @@ pub struct ProgramPartitioning {
     /// Shardy attributes (`sdy.mesh`, `sdy.sharding`): XLA must use the Shardy partitioner,
     /// or it fails an internal check.
     pub shardy: bool,
-    /// Bytecode with sharding attributes, whose partition count is not read.
+    /// Bytecode with sharding attributes whose partition count could not be read.
     pub sharded_bytecode: bool,
 }
 
@@ -21,10 +21,17 @@ pub fn read(code: &[u8]) -> ProgramPartitioning {
     if code.starts_with(BYTECODE_MAGIC) {
         // Bytecode keeps attribute names in its string table, NUL-terminated.
         let sharded = contains(code, b"\0sdy.sharding\0") || contains(code, b"\0mhlo.sharding\0");
+        let counts = crate::mlir_bytecode::integer_attributes(
+            code,
+            &["mhlo.num_partitions", "mhlo.num_replicas"],
+        );
+        let count = |v: Option<i64>| v.and_then(|n| usize::try_from(n).ok()).filter(|&n| n > 0);
+        let num_partitions = count(counts[0]);
         return ProgramPartitioning {
+            num_partitions,
+            num_replicas: count(counts[1]),
             shardy: contains(code, b"\0sdy.sharding\0"),
-            sharded_bytecode: sharded,
-            ..Default::default()
+            sharded_bytecode: sharded && num_partitions.is_none(),
         };
     }
     let text = String::from_utf8_lossy(code);

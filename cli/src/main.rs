@@ -74,8 +74,9 @@ enum Command {
         /// exits without waiting for it).
         #[arg(long)]
         timeout: Option<f64>,
-        /// Partitions of an SPMD program in MLIR bytecode (JAX's `Exported.nr_devices`); text
-        /// says its own (`mhlo.num_partitions`). Inputs and outputs are then global arrays.
+        /// Partitions of an SPMD program, where the program does not say (it says its own as
+        /// `mhlo.num_partitions`, in text and in JAX's bytecode). Inputs and outputs of an SPMD
+        /// program are global arrays.
         #[arg(long)]
         partitions: Option<usize>,
     },

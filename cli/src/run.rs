@@ -164,7 +164,7 @@ pub fn load_module(
     let says = pjrt_actors::spmd::read(&program);
     if says.sharded_bytecode && partitions.is_none() {
         return Err(usage(format!(
-            "module {}: sharded MLIR bytecode, whose partition count is read only from text: give --partitions N (JAX's Exported.nr_devices)",
+            "module {}: sharded MLIR bytecode whose partition count could not be read: give --partitions N (JAX's Exported.nr_devices)",
             path.display()
         )));
     }

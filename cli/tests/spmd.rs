@@ -64,13 +64,9 @@ fn run_splits_global_inputs_and_reports_each_outputs_sharding_and_devices() {
 }
 
 #[test]
-fn sharded_bytecode_runs_with_its_partition_count_and_says_so_without_it() {
-    let mut args = vec!["run".into(), data("tp_mlp.mlirbc")];
+fn bytecode_runs_as_jax_serialized_it_and_a_partition_count_it_contradicts_is_refused() {
+    let mut args = vec!["run".into(), data("tp_mlp.mlirbc"), "--json".into()];
     args.extend(inputs("tp_mlp", 3));
-    let o = cli(&args);
-    assert!(!o.status.success());
-    assert!(common::error_line(&o).contains("--partitions"));
-    args.extend(["--partitions".into(), "4".into(), "--json".into()]);
     let o = cli(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -79,6 +75,10 @@ fn sharded_bytecode_runs_with_its_partition_count_and_says_so_without_it() {
         .collect();
     let want = jax_values("tp_mlp.out0.npy");
     assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-5));
+    args.extend(["--partitions".into(), "2".into()]);
+    let o = cli(&args);
+    assert!(!o.status.success());
+    assert!(common::error_line(&o).contains("mhlo.num_partitions = 4"));
 }
 
 #[test]

@@ -143,19 +143,31 @@ fn every_spmd_program_runs_sharded_on_four_devices_and_matches_jax() {
 }
 
 #[test]
-fn sharded_bytecode_needs_its_partition_count_and_runs_with_it() {
+fn bytecode_says_its_partition_count_and_runs_as_its_text_does() {
+    // Every program's serialized form (what `jax.export` writes) reads as JAX's nr_devices
+    // partitions, and single-device exports as one.
+    for c in manifest()["cases"].as_array().unwrap() {
+        let bytecode = std::fs::read(data_dir().join(c["bytecode"].as_str().unwrap())).unwrap();
+        let says = pjrt_actors::spmd::read(&bytecode);
+        let want = c["nr_devices"].as_u64().unwrap() as usize;
+        assert_eq!(says.num_partitions, Some(want), "{}", c["name"]);
+        assert_eq!(says.num_replicas, Some(1), "{}", c["name"]);
+        assert!(says.shardy && !says.sharded_bytecode, "{}", c["name"]);
+    }
+    let single = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/models/gpt_block.mlirbc");
+    let says = pjrt_actors::spmd::read(&std::fs::read(single).unwrap());
+    assert_eq!(
+        (says.num_partitions, says.sharded_bytecode),
+        (Some(1), false)
+    );
+    // The bytecode compiles with default options and gives JAX's answer.
     let client = Client::open().unwrap();
     let c = case("tp_mlp");
     let bytecode = std::fs::read(data_dir().join(c["bytecode"].as_str().unwrap())).unwrap();
-    let err = (client.compile_and_load(&bytecode, &CompileOptions::default())).unwrap_err();
-    assert!(err.to_string().contains("num_partitions"), "{err}");
-    let options = CompileOptions {
-        num_partitions: Some(c["nr_devices"].as_u64().unwrap() as usize),
-        ..Default::default()
-    };
-    let exe = client.compile_and_load(&bytecode, &options).unwrap();
-    let inputs = inputs_of(&c);
-    let out = exe.execute_sharded_host(&inputs).unwrap();
+    let exe = client
+        .compile_and_load(&bytecode, &CompileOptions::default())
+        .unwrap();
+    let out = exe.execute_sharded_host(&inputs_of(&c)).unwrap();
     let jax = npy(&c["outputs"][0]["file"]);
     let (g, w) = (values(&out[0].to_host().unwrap()), values(&jax));
     assert!(
