@@ -142,9 +142,16 @@ fn read_integers(code: &[u8], names: &[&str]) -> Option<Vec<Option<i64>>> {
     let section = |id| sections.iter().find(|(i, _)| *i == id).map(|(_, s)| *s);
     let strings = strings(section(STRINGS)?)?;
     let mut dialects = Reader::new(section(DIALECTS)?);
-    let builtin = (0..dialects.index()?)
-        .map(|_| dialects.index().and_then(|v| strings.get(v >> 1).copied()))
-        .position(|name| name == Some(b"builtin".as_slice()))?;
+    // A count past what the section holds ends at its first failed read.
+    let mut builtin = None;
+    for d in 0..dialects.index()? {
+        let name = strings.get(dialects.index()? >> 1).copied();
+        if name == Some(b"builtin".as_slice()) {
+            builtin = Some(d);
+            break;
+        }
+    }
+    let builtin = builtin?;
     let attrs = attributes(section(ATTR_OFFSETS)?, section(ATTRS)?)?;
     // A builtin attribute's code and its reader.
     let builtin_attr = |i: usize| -> Option<(u64, Reader<'_>)> {
@@ -226,6 +233,23 @@ mod tests {
         assert_eq!(Reader::new(&[0x03]).signed_varint(), Some(-1));
         assert_eq!(Reader::new(&[0x05]).signed_varint(), Some(1));
         assert_eq!(Reader::new(&[0x11]).signed_varint(), Some(4));
+    }
+
+    #[test]
+    fn a_dialect_count_past_the_section_ends_at_once() {
+        // Found by the fuzz target `read_bytecode`: a huge dialect count in a short section
+        // read on, one failed read after another, for ever.
+        let mut code = b"ML\xefR\x0dx\0".to_vec();
+        let strings = [0x03u8, 0x11, b'b', b'u', b'i', b'l', b't', b'i', b'n', 0];
+        code.extend([STRINGS, 0x15]);
+        code.extend(strings);
+        // One dialect section claiming 2^55 dialects, holding none.
+        code.extend([
+            DIALECTS, 0x11, 0x80, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        ]);
+        let start = std::time::Instant::now();
+        assert_eq!(integer_attributes(&code, &["x"]), vec![None]);
+        assert!(start.elapsed() < std::time::Duration::from_secs(1));
     }
 
     #[test]

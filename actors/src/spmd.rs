@@ -51,7 +51,8 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 fn attribute(text: &str, name: &str) -> Option<usize> {
     let (_, rest) = text.split_once(&format!("{name} = "))?;
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
+    // Zero partitions means nothing (found by the fuzz target `read_bytecode`); none are read.
+    digits.parse().ok().filter(|&n| n > 0)
 }
 
 #[cfg(test)]
@@ -61,7 +62,7 @@ mod tests {
     #[test]
     fn partitioning_is_read_from_text_and_recognised_in_bytecode() {
         let jax = "module @jit_f attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {\n  sdy.mesh @mesh = <[\"d\"=4]>";
-        let cases: [(&[u8], ProgramPartitioning); 4] = [
+        let cases: [(&[u8], ProgramPartitioning); 5] = [
             (
                 jax.as_bytes(),
                 ProgramPartitioning {
@@ -73,6 +74,10 @@ mod tests {
             ),
             (
                 b"module { func.func @main() { return } }",
+                ProgramPartitioning::default(),
+            ),
+            (
+                b"module attributes {mhlo.num_partitions = 0 : i32} {}",
                 ProgramPartitioning::default(),
             ),
             (
