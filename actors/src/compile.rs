@@ -29,6 +29,11 @@ pub struct CompileOptions {
     /// attributes, as JAX's programs do; XLA fails an internal check on such a program
     /// without it).
     pub use_shardy_partitioner: Option<bool>,
+    /// Whether the partitioner may choose the parameters' shardings where the program leaves
+    /// them open (XLA's `allow_spmd_sharding_propagation_to_parameters`; default: no).
+    pub propagate_to_parameters: Option<bool>,
+    /// The same for the outputs (`allow_spmd_sharding_propagation_to_output`).
+    pub propagate_to_outputs: Option<bool>,
     /// A caller-built proto to start from; the fields above, when set, override it, and the
     /// result is still checked for what would abort the plugin.
     pub proto: Option<CompileOptionsProto>,
@@ -147,6 +152,13 @@ impl CompileOptions {
         build.use_spmd_partitioning |= self.use_spmd_partitioning.unwrap_or(spmd);
         if let Some(shardy) = self.use_shardy_partitioner {
             build.use_shardy_partitioner = shardy;
+        }
+        // One value stands for every parameter (or output), as XLA reads a single entry.
+        if let Some(p) = self.propagate_to_parameters {
+            build.allow_spmd_sharding_propagation_to_parameters = vec![p];
+        }
+        if let Some(p) = self.propagate_to_outputs {
+            build.allow_spmd_sharding_propagation_to_output = vec![p];
         }
         proto.executable_build_options = Some(build);
         let from_flags = std::env::var("XLA_FLAGS").unwrap_or_default();

@@ -96,3 +96,45 @@ fn bench_runs_an_spmd_program_over_its_devices() {
         "{text}"
     );
 }
+
+#[test]
+fn the_whole_spmd_corpus_runs_through_run_on_four_devices_and_matches_jax() {
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(data("manifest.json")).unwrap()).unwrap();
+    for c in manifest["cases"].as_array().unwrap() {
+        let name = c["name"].as_str().unwrap();
+        let mut args = vec![
+            "run".into(),
+            data(c["program"].as_str().unwrap()),
+            "--json".into(),
+        ];
+        args.extend(inputs(name, c["inputs"].as_array().unwrap().len()));
+        let o = cli(&args);
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        for (k, out) in v["outputs"].as_array().unwrap().iter().enumerate() {
+            assert_eq!(
+                out["devices"].as_array().unwrap().len(),
+                4,
+                "{name} output {k}"
+            );
+            let got: Vec<f64> = (out["data"].as_array().unwrap().iter())
+                .map(|x| x.as_f64().unwrap())
+                .collect();
+            let want = jax_values(c["outputs"][k]["file"].as_str().unwrap());
+            let scale = want.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
+            assert!(
+                got.len() == want.len()
+                    && got
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| (a - b).abs() <= 1e-5 * scale),
+                "{name} output {k}"
+            );
+        }
+    }
+}

@@ -276,3 +276,59 @@ fn the_caller_chooses_the_devices_and_partition_p_runs_on_the_p_th() {
     let (g, w) = (values(&out[0].to_host().unwrap()), values(&jax));
     assert!(g.iter().zip(&w).all(|(a, b)| (a - b).abs() < 1e-5));
 }
+
+#[test]
+fn propagation_to_outputs_lets_the_partitioner_choose_an_open_outputs_sharding() {
+    let client = Client::open().unwrap();
+    // `x + x` over two devices, rows split on the way in; the result's sharding is left open.
+    let program = r#"module @open attributes {mhlo.num_partitions = 2 : i32} {
+  func.func public @main(%x: tensor<4x2xf32> {mhlo.sharding = "{devices=[2,1]0,1}"}) -> tensor<4x2xf32> {
+    %0 = stablehlo.add %x, %x : tensor<4x2xf32>
+    return %0 : tensor<4x2xf32>
+  }
+}"#;
+    let compile = |propagate: bool| {
+        let options = CompileOptions {
+            propagate_to_outputs: Some(propagate),
+            ..Default::default()
+        };
+        let exe = client.compile_and_load(program, &options).unwrap();
+        exe.output_shardings().unwrap().remove(0)
+    };
+    let rows = Sharding::named(
+        &Mesh::new(&[("d", 2)], &[0, 1]).unwrap(),
+        &PartitionSpec::new(&[&["d"]]),
+        2,
+    )
+    .unwrap();
+    assert_eq!(compile(true), rows, "propagated from the input");
+    assert_eq!(
+        compile(false),
+        Sharding::replicated(2, &[0, 1]),
+        "open means replicated"
+    );
+}
+
+#[test]
+fn the_async_execute_gives_what_the_blocking_one_gives() {
+    let client = Client::open().unwrap();
+    let c = case("heads_attention");
+    let exe = client
+        .compile_and_load(program(&c), &CompileOptions::default())
+        .unwrap();
+    let shardings = exe.parameter_shardings().unwrap();
+    let args: Vec<_> = (inputs_of(&c).iter().zip(&shardings))
+        .map(|(h, s)| client.put_sharded(h, s).unwrap())
+        .collect();
+    let refs: Vec<_> = args.iter().collect();
+    let blocking = exe.execute_sharded(&refs).unwrap();
+    let future = exe.execute_sharded_async(&refs);
+    let async_out = pjrt_actors_core::runtime::block_on(future)
+        .unwrap()
+        .unwrap();
+    assert_eq!(async_out[0].sharding(), blocking[0].sharding());
+    assert_eq!(
+        async_out[0].to_host().unwrap(),
+        blocking[0].to_host().unwrap()
+    );
+}
