@@ -87,7 +87,7 @@ pub fn bench(
     let per_device: Vec<Prepared> = match first.parameter_shardings() {
         Some(shardings) => {
             let data = match &parsed {
-                Some(parsed) => parsed.clone(),
+                Some(parsed) => check_inputs(&first, inputs, parsed.clone())?,
                 None => global_zeros(&first, &shardings)?,
             };
             let args = (data.iter().zip(&shardings))

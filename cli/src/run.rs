@@ -50,11 +50,8 @@ pub fn run(cli: &Cli, spec: &RunSpec<'_>) -> Result<()> {
     let client = open(cli)?;
     let exe = load_module(&client, module, device, partitions)?;
     let spmd = exe.parameter_shardings().is_some();
-    let inputs = match spmd {
-        // Global inputs, split by the parameter shardings (which check their shapes).
-        true => check_global_inputs(&exe, inputs, parsed)?,
-        false => check_inputs(&exe, inputs, parsed)?,
-    };
+    // An SPMD program's inputs are global arrays, split later by its parameter shardings.
+    let inputs = check_inputs(&exe, inputs, parsed)?;
     // And the outputs' types, known once compiled, before anything runs.
     for (i, (o, t)) in outputs.iter().zip(exe.output_types()).enumerate() {
         if !npy_supports(t.dtype) {
@@ -188,26 +185,6 @@ fn check_input_count(params: usize, texts: &[String]) -> Result<()> {
     }
 }
 
-/// Global inputs of an SPMD program: the count, and each one's element type; their shapes are
-/// checked when the parameter shardings split them.
-fn check_global_inputs(
-    exe: &LoadedExecutable,
-    texts: &[String],
-    inputs: Vec<HostData>,
-) -> Result<Vec<HostData>> {
-    let params = exe.parameter_types();
-    check_input_count(params.len(), texts)?;
-    for (i, (input, p)) in inputs.iter().zip(params).enumerate() {
-        if input.dtype != p.dtype {
-            return Err(usage(format!(
-                "input {i} (`{}`) is {}; the module expects {}",
-                texts[i], input.dtype, p.dtype
-            )));
-        }
-    }
-    Ok(inputs)
-}
-
 /// A `--timeout` in seconds: finite, from 1 ms to a year.
 fn timeout_of(secs: f64) -> Result<std::time::Duration> {
     pjrt_actors::time_limit(secs).map_err(|reason| {
@@ -289,13 +266,14 @@ pub fn zeros_for(exe: &LoadedExecutable) -> Result<Vec<HostData>> {
         .collect()
 }
 
-/// Parsed inputs checked against the program's parameters (count, then each one's type).
+/// Parsed inputs checked against the program's parameters (count, then each one's type; an
+/// SPMD program's global types).
 pub fn check_inputs(
     exe: &LoadedExecutable,
     texts: &[String],
     inputs: Vec<HostData>,
 ) -> Result<Vec<HostData>> {
-    let params = exe.parameter_types();
+    let params = &exe.global_parameter_types();
     check_input_count(params.len(), texts)?;
     let mut checked = Vec::with_capacity(inputs.len());
     for (i, (input, p)) in inputs.into_iter().zip(params).enumerate() {
