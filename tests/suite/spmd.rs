@@ -332,3 +332,38 @@ fn the_async_execute_gives_what_the_blocking_one_gives() {
         blocking[0].to_host().unwrap()
     );
 }
+
+#[test]
+fn an_spmd_executable_compiled_in_a_worker_comes_back_from_the_disk_cache_whole() {
+    // Compiled in a worker and stored; a second client finds it on disk: the same shardings,
+    // and JAX's answer.
+    let dir = crate::common::scratch_dir("spmd-disk-cache");
+    let open = || {
+        Client::builder()
+            .compile_in_worker(crate::isolation::worker())
+            .compile_cache_dir(&dir)
+            .open()
+            .unwrap()
+    };
+    let c = case("partial_2x2");
+    let first = open();
+    let compiled = first
+        .compile_and_load(program(&c), &CompileOptions::default())
+        .unwrap();
+    let shardings = compiled.parameter_shardings().unwrap();
+    drop((compiled, first));
+    let second = open();
+    let exe = second
+        .compile_and_load(program(&c), &CompileOptions::default())
+        .unwrap();
+    assert_eq!(second.compile_cache_stats().disk_hits, 1);
+    assert_eq!(exe.parameter_shardings().unwrap(), shardings);
+    let out = exe.execute_sharded_host(&inputs_of(&c)).unwrap();
+    let jax = npy(&c["outputs"][0]["file"]);
+    let (g, w) = (values(&out[0].to_host().unwrap()), values(&jax));
+    assert!(
+        g.iter().zip(&w).all(|(a, b)| (a - b).abs() < 1e-5),
+        "{g:?} {w:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
