@@ -25,6 +25,12 @@ mod executable;
 mod handles;
 pub mod host_data;
 pub mod serving;
+/// JAX's serialized `Exported` artifacts, read (`Exported::parse`).
+pub mod export {
+    pub use pjrt_actors_core::exported::{
+        Aval, Dim, Exported, ExportedDtype, ExportedSharding, PyTree,
+    };
+}
 /// What a program says of its own partitioning (`mhlo.num_partitions`, Shardy attributes).
 pub mod spmd {
     pub use pjrt_actors_core::spmd::{ProgramPartitioning, read};

@@ -17,6 +17,8 @@ pub mod disk_cache;
 pub mod envelope;
 pub mod executable;
 pub mod execute;
+pub mod exported;
+pub mod flatbuf;
 mod flight;
 pub mod guard;
 pub mod heap_profile;

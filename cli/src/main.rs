@@ -13,6 +13,7 @@ mod bench;
 mod cache;
 mod compile_stress;
 mod devices;
+mod inspect;
 mod profile;
 mod run;
 
@@ -49,6 +50,14 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Print a serialized jax.export artifact's signature: argument paths, types, shardings,
+    /// platforms, effects, the arguments the module keeps, the calling convention.
+    Inspect {
+        artifact: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// List devices and their memory spaces.
     Devices {
         /// Print JSON instead of a table.
@@ -211,6 +220,7 @@ pub fn usage(message: String) -> Error {
 fn dispatch(cli: &Cli) -> Result<()> {
     match &cli.command {
         Command::Devices { json } => devices::devices(cli, *json),
+        Command::Inspect { artifact, json } => inspect::inspect(artifact, *json),
         Command::Run {
             module,
             inputs,

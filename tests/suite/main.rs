@@ -15,6 +15,7 @@ mod dma;
 mod examples;
 mod executables;
 mod execute;
+mod exported;
 mod fleet_cache;
 mod foundation;
 mod invalid_inputs;

@@ -1,0 +1,39 @@
+//! `inspect` on serialized jax.export artifacts (tests/data/exported): the signature a caller
+//! needs, as text and JSON, and a typed error line for a file that is not one.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn cli(args: &[String]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn inspect_prints_an_exports_signature_and_refuses_what_is_not_one() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/exported");
+    let at = |name: &str| dir.join(name).display().to_string();
+    let o = cli(&["inspect".into(), at("unused_arg.exported")]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("[0][1]") && text.contains("(unused: dropped)"),
+        "{text}"
+    );
+    let o = cli(&["inspect".into(), at("sharded.exported"), "--json".into()]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["nr_devices"], 4);
+    assert_eq!(v["inputs"][0]["path"], "[0][0]");
+    assert_eq!(v["inputs"][0]["type"], "f32[8,6]");
+    assert_eq!(
+        v["inputs"][0]["sharding"],
+        "NamedSharding(mesh={'data': 2, 'model': 2}, spec=P('data', None))"
+    );
+    let o = cli(&["inspect".into(), at("manifest.json")]);
+    assert!(!o.status.success());
+    assert!(common::error_line(&o).contains("not a serialized jax.export artifact"));
+}

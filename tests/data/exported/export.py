@@ -1,0 +1,85 @@
+"""Serialized jax.export artifacts (`Exported.serialize()`) and what JAX itself reads back from
+each (scripts/jax-exported-data): the reader's test compares its fields with these."""
+import json
+import os
+import sys
+
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax import export  # noqa: E402
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
+
+f32 = jnp.float32
+
+
+def mlp(params, x):
+    h = jax.nn.relu(x @ params["layer0"]["w"] + params["layer0"]["b"])
+    return {"logits": h @ params["layer1"]["w"], "hidden": h}
+
+
+def unused(a, b, c):
+    return a * 2 + c
+
+
+def two_platforms(x):
+    return jnp.sin(x) * 2
+
+
+def poly(x):
+    return jnp.sum(x, axis=0), x * 2
+
+
+mesh = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("data", "model"))
+
+
+def sharded(x, w):
+    return x @ w
+
+
+def main(out):
+    spec = lambda *s: jax.ShapeDtypeStruct(s, f32)
+    params = {"layer0": {"w": spec(8, 16), "b": spec(16)}, "layer1": {"w": spec(16, 4)}}
+    cases = {
+        "mlp": export.export(jax.jit(mlp))(params, spec(2, 8)),
+        "unused_arg": export.export(jax.jit(unused))(spec(3), spec(5), spec(3)),
+        "two_platforms": export.export(jax.jit(two_platforms), platforms=("cpu", "cuda"))(spec(4)),
+        "poly": export.export(jax.jit(poly))(
+            jax.ShapeDtypeStruct(export.symbolic_shape("b, 3"), f32)),
+        "sharded": export.export(jax.jit(
+            sharded,
+            in_shardings=(NamedSharding(mesh, P("data", None)), NamedSharding(mesh, P(None, "model"))),
+            out_shardings=NamedSharding(mesh, P("data", "model"))))(
+                jax.ShapeDtypeStruct((8, 6), f32, sharding=NamedSharding(mesh, P("data", None))),
+                jax.ShapeDtypeStruct((6, 4), f32, sharding=NamedSharding(mesh, P(None, "model")))),
+    }
+    manifest = {"jax": jax.__version__, "cases": []}
+    for name, exp in cases.items():
+        open(os.path.join(out, f"{name}.exported"), "wb").write(exp.serialize())
+        paths = lambda tree: [jax.tree_util.keystr(p) for p, _ in
+                              jax.tree_util.tree_flatten_with_path(
+                                  jax.tree_util.tree_unflatten(tree, [0] * tree.num_leaves))[0]]
+        shard = lambda s: None if s is None else {
+            "mesh": [[n, int(z)] for n, z in s.mesh.shape.items()],
+            "spec": [[] if e is None else ([e] if isinstance(e, str) else list(e)) for e in s.spec]}
+        manifest["cases"].append({
+            "name": name,
+            "function_name": exp.fun_name,
+            "in_paths": paths(exp.in_tree),
+            "out_paths": paths(exp.out_tree),
+            "in_avals": [[str(d) for d in a.shape] + [str(a.dtype)] for a in exp.in_avals],
+            "out_avals": [[str(d) for d in a.shape] + [str(a.dtype)] for a in exp.out_avals],
+            "platforms": list(exp.platforms),
+            "nr_devices": exp.nr_devices,
+            "calling_convention_version": exp.calling_convention_version,
+            "module_kept_var_idx": list(exp.module_kept_var_idx),
+            "uses_global_constants": exp.uses_global_constants,
+            "in_shardings": [shard(s) for s in exp._in_named_shardings],
+            "module_bytes": len(exp.mlir_module_serialized),
+        })
+    json.dump(manifest, open(os.path.join(out, "manifest.json"), "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__)))
