@@ -22,6 +22,7 @@ mod client;
 mod compile;
 mod device;
 mod executable;
+mod exported_model;
 mod handles;
 pub mod host_data;
 pub mod serving;

@@ -28,11 +28,10 @@ pub fn run(cli: &Cli, spec: &RunSpec<'_>) -> Result<()> {
     let RunSpec {
         module,
         inputs,
-        device,
         json,
         outputs,
         timeout,
-        partitions,
+        ..
     } = *spec;
     let timeout = timeout.map(timeout_of).transpose()?;
     // 0 while opening and compiling, 1 once running: for the deadline's message.
@@ -48,42 +47,19 @@ pub fn run(cli: &Cli, spec: &RunSpec<'_>) -> Result<()> {
     // Inputs are read (each once: `@/dev/stdin` works) and parsed before anything compiles.
     let parsed = read_inputs(inputs)?;
     let client = open(cli)?;
-    let exe = load_module(&client, module, device, partitions)?;
-    let spmd = exe.parameter_shardings().is_some();
-    // An SPMD program's inputs are global arrays, split later by its parameter shardings.
-    let inputs = check_inputs(&exe, inputs, parsed)?;
-    // And the outputs' types, known once compiled, before anything runs.
-    for (i, (o, t)) in outputs.iter().zip(exe.output_types()).enumerate() {
-        if !npy_supports(t.dtype) {
-            return Err(usage(format!(
-                "--output `{o}`: output {i} is {}, which .npy files cannot hold",
-                t.dtype
-            )));
-        }
-    }
     // With --timeout, the deadline armed above bounds the execute too: it ends the process
     // with its error line while the program runs on (PJRT cannot stop one).
-    let (host, placements) = if spmd {
+    let (host, placements) = if is_export(module) {
+        // A serialized jax.export artifact: called as JAX calls it, on its flattened arguments.
+        let bytes = std::fs::read(module)
+            .map_err(|e| usage(format!("artifact {}: {e}", module.display())))?;
+        let model = client.load_exported(&bytes)?;
         stage.store(1, std::sync::atomic::Ordering::Release);
-        let results = exe.execute_sharded_host(&inputs)?;
-        let placements = (results.iter())
-            .map(|r| Some((r.sharding().to_string(), r.sharding().devices().to_vec())))
-            .collect();
-        let host = results
-            .iter()
-            .map(|r| r.to_host())
-            .collect::<Result<Vec<_>>>()?;
-        (host, placements)
+        let host = model.call(&parsed)?;
+        let n = host.len();
+        (host, vec![None; n])
     } else {
-        let args = upload(&exe, &inputs)?;
-        let refs: Vec<&Array> = args.iter().collect();
-        stage.store(1, std::sync::atomic::Ordering::Release);
-        let results = exe.execute(&refs)?;
-        let host = results
-            .iter()
-            .map(HostData::from_array)
-            .collect::<Result<Vec<_>>>()?;
-        (host, vec![None; results.len()])
+        run_module(&client, spec, parsed, &stage)?
     };
     if output_paths.len() > host.len() {
         return Err(usage(format!(
@@ -128,6 +104,72 @@ pub fn run(cli: &Cli, spec: &RunSpec<'_>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether `path` names a serialized jax.export artifact (by its extension).
+fn is_export(path: &Path) -> bool {
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("exported" | "jax_exported")
+    )
+}
+
+/// Host outputs and, for an SPMD program, each one's (sharding, devices).
+type Placed = (Vec<HostData>, Vec<Option<(String, Vec<i32>)>>);
+
+/// Compiles a module and runs it once: on one device, or as an SPMD program on global inputs.
+fn run_module(
+    client: &Client,
+    spec: &RunSpec<'_>,
+    parsed: Vec<HostData>,
+    stage: &std::sync::atomic::AtomicU8,
+) -> Result<Placed> {
+    let RunSpec {
+        module,
+        inputs,
+        device,
+        outputs,
+        partitions,
+        ..
+    } = *spec;
+    let exe = load_module(client, module, device, partitions)?;
+    let spmd = exe.parameter_shardings().is_some();
+    // An SPMD program's inputs are global arrays, split later by its parameter shardings.
+    let inputs = check_inputs(&exe, inputs, parsed)?;
+    // And the outputs' types, known once compiled, before anything runs.
+    for (i, (o, t)) in outputs.iter().zip(exe.output_types()).enumerate() {
+        if !npy_supports(t.dtype) {
+            return Err(usage(format!(
+                "--output `{o}`: output {i} is {}, which .npy files cannot hold",
+                t.dtype
+            )));
+        }
+    }
+    // With --timeout, the deadline armed above bounds the execute too: it ends the process
+    // with its error line while the program runs on (PJRT cannot stop one).
+    let (host, placements) = if spmd {
+        stage.store(1, std::sync::atomic::Ordering::Release);
+        let results = exe.execute_sharded_host(&inputs)?;
+        let placements = (results.iter())
+            .map(|r| Some((r.sharding().to_string(), r.sharding().devices().to_vec())))
+            .collect();
+        let host = results
+            .iter()
+            .map(|r| r.to_host())
+            .collect::<Result<Vec<_>>>()?;
+        (host, placements)
+    } else {
+        let args = upload(&exe, &inputs)?;
+        let refs: Vec<&Array> = args.iter().collect();
+        stage.store(1, std::sync::atomic::Ordering::Release);
+        let results = exe.execute(&refs)?;
+        let host = results
+            .iter()
+            .map(HostData::from_array)
+            .collect::<Result<Vec<_>>>()?;
+        (host, vec![None; results.len()])
+    };
+    Ok((host, placements))
 }
 
 /// An `--input`: a literal, or `@path` to a `.npy` file.

@@ -37,3 +37,44 @@ fn inspect_prints_an_exports_signature_and_refuses_what_is_not_one() {
     assert!(!o.status.success());
     assert!(common::error_line(&o).contains("not a serialized jax.export artifact"));
 }
+
+#[test]
+fn run_calls_an_export_from_its_bytes_and_refuses_a_shape_polymorphic_one() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/exported");
+    let at = |name: &str| dir.join(name).display().to_string();
+    // The unused argument is given, checked and dropped, as JAX's call does.
+    let mut args = vec![
+        "run".to_string(),
+        at("unused_arg.exported"),
+        "--json".into(),
+    ];
+    for k in 0..3 {
+        args.extend([
+            "--input".into(),
+            format!("@{}", at(&format!("unused_arg.input{k}.npy"))),
+        ]);
+    }
+    let o = cli(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let got: Vec<f64> = (v["outputs"][0]["data"].as_array().unwrap().iter())
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    let jax =
+        pjrt_actors::host_data::read_npy(&std::fs::read(at("unused_arg.output0.npy")).unwrap())
+            .unwrap();
+    let want: Vec<f64> = (jax.bytes.chunks_exact(4))
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()) as f64)
+        .collect();
+    assert!(
+        got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-6),
+        "{got:?} {want:?}"
+    );
+    let o = cli(&[
+        "run".into(),
+        at("poly.exported"),
+        "--input".into(),
+        "3xf32=1,2,3".into(),
+    ]);
+    assert!(common::error_line(&o).contains("shape-polymorphic"));
+}

@@ -157,3 +157,64 @@ fn cut_garbled_and_foreign_bytes_are_typed_errors() {
         assert!(e.to_string().contains("exported artifact"), "{e}");
     }
 }
+
+fn npy(name: &str) -> pjrt_actors::host_data::HostData {
+    pjrt_actors::host_data::read_npy(&std::fs::read(data_dir().join(name)).unwrap()).unwrap()
+}
+
+#[test]
+fn every_runnable_artifact_runs_from_its_bytes_and_gives_jaxs_outputs() {
+    // An unused argument dropped, the platform index of a two-platform export, a pytree of
+    // parameters, and a 4-device export as the SPMD program it is.
+    let client = pjrt_actors::Client::open().unwrap();
+    let mut ran = 0;
+    for c in manifest()["cases"].as_array().unwrap() {
+        let name = c["name"].as_str().unwrap();
+        let files = |k: &str| -> Vec<String> {
+            (c[k].as_array().unwrap().iter())
+                .map(|f| f.as_str().unwrap().to_string())
+                .collect()
+        };
+        if files("inputs").is_empty() {
+            continue;
+        }
+        let model = client
+            .load_exported(&artifact(name))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let args: Vec<_> = files("inputs").iter().map(|f| npy(f)).collect();
+        let outputs = model.call(&args).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let want: Vec<_> = files("outputs").iter().map(|f| npy(f)).collect();
+        assert_eq!(outputs.len(), want.len(), "{name}");
+        for (k, (got, want)) in outputs.iter().zip(&want).enumerate() {
+            assert_eq!(got.dims, want.dims, "{name} output {k}");
+            let (g, w) = (
+                crate::jax_lapack::values(got),
+                crate::jax_lapack::values(want),
+            );
+            let scale = w.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
+            assert!(
+                g.iter().zip(&w).all(|(a, b)| (a - b).abs() <= 1e-5 * scale),
+                "{name} output {k}: {g:?} against JAX's {w:?}"
+            );
+        }
+        ran += 1;
+    }
+    assert_eq!(ran, 4);
+}
+
+#[test]
+fn exports_that_cannot_run_here_and_wrong_arguments_are_typed_errors() {
+    let client = pjrt_actors::Client::open().unwrap();
+    let err = client
+        .load_exported(&artifact("poly"))
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("shape-polymorphic"), "{err}");
+    let model = client.load_exported(&artifact("mlp")).unwrap();
+    let mut args: Vec<_> = (0..4).map(|k| npy(&format!("mlp.input{k}.npy"))).collect();
+    args[1].dims = vec![16, 8];
+    let err = model.call(&args).unwrap_err();
+    assert!(err.to_string().contains("[0][0]['layer0']['w']"), "{err}");
+    let err = model.call(&args[..3]).unwrap_err();
+    assert!(err.to_string().contains("takes 4 arguments"), "{err}");
+}
