@@ -6,14 +6,57 @@ use pjrt_actors_core::exported::{Dim, Exported, ExportedDtype};
 use pjrt_actors_core::{Error, Result};
 
 use crate::host_data::HostData;
-use crate::{Array, Client, CompileOptions, ElementType, HostBuffer, LoadedExecutable};
+use crate::{
+    Array, Client, CompileOptions, ElementType, HostBuffer, LoadedExecutable, ShardedArray,
+};
 
-/// A loaded export: its signature and its compiled module.
+/// `[0]['layer0']['w']` as `0.layer0.w`: how weight files name a parameter.
+fn dotted_path(path: &str) -> String {
+    (path.split(['[', ']']).filter(|s| !s.is_empty()))
+        .map(|s| s.trim_matches('\''))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+fn element_type(d: safetensors::Dtype) -> Option<ElementType> {
+    use safetensors::Dtype as D;
+    Some(match d {
+        D::BOOL => ElementType::Pred,
+        D::U8 => ElementType::U8,
+        D::I8 => ElementType::S8,
+        D::I16 => ElementType::S16,
+        D::U16 => ElementType::U16,
+        D::F16 => ElementType::F16,
+        D::BF16 => ElementType::BF16,
+        D::I32 => ElementType::S32,
+        D::U32 => ElementType::U32,
+        D::F32 => ElementType::F32,
+        D::F64 => ElementType::F64,
+        D::I64 => ElementType::S64,
+        D::U64 => ElementType::U64,
+        D::F8_E5M2 => ElementType::F8E5M2,
+        _ => return None,
+    })
+}
+
+/// A loaded export: its signature, its compiled module, and the arguments held resident on
+/// its devices (weights), by input position.
 pub struct ExportedModel {
     exported: Exported,
     exe: LoadedExecutable,
     /// The platform index argument, where the export lists several platforms.
     platform_index: Option<i32>,
+    /// Per input leaf, whether a weight file gave it, and its value held on the devices (none
+    /// for an argument the module does not keep).
+    from_weights: Vec<bool>,
+    resident: Vec<Option<Held>>,
+}
+
+/// An argument uploaded: one array, or one sharded over an SPMD module's devices.
+#[derive(Clone)]
+enum Held {
+    OnDevice(Array),
+    Sharded(ShardedArray),
 }
 
 fn refused(what: String) -> Error {
@@ -81,10 +124,13 @@ impl Client {
             ..Default::default()
         };
         let exe = self.compile_and_load(&exported.module, &options)?;
+        let n = exported.in_avals.len();
         Ok(ExportedModel {
             exported,
             exe,
             platform_index,
+            from_weights: vec![false; n],
+            resident: vec![None; n],
         })
     }
 }
@@ -100,61 +146,161 @@ impl ExportedModel {
         &self.exe
     }
 
-    /// Calls the function on its flattened arguments (in `signature().in_paths()` order; an
-    /// unused one is checked and dropped), returning its flattened results.
+    /// Holds the tensors of a `.safetensors` file as the arguments they name, matched to the
+    /// input paths (`[0]['layer0']['w']`, written `0.layer0.w`, or any unique dotted suffix
+    /// of it such as `layer0.w`), each checked against its aval; returns how many were
+    /// matched. A tensor that matches no argument, or several, is an error naming it.
+    pub fn load_params(&mut self, safetensors_bytes: &[u8]) -> Result<usize> {
+        let file = safetensors::SafeTensors::deserialize(safetensors_bytes)
+            .map_err(|e| refused(format!("a .safetensors file that cannot be read: {e}")))?;
+        let dotted: Vec<String> = self
+            .exported
+            .in_paths()
+            .iter()
+            .map(|p| dotted_path(p))
+            .collect();
+        let mut matched = 0;
+        for (name, tensor) in file.tensors() {
+            let hits: Vec<usize> = (0..dotted.len())
+                .filter(|&i| dotted[i] == name || dotted[i].ends_with(&format!(".{name}")))
+                .collect();
+            let &[i] = hits.as_slice() else {
+                return Err(refused(format!(
+                    "the weight `{name}` matches {} arguments; the arguments are {}",
+                    hits.len(),
+                    self.exported.in_paths().join(", ")
+                )));
+            };
+            let data = HostData {
+                dtype: element_type(tensor.dtype()).ok_or_else(|| {
+                    refused(format!(
+                        "the weight `{name}` is {:?}, which we do not take",
+                        tensor.dtype()
+                    ))
+                })?,
+                dims: tensor.shape().iter().map(|&d| d as i64).collect(),
+                bytes: tensor.data().to_vec(),
+            };
+            self.check_arg(i, &data)?;
+            // An argument the module does not keep is checked, and needs no upload.
+            if let Some(j) = self.module_param(i) {
+                self.resident[i] = Some(self.upload(j, &data)?);
+            }
+            self.from_weights[i] = true;
+            matched += 1;
+        }
+        Ok(matched)
+    }
+
+    /// The input paths still to be given at each call (the ones not held resident).
+    pub fn free_inputs(&self) -> Vec<String> {
+        (self.exported.in_paths().into_iter().enumerate())
+            .filter(|(i, _)| !self.from_weights[*i])
+            .map(|(_, p)| p)
+            .collect()
+    }
+
+    fn check_arg(&self, i: usize, arg: &HostData) -> Result<()> {
+        let aval = &self.exported.in_avals[i];
+        let dims: Vec<i64> = (aval.dims.iter())
+            .map(|d| match d {
+                Dim::Known(n) => *n,
+                Dim::Symbolic(_) => -1,
+            })
+            .collect();
+        if aval.dtype != ExportedDtype::Array(arg.dtype) || arg.dims != dims {
+            return Err(refused(format!(
+                "argument {i} ({}) is {}{:?}; the export takes {aval}",
+                self.exported.in_paths()[i],
+                arg.dtype,
+                arg.dims
+            )));
+        }
+        Ok(())
+    }
+
+    /// The module parameter input leaf `i` is passed as, if the module keeps it (after the
+    /// platform index, where there is one).
+    fn module_param(&self, i: usize) -> Option<usize> {
+        let at = (self.exported.module_kept_var_idx.iter()).position(|&k| k as usize == i)?;
+        Some(at + self.platform_index.is_some() as usize)
+    }
+
+    /// Uploads `data` as module parameter `j`: sharded as the SPMD module expects, else to
+    /// its device.
+    fn upload(&self, j: usize, data: &HostData) -> Result<Held> {
+        let client = self.exe.client();
+        if let Some(shardings) = self.exe.parameter_shardings() {
+            return Ok(Held::Sharded(client.put_sharded(data, &shardings[j])?));
+        }
+        let device = &self.exe.addressable_devices()[0];
+        let data_ref = HostBuffer::Copy(&data.bytes);
+        let array = client.buffer_from_host(data_ref, data.dtype, &data.dims, device, None)?;
+        Ok(Held::OnDevice(array))
+    }
+
+    /// Calls the function on the arguments not held resident ([`free_inputs`](Self::free_inputs),
+    /// flattened, in path order; an unused one is checked and dropped), returning its
+    /// flattened results. Resident weights are not uploaded again.
     pub fn call(&self, args: &[HostData]) -> Result<Vec<HostData>> {
         let e = &self.exported;
-        let paths = e.in_paths();
-        if args.len() != e.in_avals.len() {
+        let free = self.free_inputs();
+        if args.len() != free.len() {
             return Err(refused(format!(
                 "{} takes {} arguments ({}); {} given",
                 e.function_name,
-                e.in_avals.len(),
-                paths.join(", "),
+                free.len(),
+                free.join(", "),
                 args.len()
             )));
         }
-        for (i, (arg, aval)) in args.iter().zip(&e.in_avals).enumerate() {
-            let dims: Vec<i64> = (aval.dims.iter())
-                .map(|d| match d {
-                    Dim::Known(n) => *n,
-                    Dim::Symbolic(_) => -1,
-                })
-                .collect();
-            if aval.dtype != ExportedDtype::Array(arg.dtype) || arg.dims != dims {
-                return Err(refused(format!(
-                    "argument {i} ({}) is {}{:?}; the export takes {aval}",
-                    paths[i], arg.dtype, arg.dims
-                )));
-            }
-        }
-        let mut kept: Vec<HostData> = Vec::with_capacity(args.len() + 1);
+        let mut module_args: Vec<Option<Held>> =
+            vec![None; e.module_kept_var_idx.len() + self.platform_index.is_some() as usize];
         if let Some(index) = self.platform_index {
-            kept.push(HostData {
+            let index = HostData {
                 dtype: ElementType::S32,
                 dims: Vec::new(),
                 bytes: index.to_le_bytes().to_vec(),
-            });
+            };
+            module_args[0] = Some(self.upload(0, &index)?);
         }
-        kept.extend(
-            e.module_kept_var_idx
-                .iter()
-                .map(|&i| args[i as usize].clone()),
-        );
+        let mut given = args.iter();
+        for (i, held) in self.resident.iter().enumerate() {
+            let j = self.module_param(i);
+            match (self.from_weights[i], held, j) {
+                (true, Some(h), Some(j)) => module_args[j] = Some(h.clone()),
+                (true, _, _) => {}
+                (false, _, _) => {
+                    let arg = given.next().expect("counted above");
+                    self.check_arg(i, arg)?;
+                    if let Some(j) = j {
+                        module_args[j] = Some(self.upload(j, arg)?);
+                    }
+                }
+            }
+        }
+        let module_args: Vec<Held> = module_args
+            .into_iter()
+            .map(|a| a.expect("every parameter filled"))
+            .collect();
         if self.exe.parameter_shardings().is_some() {
-            return (self.exe.execute_sharded_host(&kept)?.iter())
+            let sharded: Vec<&ShardedArray> = (module_args.iter())
+                .map(|h| match h {
+                    Held::Sharded(s) => s,
+                    Held::OnDevice(_) => unreachable!("an SPMD module's arguments are sharded"),
+                })
+                .collect();
+            return (self.exe.execute_sharded(&sharded)?.iter())
                 .map(|s| s.to_host())
                 .collect();
         }
-        let client = self.exe.client();
-        let device = &self.exe.addressable_devices()[0];
-        let arrays = (kept.iter())
-            .map(|h| {
-                client.buffer_from_host(HostBuffer::Copy(&h.bytes), h.dtype, &h.dims, device, None)
+        let arrays: Vec<&Array> = (module_args.iter())
+            .map(|h| match h {
+                Held::OnDevice(a) => a,
+                Held::Sharded(_) => unreachable!("a one-device module's arguments are arrays"),
             })
-            .collect::<Result<Vec<_>>>()?;
-        let refs: Vec<&Array> = arrays.iter().collect();
-        (self.exe.execute(&refs)?.iter())
+            .collect();
+        (self.exe.execute(&arrays)?.iter())
             .map(HostData::from_array)
             .collect()
     }

@@ -88,6 +88,10 @@ enum Command {
         /// program are global arrays.
         #[arg(long)]
         partitions: Option<usize>,
+        /// Weights for a jax.export artifact: a `.safetensors` file whose tensors name
+        /// arguments by path (`layer0.w` for `[0][0]['layer0']['w']`); `--input`s give the rest.
+        #[arg(long)]
+        params: Option<PathBuf>,
     },
     /// Run a module from many threads and report throughput and latency percentiles.
     Bench {
@@ -229,6 +233,7 @@ fn dispatch(cli: &Cli) -> Result<()> {
             outputs,
             timeout,
             partitions,
+            params,
         } => run::run(
             cli,
             &run::RunSpec {
@@ -239,6 +244,7 @@ fn dispatch(cli: &Cli) -> Result<()> {
                 outputs,
                 timeout: *timeout,
                 partitions: *partitions,
+                params: params.as_deref(),
             },
         ),
         Command::Bench {

@@ -20,6 +20,7 @@ pub struct RunSpec<'a> {
     pub outputs: &'a [String],
     pub timeout: Option<f64>,
     pub partitions: Option<usize>,
+    pub params: Option<&'a Path>,
 }
 
 /// `run`: compile a module, run it once on `device` (an SPMD program on its devices), print or
@@ -46,6 +47,12 @@ pub fn run(cli: &Cli, spec: &RunSpec<'_>) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     // Inputs are read (each once: `@/dev/stdin` works) and parsed before anything compiles.
     let parsed = read_inputs(inputs)?;
+    if spec.params.is_some() && !is_export(module) {
+        return Err(usage(format!(
+            "--params gives a jax.export artifact's weights; {} is not one (.exported, .jax_exported)",
+            module.display()
+        )));
+    }
     let client = open(cli)?;
     // With --timeout, the deadline armed above bounds the execute too: it ends the process
     // with its error line while the program runs on (PJRT cannot stop one).
@@ -53,7 +60,12 @@ pub fn run(cli: &Cli, spec: &RunSpec<'_>) -> Result<()> {
         // A serialized jax.export artifact: called as JAX calls it, on its flattened arguments.
         let bytes = std::fs::read(module)
             .map_err(|e| usage(format!("artifact {}: {e}", module.display())))?;
-        let model = client.load_exported(&bytes)?;
+        let mut model = client.load_exported(&bytes)?;
+        if let Some(path) = spec.params {
+            let weights = std::fs::read(path)
+                .map_err(|e| usage(format!("--params {}: {e}", path.display())))?;
+            model.load_params(&weights)?;
+        }
         stage.store(1, std::sync::atomic::Ordering::Release);
         let host = model.call(&parsed)?;
         let n = host.len();

@@ -78,3 +78,36 @@ fn run_calls_an_export_from_its_bytes_and_refuses_a_shape_polymorphic_one() {
     ]);
     assert!(common::error_line(&o).contains("shape-polymorphic"));
 }
+
+#[test]
+fn run_takes_an_exports_weights_from_a_safetensors_file() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/exported");
+    let at = |name: &str| dir.join(name).display().to_string();
+    let o = cli(&[
+        "run".into(),
+        at("mlp.exported"),
+        "--params".into(),
+        at("mlp.safetensors"),
+        "--input".into(),
+        format!("@{}", at("mlp.input3.npy")),
+        "--json".into(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["outputs"][1]["shape"], serde_json::json!([2, 4]));
+    // Without the weights the call lacks three arguments, and says which.
+    let o = cli(&[
+        "run".into(),
+        at("mlp.exported"),
+        "--input".into(),
+        format!("@{}", at("mlp.input3.npy")),
+    ]);
+    assert!(common::error_line(&o).contains("takes 4 arguments"));
+    let o = cli(&[
+        "run".into(),
+        at("../spmd/tp_mlp.mlir"),
+        "--params".into(),
+        at("mlp.safetensors"),
+    ]);
+    assert!(common::error_line(&o).contains("--params"));
+}

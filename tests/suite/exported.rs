@@ -218,3 +218,69 @@ fn exports_that_cannot_run_here_and_wrong_arguments_are_typed_errors() {
     let err = model.call(&args[..3]).unwrap_err();
     assert!(err.to_string().contains("takes 4 arguments"), "{err}");
 }
+
+/// A `.safetensors` file of f32 tensors, written by hand.
+fn safetensors(tensors: &[(&str, &[i64], &[f32])]) -> Vec<u8> {
+    let (mut header, mut data) = (serde_json::Map::new(), Vec::new());
+    for (name, shape, values) in tensors {
+        let start = data.len();
+        data.extend(values.iter().flat_map(|v| v.to_le_bytes()));
+        header.insert(
+            name.to_string(),
+            serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [start, data.len()]}),
+        );
+    }
+    let text = serde_json::to_vec(&header).unwrap();
+    let mut out = (text.len() as u64).to_le_bytes().to_vec();
+    out.extend(text);
+    out.extend(data);
+    out
+}
+
+#[test]
+fn weights_from_safetensors_stay_resident_and_the_rest_is_given_per_call() {
+    let client = pjrt_actors::Client::open().unwrap();
+    let want = |name: &str| crate::jax_lapack::values(&npy(name));
+    let close = |g: &[f64], w: &[f64]| g.iter().zip(w).all(|(a, b)| (a - b).abs() < 1e-5);
+    // The MLP's parameters by their dotted paths (`layer0.w` for [0][0]['layer0']['w']).
+    let mut model = client.load_exported(&artifact("mlp")).unwrap();
+    let weights = std::fs::read(data_dir().join("mlp.safetensors")).unwrap();
+    assert_eq!(model.load_params(&weights).unwrap(), 3);
+    assert_eq!(model.free_inputs(), ["[0][1]"]);
+    let live = client.live_arrays().unwrap().len();
+    for _ in 0..3 {
+        let out = model.call(&[npy("mlp.input3.npy")]).unwrap();
+        assert!(close(
+            &crate::jax_lapack::values(&out[0]),
+            &want("mlp.output0.npy")
+        ));
+        assert!(close(
+            &crate::jax_lapack::values(&out[1]),
+            &want("mlp.output1.npy")
+        ));
+    }
+    assert_eq!(
+        client.live_arrays().unwrap().len(),
+        live,
+        "the weights were not uploaded again"
+    );
+    // A 4-device export: its weight held sharded as the module expects.
+    let mut sharded = client.load_exported(&artifact("sharded")).unwrap();
+    let weight = std::fs::read(data_dir().join("sharded.safetensors")).unwrap();
+    assert_eq!(sharded.load_params(&weight).unwrap(), 1);
+    let out = sharded.call(&[npy("sharded.input0.npy")]).unwrap();
+    assert!(close(
+        &crate::jax_lapack::values(&out[0]),
+        &want("sharded.output0.npy")
+    ));
+    // A name that fits two arguments, a wrong shape, garbage: typed errors naming what.
+    let mut fresh = client.load_exported(&artifact("mlp")).unwrap();
+    let two = safetensors(&[("w", &[16, 4], &[0.0; 64])]);
+    let err = fresh.load_params(&two).unwrap_err();
+    assert!(err.to_string().contains("`w` matches 2 arguments"), "{err}");
+    let wrong = safetensors(&[("layer1.w", &[4, 16], &[0.0; 64])]);
+    let err = fresh.load_params(&wrong).unwrap_err();
+    assert!(err.to_string().contains("['layer1']['w']"), "{err}");
+    let err = fresh.load_params(b"not a safetensors file").unwrap_err();
+    assert!(err.to_string().contains("cannot be read"), "{err}");
+}

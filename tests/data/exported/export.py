@@ -98,6 +98,26 @@ def main(out):
             **files,
         })
     json.dump(manifest, open(os.path.join(out, "manifest.json"), "w"), indent=1)
+    # Weights for the loader's tests: the MLP's parameters by their dotted paths, and the
+    # sharded export's second argument by a suffix of its path.
+    load = lambda name: np.load(os.path.join(out, name))
+    write_safetensors(os.path.join(out, "mlp.safetensors"), {
+        "layer0.b": load("mlp.input0.npy"), "layer0.w": load("mlp.input1.npy"),
+        "layer1.w": load("mlp.input2.npy")})
+    write_safetensors(os.path.join(out, "sharded.safetensors"), {"1": load("sharded.input1.npy")})
+
+
+def write_safetensors(path, tensors):
+    """The safetensors format by hand (8-byte header size, JSON header, the data)."""
+    header, data = {}, b""
+    for name, a in tensors.items():
+        raw = np.ascontiguousarray(a, dtype=np.float32).tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape),
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    open(path, "wb").write(len(text).to_bytes(8, "little") + text + data)
 
 
 if __name__ == "__main__":
