@@ -27,6 +27,7 @@ pub mod kv_store;
 pub mod mlir_bytecode;
 pub mod open;
 pub mod program_check;
+pub mod pytree;
 pub mod redis_cache;
 pub mod registry;
 pub mod runtime;

@@ -57,15 +57,8 @@ fn run_calls_an_export_from_its_bytes_and_refuses_a_shape_polymorphic_one() {
     let o = cli(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let got: Vec<f64> = (v["outputs"][0]["data"].as_array().unwrap().iter())
-        .map(|x| x.as_f64().unwrap())
-        .collect();
-    let jax =
-        pjrt_actors::host_data::read_npy(&std::fs::read(at("unused_arg.output0.npy")).unwrap())
-            .unwrap();
-    let want: Vec<f64> = (jax.bytes.chunks_exact(4))
-        .map(|b| f32::from_le_bytes(b.try_into().unwrap()) as f64)
-        .collect();
+    let got = common::json_output(&v, 0);
+    let want = common::npy_values(&dir.join("unused_arg.output0.npy"));
     assert!(
         got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-6),
         "{got:?} {want:?}"

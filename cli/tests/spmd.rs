@@ -31,11 +31,7 @@ fn inputs(case: &str, n: usize) -> Vec<String> {
 
 /// The values of a float32 `.npy` file JAX wrote.
 fn jax_values(file: &str) -> Vec<f64> {
-    let bytes = std::fs::read(data(file)).unwrap();
-    let h = pjrt_actors::host_data::read_npy(&bytes).unwrap();
-    (h.bytes.chunks_exact(4))
-        .map(|b| f32::from_le_bytes(b.try_into().unwrap()) as f64)
-        .collect()
+    common::npy_values(Path::new(&data(file)))
 }
 
 #[test]
@@ -70,9 +66,7 @@ fn bytecode_runs_as_jax_serialized_it_and_a_partition_count_it_contradicts_is_re
     let o = cli(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let got: Vec<f64> = (v["outputs"][0]["data"].as_array().unwrap().iter())
-        .map(|x| x.as_f64().unwrap())
-        .collect();
+    let got = common::json_output(&v, 0);
     let want = jax_values("tp_mlp.out0.npy");
     assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-5));
     args.extend(["--partitions".into(), "2".into()]);

@@ -63,6 +63,16 @@ fn inputs_of(c: &Value) -> Vec<HostData> {
         .collect()
 }
 
+/// A case's first output, read back, is JAX's to 1e-5.
+fn assert_first_output_is_jaxs(out: &[pjrt_actors::ShardedArray], c: &Value) {
+    let jax = npy(&c["outputs"][0]["file"]);
+    let (g, w) = (values(&out[0].to_host().unwrap()), values(&jax));
+    assert!(
+        g.iter().zip(&w).all(|(a, b)| (a - b).abs() < 1e-5),
+        "{g:?} {w:?}"
+    );
+}
+
 fn program(c: &Value) -> Vec<u8> {
     std::fs::read(data_dir().join(c["program"].as_str().unwrap())).unwrap()
 }
@@ -168,12 +178,7 @@ fn bytecode_says_its_partition_count_and_runs_as_its_text_does() {
         .compile_and_load(&bytecode, &CompileOptions::default())
         .unwrap();
     let out = exe.execute_sharded_host(&inputs_of(&c)).unwrap();
-    let jax = npy(&c["outputs"][0]["file"]);
-    let (g, w) = (values(&out[0].to_host().unwrap()), values(&jax));
-    assert!(
-        g.iter().zip(&w).all(|(a, b)| (a - b).abs() < 1e-5),
-        "{g:?} {w:?}"
-    );
+    assert_first_output_is_jaxs(&out, &c);
 }
 
 #[test]
@@ -272,9 +277,7 @@ fn the_caller_chooses_the_devices_and_partition_p_runs_on_the_p_th() {
     let out = exe.execute_sharded_host(&inputs).unwrap();
     let first = out[0].shard_on(&client.devices()[3]).unwrap();
     assert_eq!(first.dims(), [4, 4]);
-    let jax = npy(&c["outputs"][0]["file"]);
-    let (g, w) = (values(&out[0].to_host().unwrap()), values(&jax));
-    assert!(g.iter().zip(&w).all(|(a, b)| (a - b).abs() < 1e-5));
+    assert_first_output_is_jaxs(&out, &c);
 }
 
 #[test]
@@ -359,11 +362,6 @@ fn an_spmd_executable_compiled_in_a_worker_comes_back_from_the_disk_cache_whole(
     assert_eq!(second.compile_cache_stats().disk_hits, 1);
     assert_eq!(exe.parameter_shardings().unwrap(), shardings);
     let out = exe.execute_sharded_host(&inputs_of(&c)).unwrap();
-    let jax = npy(&c["outputs"][0]["file"]);
-    let (g, w) = (values(&out[0].to_host().unwrap()), values(&jax));
-    assert!(
-        g.iter().zip(&w).all(|(a, b)| (a - b).abs() < 1e-5),
-        "{g:?} {w:?}"
-    );
+    assert_first_output_is_jaxs(&out, &c);
     std::fs::remove_dir_all(&dir).unwrap();
 }

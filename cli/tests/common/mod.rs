@@ -24,3 +24,18 @@ pub fn new_abi() -> bool {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     v["api_version"][1].as_i64().unwrap() >= 100
 }
+
+/// The values of `--json` output `k`.
+pub fn json_output(v: &serde_json::Value, k: usize) -> Vec<f64> {
+    (v["outputs"][k]["data"].as_array().unwrap().iter())
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+/// The values of a float32 `.npy` file.
+pub fn npy_values(path: &std::path::Path) -> Vec<f64> {
+    let h = pjrt_actors::host_data::read_npy(&std::fs::read(path).unwrap()).unwrap();
+    (h.bytes.chunks_exact(4))
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()) as f64)
+        .collect()
+}
