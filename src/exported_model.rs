@@ -18,6 +18,28 @@ fn dotted_path(path: &str) -> String {
         .join(".")
 }
 
+/// A `.safetensors` file's tensors, by name.
+fn read_safetensors(bytes: &[u8]) -> Result<Vec<(String, HostData)>> {
+    let file = safetensors::SafeTensors::deserialize(bytes)
+        .map_err(|e| refused(format!("a .safetensors file that cannot be read: {e}")))?;
+    (file.tensors().into_iter())
+        .map(|(name, tensor)| {
+            let dtype = element_type(tensor.dtype()).ok_or_else(|| {
+                refused(format!(
+                    "the weight `{name}` is {:?}, which we do not take",
+                    tensor.dtype()
+                ))
+            })?;
+            let data = HostData {
+                dtype,
+                dims: tensor.shape().iter().map(|&d| d as i64).collect(),
+                bytes: tensor.data().to_vec(),
+            };
+            Ok((name, data))
+        })
+        .collect()
+}
+
 fn element_type(d: safetensors::Dtype) -> Option<ElementType> {
     use safetensors::Dtype as D;
     Some(match d {
@@ -146,13 +168,17 @@ impl ExportedModel {
         &self.exe
     }
 
-    /// Holds the tensors of a `.safetensors` file as the arguments they name, matched to the
+    /// Holds the tensors of a weights file (`.safetensors`, or NumPy's `.npz` as `np.savez`
+    /// writes it, told apart by their first bytes) as the arguments they name, matched to the
     /// input paths (`[0]['layer0']['w']`, written `0.layer0.w`, or any unique dotted suffix
     /// of it such as `layer0.w`), each checked against its aval; returns how many were
     /// matched. A tensor that matches no argument, or several, is an error naming it.
-    pub fn load_params(&mut self, safetensors_bytes: &[u8]) -> Result<usize> {
-        let file = safetensors::SafeTensors::deserialize(safetensors_bytes)
-            .map_err(|e| refused(format!("a .safetensors file that cannot be read: {e}")))?;
+    pub fn load_params(&mut self, bytes: &[u8]) -> Result<usize> {
+        let tensors = if bytes.starts_with(b"PK\x03\x04") {
+            crate::host_data::read_npz(bytes)?
+        } else {
+            read_safetensors(bytes)?
+        };
         let dotted: Vec<String> = self
             .exported
             .in_paths()
@@ -160,7 +186,7 @@ impl ExportedModel {
             .map(|p| dotted_path(p))
             .collect();
         let mut matched = 0;
-        for (name, tensor) in file.tensors() {
+        for (name, data) in tensors {
             let hits: Vec<usize> = (0..dotted.len())
                 .filter(|&i| dotted[i] == name || dotted[i].ends_with(&format!(".{name}")))
                 .collect();
@@ -170,16 +196,6 @@ impl ExportedModel {
                     hits.len(),
                     self.exported.in_paths().join(", ")
                 )));
-            };
-            let data = HostData {
-                dtype: element_type(tensor.dtype()).ok_or_else(|| {
-                    refused(format!(
-                        "the weight `{name}` is {:?}, which we do not take",
-                        tensor.dtype()
-                    ))
-                })?,
-                dims: tensor.shape().iter().map(|&d| d as i64).collect(),
-                bytes: tensor.data().to_vec(),
             };
             self.check_arg(i, &data)?;
             // An argument the module does not keep is checked, and needs no upload.

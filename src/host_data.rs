@@ -50,10 +50,12 @@ impl HostData {
 
 mod float8;
 mod npy;
+mod npz;
 use float8::Float8;
 pub use npy::{
     is_void_descr, npy_stores_as_void, npy_supports, read_npy, void_reads_as, write_npy,
 };
+pub use npz::read_npz;
 
 fn bad(what: &str, why: String) -> Error {
     Error::InvalidArgument(format!("{what}: {why}"))

@@ -88,7 +88,7 @@ enum Command {
         /// program are global arrays.
         #[arg(long)]
         partitions: Option<usize>,
-        /// Weights for a jax.export artifact: a `.safetensors` file whose tensors name
+        /// Weights for a jax.export artifact: a `.safetensors` (or `np.savez` `.npz`) file whose tensors name
         /// arguments by path (`layer0.w` for `[0][0]['layer0']['w']`); `--input`s give the rest.
         #[arg(long)]
         params: Option<PathBuf>,

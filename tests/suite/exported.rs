@@ -284,3 +284,22 @@ fn weights_from_safetensors_stay_resident_and_the_rest_is_given_per_call() {
     let err = fresh.load_params(b"not a safetensors file").unwrap_err();
     assert!(err.to_string().contains("cannot be read"), "{err}");
 }
+
+#[test]
+fn weights_from_an_npz_file_work_as_from_safetensors_and_compressed_or_cut_ones_are_refused() {
+    let client = pjrt_actors::Client::open().unwrap();
+    let mut model = client.load_exported(&artifact("mlp")).unwrap();
+    let npz = std::fs::read(data_dir().join("mlp.npz")).unwrap();
+    assert_eq!(model.load_params(&npz).unwrap(), 3);
+    let out = model.call(&[npy("mlp.input3.npy")]).unwrap();
+    let want = crate::jax_lapack::values(&npy("mlp.output1.npy"));
+    let got = crate::jax_lapack::values(&out[1]);
+    assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-5));
+    let compressed = std::fs::read(data_dir().join("mlp_compressed.npz")).unwrap();
+    let err = model.load_params(&compressed).unwrap_err();
+    assert!(err.to_string().contains("np.savez_compressed"), "{err}");
+    for n in (0..npz.len()).step_by(7) {
+        let mut fresh = client.load_exported(&artifact("mlp")).unwrap();
+        assert!(fresh.load_params(&npz[..n]).is_err(), "cut at {n}");
+    }
+}

@@ -105,6 +105,10 @@ def main(out):
         "layer0.b": load("mlp.input0.npy"), "layer0.w": load("mlp.input1.npy"),
         "layer1.w": load("mlp.input2.npy")})
     write_safetensors(os.path.join(out, "sharded.safetensors"), {"1": load("sharded.input1.npy")})
+    mlp_weights = {"layer0.b": load("mlp.input0.npy"), "layer0.w": load("mlp.input1.npy"),
+                   "layer1.w": load("mlp.input2.npy")}
+    np.savez(os.path.join(out, "mlp.npz"), **mlp_weights)
+    np.savez_compressed(os.path.join(out, "mlp_compressed.npz"), **mlp_weights)
 
 
 def write_safetensors(path, tensors):
