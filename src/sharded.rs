@@ -199,9 +199,9 @@ impl LoadedExecutable {
         })
     }
 
-    /// Logical partition ids to this executable's devices.
-    fn physical(&self, logical: &Sharding) -> Result<Sharding> {
-        let devices = self.addressable_devices();
+    /// Logical partition ids to `devices`, this executable's (read once by each caller: the
+    /// list is built anew on every `addressable_devices`).
+    fn physical(&self, devices: &[Device], logical: &Sharding) -> Result<Sharding> {
         logical.map_devices(|p| {
             (devices.get(p as usize).map(Device::id)).ok_or_else(|| {
                 Error::Internal(format!("partition {p} has no device in {}", self.name()))
@@ -225,16 +225,21 @@ impl LoadedExecutable {
     /// An SPMD executable's parameter shardings, over its devices (`None` for one partition).
     pub fn parameter_shardings(&self) -> Option<Vec<Sharding>> {
         let spmd = self.core.meta.spmd.as_ref()?;
+        let devices = self.addressable_devices();
         spmd.parameters
             .iter()
-            .map(|s| self.physical(s).ok())
+            .map(|s| self.physical(&devices, s).ok())
             .collect()
     }
 
     /// An SPMD executable's output shardings, over its devices (`None` for one partition).
     pub fn output_shardings(&self) -> Option<Vec<Sharding>> {
         let spmd = self.core.meta.spmd.as_ref()?;
-        spmd.outputs.iter().map(|s| self.physical(s).ok()).collect()
+        let devices = self.addressable_devices();
+        spmd.outputs
+            .iter()
+            .map(|s| self.physical(&devices, s).ok())
+            .collect()
     }
 
     /// Runs an SPMD executable on sharded arguments, each with the sharding the executable
@@ -269,21 +274,23 @@ impl LoadedExecutable {
         let shardings = self
             .parameter_shardings()
             .ok_or_else(|| self.spmd().unwrap_err())?;
-        if args.len() != shardings.len() {
-            return Err(self.bad_argument(
-                args.len(),
-                format!(
-                    "{} arguments given, the program takes {}",
-                    args.len(),
-                    shardings.len()
-                ),
-            ));
-        }
+        self.check_count(args.len(), shardings.len())?;
         let client = self.client();
         let arrays = (args.iter().zip(&shardings))
             .map(|(a, s)| client.put_sharded(a, s))
             .collect::<Result<Vec<_>>>()?;
         self.execute_sharded(&arrays.iter().collect::<Vec<_>>())
+    }
+
+    /// As many arguments as the program takes.
+    fn check_count(&self, given: usize, takes: usize) -> Result<()> {
+        match given == takes {
+            true => Ok(()),
+            false => Err(self.bad_argument(
+                given,
+                format!("{given} arguments given, the program takes {takes}"),
+            )),
+        }
     }
 
     fn bad_argument(&self, index: usize, reason: String) -> Error {
@@ -301,20 +308,11 @@ impl LoadedExecutable {
         args: &[&'a ShardedArray],
     ) -> Result<Vec<SmallVec<[&'a Array; 8]>>> {
         let spmd = self.spmd()?;
-        if args.len() != spmd.parameters.len() {
-            return Err(self.bad_argument(
-                args.len(),
-                format!(
-                    "{} arguments given, the program takes {}",
-                    args.len(),
-                    spmd.parameters.len()
-                ),
-            ));
-        }
+        self.check_count(args.len(), spmd.parameters.len())?;
         let devices = self.addressable_devices();
         let mut lists = vec![SmallVec::new(); devices.len()];
         for (i, (arg, logical)) in args.iter().zip(&spmd.parameters).enumerate() {
-            let want = self.physical(logical)?;
+            let want = self.physical(&devices, logical)?;
             if arg.sharding != want {
                 return Err(self.bad_argument(
                     i,
@@ -337,7 +335,7 @@ impl LoadedExecutable {
         let devices = self.addressable_devices();
         (spmd.outputs.iter().enumerate())
             .map(|(j, logical)| {
-                let sharding = self.physical(logical)?;
+                let sharding = self.physical(&devices, logical)?;
                 let shards: Vec<Array> = (sharding.devices().iter())
                     .map(|&id| {
                         let p = devices
