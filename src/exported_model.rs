@@ -2,7 +2,7 @@
 //! multi-platform export, the arguments the module does not keep dropped, every argument checked
 //! against its aval, and a multi-device export run as the SPMD program it is.
 
-use pjrt_actors_core::exported::{Dim, Exported, ExportedDtype};
+use pjrt_actors_core::exported::{Aval, Dim, Exported, ExportedDtype};
 use pjrt_actors_core::{Error, Result};
 
 use crate::host_data::HostData;
@@ -59,6 +59,27 @@ fn element_type(d: safetensors::Dtype) -> Option<ElementType> {
         D::F8_E5M2 => ElementType::F8E5M2,
         _ => return None,
     })
+}
+
+/// The host form of an aval: its element type and dims. A PRNG key travels as its key data,
+/// `uint32` with the implementation's words as a last dimension (what `jax.random.key_data`
+/// gives and what the module takes); a symbolic dim, refused at load, reads as -1. None for a
+/// dtype this reader does not know, which no host data matches.
+fn host_type(aval: &Aval) -> Option<(ElementType, Vec<i64>)> {
+    let mut dims: Vec<i64> = (aval.dims.iter())
+        .map(|d| match d {
+            Dim::Known(n) => *n,
+            Dim::Symbolic(_) => -1,
+        })
+        .collect();
+    match aval.dtype {
+        ExportedDtype::Array(t) => Some((t, dims)),
+        ExportedDtype::Key(implementation) => {
+            dims.push(if implementation == "fry" { 2 } else { 4 });
+            Some((ElementType::U32, dims))
+        }
+        ExportedDtype::Unknown(_) => None,
+    }
 }
 
 /// A loaded export: its signature, its compiled module, and the arguments held resident on
@@ -218,18 +239,16 @@ impl ExportedModel {
 
     fn check_arg(&self, i: usize, arg: &HostData) -> Result<()> {
         let aval = &self.exported.in_avals[i];
-        let dims: Vec<i64> = (aval.dims.iter())
-            .map(|d| match d {
-                Dim::Known(n) => *n,
-                Dim::Symbolic(_) => -1,
-            })
-            .collect();
-        if aval.dtype != ExportedDtype::Array(arg.dtype) || arg.dims != dims {
+        if host_type(aval) != Some((arg.dtype, arg.dims.clone())) {
             return Err(refused(format!(
-                "argument {i} ({}) is {}{:?}; the export takes {aval}",
+                "argument {i} ({}) is {}{:?}; the export takes {aval}{}",
                 self.exported.in_paths()[i],
                 arg.dtype,
-                arg.dims
+                arg.dims,
+                match aval.dtype {
+                    ExportedDtype::Key(_) => " (its key data: jax.random.key_data)",
+                    ExportedDtype::Array(_) | ExportedDtype::Unknown(_) => "",
+                }
             )));
         }
         Ok(())

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use pjrt_actors::host_data::{HostData, read_npy};
-use pjrt_actors::{Client, CompileOptions, ElementType, Error, HostBuffer, LoadedExecutable};
+use pjrt_actors::{Client, CompileOptions, Error, HostBuffer, LoadedExecutable};
 use serde_json::Value;
 
 fn data_dir() -> PathBuf {
@@ -22,22 +22,7 @@ fn npy(name: &str) -> HostData {
     read_npy(&std::fs::read(data_dir().join(name)).unwrap()).unwrap()
 }
 
-/// An array's values as f64s (complex: re, im pairs); integers exactly.
-pub(crate) fn values(h: &HostData) -> Vec<f64> {
-    let chunks = |w: usize| h.bytes.chunks_exact(w);
-    match h.dtype {
-        ElementType::F32 | ElementType::C64 => chunks(4)
-            .map(|b| f32::from_le_bytes(b.try_into().unwrap()) as f64)
-            .collect(),
-        ElementType::F64 | ElementType::C128 => chunks(8)
-            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
-            .collect(),
-        ElementType::S32 => chunks(4)
-            .map(|b| i32::from_le_bytes(b.try_into().unwrap()) as f64)
-            .collect(),
-        other => panic!("unexpected output type {other}"),
-    }
-}
+pub(crate) use crate::jax_outputs::values;
 
 /// Compares `got` with JAX's `want`: same type and shape, NaN and infinities where JAX has
 /// them, and finite values within `rtol` of the largest finite magnitude.

@@ -1,0 +1,47 @@
+//! The export corpus through the command line: `run NAME.exported --params NAME.args.npz`
+//! (every input by its pytree path) writes each output with `--output`, and each is checked
+//! against JAX's recorded one, as the suite checks the library's.
+
+#[path = "../../tests/suite/jax_outputs.rs"]
+mod jax_outputs;
+
+use std::process::Command;
+
+use jax_outputs::{check_outputs, corpus, corpus_dir, tolerance, wanted};
+use pjrt_actors::host_data::read_npy;
+
+#[test]
+fn every_corpus_export_runs_through_the_cli_with_jaxs_results() {
+    let dir = corpus_dir();
+    let scratch = std::env::temp_dir().join(format!("pjrt-actors-corpus-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    for c in corpus() {
+        let name = c["name"].as_str().unwrap();
+        let outputs = c["outputs"].as_u64().unwrap() as usize;
+        let at = |suffix: &str| dir.join(format!("{name}{suffix}")).display().to_string();
+        let mut args = vec![
+            "run".to_string(),
+            at(".exported"),
+            "--params".into(),
+            at(".args.npz"),
+        ];
+        let out = |k: usize| scratch.join(format!("{name}.{k}.npy"));
+        for k in 0..outputs {
+            args.extend(["--output".into(), format!("@{}", out(k).display())]);
+        }
+        let o = Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let got: Vec<_> = (0..outputs)
+            .map(|k| read_npy(&std::fs::read(out(k)).unwrap()).unwrap())
+            .collect();
+        check_outputs(name, &got, &wanted(name), tolerance(name));
+    }
+    std::fs::remove_dir_all(&scratch).unwrap();
+}
