@@ -7,7 +7,8 @@ use pjrt_actors_core::{Error, Result};
 
 use crate::host_data::HostData;
 use crate::{
-    Array, Client, CompileOptions, ElementType, HostBuffer, LoadedExecutable, ShardedArray,
+    Array, ArrayType, Client, CompileOptions, ElementType, HostBuffer, LoadedExecutable,
+    ShardedArray,
 };
 
 /// `[0]['layer0']['w']` as `0.layer0.w`: how weight files name a parameter.
@@ -80,6 +81,22 @@ fn host_type(aval: &Aval) -> Option<(ElementType, Vec<i64>)> {
         }
         ExportedDtype::Unknown(_) => None,
     }
+}
+
+/// The calling convention versions JAX 0.10 and 0.11 write and call (jax's
+/// `minimum_supported_calling_convention_version` through its maximum).
+pub const CALLING_CONVENTIONS: std::ops::RangeInclusive<u16> = 9..=10;
+
+fn types_text(types: &[ArrayType]) -> String {
+    let each: Vec<String> = types
+        .iter()
+        .map(|t| format!("{}{:?}", t.dtype, t.dims))
+        .collect();
+    format!("({})", each.join(", "))
+}
+
+fn array_type(aval: &Aval) -> Option<ArrayType> {
+    host_type(aval).map(|(dtype, dims)| ArrayType { dtype, dims })
 }
 
 /// A loaded export: its signature, its compiled module, and the arguments held resident on
@@ -155,6 +172,19 @@ impl Client {
                 exported.ordered_effects
             )));
         }
+        if !CALLING_CONVENTIONS.contains(&exported.calling_convention_version) {
+            return Err(refused(format!(
+                "calling convention version {}; JAX and this runtime call {}..={}",
+                exported.calling_convention_version,
+                CALLING_CONVENTIONS.start(),
+                CALLING_CONVENTIONS.end()
+            )));
+        }
+        if exported.uses_global_constants && exported.platforms.len() < 2 {
+            return Err(refused(
+                "uses global constants without a platform index, so its module needs shape refinement, which the plugin does not do; export with concrete shapes".into(),
+            ));
+        }
         let devices = exported.nr_devices as usize;
         if devices > self.device_count() {
             return Err(refused(format!(
@@ -168,13 +198,15 @@ impl Client {
         };
         let exe = self.compile_and_load(&exported.module, &options)?;
         let n = exported.in_avals.len();
-        Ok(ExportedModel {
+        let model = ExportedModel {
             exported,
             exe,
             platform_index,
             from_weights: vec![false; n],
             resident: vec![None; n],
-        })
+        };
+        model.check_module()?;
+        Ok(model)
     }
 }
 
@@ -235,6 +267,42 @@ impl ExportedModel {
             .filter(|(i, _)| !self.from_weights[*i])
             .map(|(_, p)| p)
             .collect()
+    }
+
+    /// That the compiled module takes and returns what the avals say: the platform index, then
+    /// the kept arguments; then the results. An artifact whose parts disagree is refused here,
+    /// not at its first call.
+    fn check_module(&self) -> Result<()> {
+        let e = &self.exported;
+        let index = ArrayType {
+            dtype: ElementType::S32,
+            dims: Vec::new(),
+        };
+        let expected_params = (self.platform_index.map(|_| Some(index)).into_iter())
+            .chain((e.module_kept_var_idx.iter()).map(|&k| array_type(&e.in_avals[k as usize])));
+        let sides = [
+            (
+                "parameters",
+                expected_params.collect::<Vec<_>>(),
+                self.exe.global_parameter_types(),
+            ),
+            (
+                "results",
+                e.out_avals.iter().map(array_type).collect(),
+                self.exe.global_output_types(),
+            ),
+        ];
+        for (side, want, module) in sides {
+            let want: Option<Vec<ArrayType>> = want.into_iter().collect();
+            if want.as_ref() != Some(&module) {
+                return Err(refused(format!(
+                    "its avals and kept arguments say the module's {side} are {}; the module's are {}",
+                    want.map_or("of a dtype we do not know".into(), |w| types_text(&w)),
+                    types_text(&module)
+                )));
+            }
+        }
+        Ok(())
     }
 
     fn check_arg(&self, i: usize, arg: &HostData) -> Result<()> {

@@ -55,10 +55,18 @@ pub enum ExportedSharding {
     Hlo(Box<OpSharding>),
 }
 
+/// The `serialization_version`s this reader knows: 2 (the f0 dtype) through 12 (jax 0.11's,
+/// which adds the writer's jax version). A newer one may mean fields it would misread.
+pub const SERIALIZATION_VERSIONS: std::ops::RangeInclusive<u16> = 2..=12;
+
 /// A serialized `Exported`, read.
 #[derive(Debug, Clone)]
 pub struct Exported {
+    /// The schema version the bytes say: jax 0.10 writes 3 whatever its schema (11), jax 0.11
+    /// its true one (12).
     pub serialization_version: u16,
+    /// The jax that wrote it, where the artifact says (serialization version 12 on).
+    pub jax_version: Option<String>,
     pub function_name: String,
     pub in_tree: PyTree,
     pub out_tree: PyTree,
@@ -217,6 +225,13 @@ impl Exported {
     pub fn parse(bytes: &[u8]) -> Result<Exported> {
         let e = Table::root(bytes).ok_or_else(|| bad("not a serialized jax.export artifact"))?;
         let version = e.u16(4).unwrap_or(0);
+        if !SERIALIZATION_VERSIONS.contains(&version) {
+            return Err(bad(format!(
+                "serialization version {version}; this reader knows {}..={}",
+                SERIALIZATION_VERSIONS.start(),
+                SERIALIZATION_VERSIONS.end()
+            )));
+        }
         let function_name = e
             .string(6)
             .ok_or_else(|| bad("no function name"))?
@@ -293,6 +308,7 @@ impl Exported {
         let module_kept_var_idx = each(kept, "a kept argument", |v, i| v.u16(i))?;
         let exported = Exported {
             serialization_version: version,
+            jax_version: e.string(56).map(String::from),
             function_name,
             in_tree: tree(
                 &e.table(8).ok_or_else(|| bad("no input tree"))?,
@@ -339,6 +355,52 @@ impl Exported {
         }
         if let Some(&i) = (self.module_kept_var_idx.iter()).find(|&&i| i as usize >= leaves) {
             return Err(bad(format!("it keeps argument {i} of {leaves}")));
+        }
+        // JAX keeps a sorted set; out of order, two arguments of one type could swap unseen.
+        if self.module_kept_var_idx.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(bad(format!(
+                "its kept arguments {:?} are not in increasing order",
+                self.module_kept_var_idx
+            )));
+        }
+        for (side, shardings, avals) in [
+            ("input", &self.in_shardings, &self.in_avals),
+            ("output", &self.out_shardings, &self.out_avals),
+        ] {
+            if !shardings.is_empty() && shardings.len() != avals.len() {
+                return Err(bad(format!(
+                    "it has {} {side} shardings for {} {side}s",
+                    shardings.len(),
+                    avals.len()
+                )));
+            }
+            for (i, (s, aval)) in shardings.iter().zip(avals.iter()).enumerate() {
+                let Some(ExportedSharding::Named { mesh, spec }) = s else {
+                    continue;
+                };
+                let size: usize = mesh.iter().map(|(_, n)| n).product();
+                if size != self.nr_devices as usize {
+                    return Err(bad(format!(
+                        "{side} {i}'s mesh has {size} devices; the export is for {}",
+                        self.nr_devices
+                    )));
+                }
+                if spec.len() > aval.dims.len() {
+                    return Err(bad(format!(
+                        "{side} {i} ({aval}) is split over {} dimensions",
+                        spec.len()
+                    )));
+                }
+                let axis = spec
+                    .iter()
+                    .flatten()
+                    .find(|a| !mesh.iter().any(|(n, _)| n == *a));
+                if let Some(axis) = axis {
+                    return Err(bad(format!(
+                        "{side} {i} is split over `{axis}`, not a mesh axis"
+                    )));
+                }
+            }
         }
         if !self.module.starts_with(b"ML\xefR") {
             return Err(bad("its module is not MLIR bytecode"));

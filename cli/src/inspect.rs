@@ -40,6 +40,8 @@ pub fn inspect(path: &Path, json: bool) -> Result<()> {
             "unordered_effects": e.unordered_effects,
             "disabled_checks": e.disabled_checks,
             "module_bytes": e.module.len(),
+            "serialization_version": e.serialization_version,
+            "jax_version": e.jax_version,
         });
         out!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return Ok(());
@@ -86,5 +88,12 @@ pub fn inspect(path: &Path, json: bool) -> Result<()> {
         out!("shape-polymorphic: uses global constants (symbolic dimensions)");
     }
     out!("module: {} bytes of StableHLO bytecode", e.module.len());
+    out!(
+        "serialized: version {}{}",
+        e.serialization_version,
+        e.jax_version
+            .as_ref()
+            .map_or(String::new(), |v| format!(", by jax {v}"))
+    );
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! The export corpus through the command line: `run NAME.exported --params NAME.args.npz`
-//! (every input by its pytree path) writes each output with `--output`, and each is checked
+//! (every input by its pytree path; jax 0.10.2's and 0.11.2's serialized forms) writes each output with `--output`, and each is checked
 //! against JAX's recorded one, as the suite checks the library's.
 
 #[path = "../../tests/suite/jax_outputs.rs"]
@@ -19,29 +19,40 @@ fn every_corpus_export_runs_through_the_cli_with_jaxs_results() {
         let name = c["name"].as_str().unwrap();
         let outputs = c["outputs"].as_u64().unwrap() as usize;
         let at = |suffix: &str| dir.join(format!("{name}{suffix}")).display().to_string();
-        let mut args = vec![
-            "run".to_string(),
-            at(".exported"),
-            "--params".into(),
-            at(".args.npz"),
-        ];
-        let out = |k: usize| scratch.join(format!("{name}.{k}.npy"));
-        for k in 0..outputs {
-            args.extend(["--output".into(), format!("@{}", out(k).display())]);
+        let mut forms = vec![".exported"];
+        if c["serializers"].as_array().unwrap().len() > 1 {
+            forms.push(".jax0112.exported"); // the same export in jax 0.11.2's form
         }
-        let o = Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
-            .args(&args)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let got: Vec<_> = (0..outputs)
-            .map(|k| read_npy(&std::fs::read(out(k)).unwrap()).unwrap())
-            .collect();
-        check_outputs(name, &got, &wanted(name), tolerance(name));
+        for form in forms {
+            let mut args = vec![
+                "run".to_string(),
+                at(form),
+                "--params".into(),
+                at(".args.npz"),
+            ];
+            let out = |k: usize| scratch.join(format!("{name}.{k}.npy"));
+            for k in 0..outputs {
+                args.extend(["--output".into(), format!("@{}", out(k).display())]);
+            }
+            let o = Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+                .args(&args)
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "{name}{form}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let got: Vec<_> = (0..outputs)
+                .map(|k| read_npy(&std::fs::read(out(k)).unwrap()).unwrap())
+                .collect();
+            check_outputs(
+                &format!("{name}{form}"),
+                &got,
+                &wanted(name),
+                tolerance(name),
+            );
+        }
     }
     std::fs::remove_dir_all(&scratch).unwrap();
 }

@@ -1,9 +1,26 @@
 //! The export corpus (tests/data/exported/corpus, made by scripts/jax-exported-data from
 //! corpus.py): 35 model-like functions from jax 0.10.2's `jax.export`, each run from its
-//! `.exported` bytes with every input loaded as a weight by its pytree path, checked against
-//! what JAX's own call of the deserialized artifact returned.
+//! `.exported` bytes (and from the same export in jax 0.11.2's serialized form) with every
+//! input loaded as a weight by its pytree path, checked against JAX's own call's results.
+
+use pjrt_actors::export::Exported;
 
 use crate::jax_outputs::{check_outputs, corpus, read, tolerance, wanted};
+
+/// Loads one artifact of a case, every input as a weight by its path, and checks its call.
+fn run_case(client: &pjrt_actors::Client, name: &str, file: &str, inputs: usize) {
+    let mut model = client
+        .load_exported(&read(file))
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+    // Every input by its path, as weights are: the loader's matching on all of them.
+    let loaded = model
+        .load_params(&read(&format!("{name}.args.npz")))
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+    assert_eq!(loaded, inputs, "{file}");
+    assert!(model.free_inputs().is_empty(), "{file}");
+    let got = model.call(&[]).unwrap_or_else(|e| panic!("{file}: {e}"));
+    check_outputs(file, &got, &wanted(name), tolerance(name));
+}
 
 mod cpu_plugin {
     use super::*;
@@ -13,19 +30,38 @@ mod cpu_plugin {
         let client = pjrt_actors::Client::open().unwrap();
         let cases = corpus();
         assert!(cases.len() >= 30, "{} cases", cases.len());
+        let mut newer = 0;
         for c in &cases {
             let name = c["name"].as_str().unwrap();
-            let mut model = client
-                .load_exported(&read(&format!("{name}.exported")))
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
-            // Every input by its path, as weights are: the loader's matching on all of them.
-            let loaded = model
-                .load_params(&read(&format!("{name}.args.npz")))
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_eq!(loaded as u64, c["inputs"].as_u64().unwrap(), "{name}");
-            assert!(model.free_inputs().is_empty(), "{name}");
-            let got = model.call(&[]).unwrap_or_else(|e| panic!("{name}: {e}"));
-            check_outputs(name, &got, &wanted(name), tolerance(name));
+            let mut files = vec![format!("{name}.exported")];
+            if c["serializers"].as_array().unwrap().len() > 1 {
+                files.push(format!("{name}.jax0112.exported"));
+                newer += 1;
+            }
+            let read_back: Vec<_> = (files.iter())
+                .map(|f| Exported::parse(&read(f)).unwrap_or_else(|e| panic!("{f}: {e}")))
+                .collect();
+            for f in &files {
+                run_case(&client, name, f, c["inputs"].as_u64().unwrap() as usize);
+            }
+            if let [old, new] = read_back.as_slice() {
+                // jax 0.10 writes version 3 whatever its schema; 0.11 its own, and the writer.
+                assert_eq!(
+                    (old.serialization_version, new.serialization_version),
+                    (3, 12)
+                );
+                assert_eq!(
+                    (old.jax_version.as_deref(), new.jax_version.as_deref()),
+                    (None, Some("0.10.2"))
+                );
+                assert_eq!(old.in_paths(), new.in_paths(), "{name}");
+                assert_eq!(old.in_avals, new.in_avals, "{name}");
+                assert_eq!(old.out_avals, new.out_avals, "{name}");
+                assert_eq!(old.in_shardings, new.in_shardings, "{name}");
+                assert_eq!(old.module_kept_var_idx, new.module_kept_var_idx, "{name}");
+                assert_eq!(old.module, new.module, "{name}");
+            }
         }
+        assert!(newer >= 30, "{newer} cases in 0.11.2's form");
     }
 }

@@ -303,3 +303,108 @@ fn weights_from_an_npz_file_work_as_from_safetensors_and_compressed_or_cut_ones_
         assert!(fresh.load_params(&npz[..n]).is_err(), "cut at {n}");
     }
 }
+
+/// Each artifact of tests/data/exported/wrong (wrong.py: one field of a good export replaced,
+/// written by JAX's serializer) and the error it must give; `None` for the two JAX runs.
+const WRONG_FIELDS: &[(&str, Option<&str>)] = &[
+    ("in_tree", Some("its trees have 2 inputs")),
+    ("in_avals_shape", Some("the module's parameters are")),
+    ("in_avals_dtype", Some("the module's parameters are")),
+    ("out_tree", Some("and 2 outputs, its avals 3 and 1")),
+    ("out_avals", Some("the module's results are")),
+    (
+        "in_shardings_mesh",
+        Some("input 0's mesh has 2 devices; the export is for 4"),
+    ),
+    ("in_shardings_axis", Some("is split over 3 dimensions")),
+    (
+        "out_shardings_count",
+        Some("2 output shardings for 1 outputs"),
+    ),
+    (
+        "nr_devices_more",
+        Some("exported for 8 devices; this client has 4"),
+    ),
+    (
+        "nr_devices_less",
+        Some("the program says mhlo.num_partitions = 4"),
+    ),
+    ("platforms_other", Some("exported for [\"tpu\"]")),
+    ("platforms_none", Some("exported for []")),
+    (
+        "platforms_extra",
+        Some("the module's parameters are (s32[]"),
+    ),
+    ("ordered_effects", Some("has ordered effects")),
+    ("module_garbage", Some("its module is not MLIR bytecode")),
+    ("module_cut", Some("PJRT_Client_Compile failed")),
+    (
+        "calling_convention_old",
+        Some("calling convention version 8"),
+    ),
+    (
+        "calling_convention_new",
+        Some("calling convention version 11"),
+    ),
+    ("kept_out_of_range", Some("it keeps argument 5 of 3")),
+    ("kept_wrong", Some("the module's parameters are")),
+    ("kept_out_of_order", Some("not in increasing order")),
+    ("uses_global_constants", Some("needs shape refinement")),
+    ("ok_unordered_effects", None),
+    ("ok_platform_check_disabled", None),
+    ("version_12", None),
+    (
+        "version_13",
+        Some("serialization version 13; this reader knows 2..=12"),
+    ),
+];
+
+#[test]
+fn every_field_of_an_artifact_wrong_in_turn_is_a_typed_error_naming_it() {
+    let dir = data_dir().join("wrong");
+    let listed: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("wrong.json")).unwrap()).unwrap();
+    let names: Vec<&str> = (listed["cases"].as_array().unwrap().iter())
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        WRONG_FIELDS.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+        "the table covers wrong.json"
+    );
+    let client = pjrt_actors::Client::open().unwrap();
+    let x: Vec<f32> = (0..16).map(|i| i as f32 / 8.0).collect();
+    let mut wrong = Vec::new();
+    for &(name, want) in WRONG_FIELDS {
+        let bytes = std::fs::read(dir.join(format!("{name}.exported"))).unwrap();
+        let loaded = client.load_exported(&bytes);
+        match (want, loaded) {
+            (Some(text), Err(e)) => {
+                let typed = matches!(
+                    e,
+                    pjrt_actors::Error::InvalidArgument(_) | pjrt_actors::Error::Pjrt { .. }
+                );
+                if !typed || !e.to_string().contains(text) {
+                    wrong.push(format!("{name}: {e:?}"));
+                }
+            }
+            (Some(_), Ok(_)) => wrong.push(format!("{name}: loaded")),
+            (None, Err(e)) => wrong.push(format!("{name}: {e}")),
+            (None, Ok(mut model)) => {
+                // The MLP (relu(x @ w + b)) with w = 0 and b = 1: every output is 1.
+                let weights = safetensors(&[("w", &[8, 4], &[0.0; 32]), ("b", &[4], &[1.0; 4])]);
+                assert_eq!(model.load_params(&weights).unwrap(), 2, "{name}");
+                let arg = pjrt_actors::host_data::HostData {
+                    dtype: ElementType::F32,
+                    dims: vec![2, 8],
+                    bytes: x.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                };
+                let out = model.call(&[arg]).unwrap();
+                assert_eq!(crate::jax_lapack::values(&out[0]), [1.0; 8], "{name}");
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // The client still works after every refusal.
+    assert!(client.load_exported(&artifact("mlp")).is_ok());
+}

@@ -1,5 +1,6 @@
 """A corpus of model-like functions exported with jax.export (scripts/jax-exported-data): for
-each, NAME.exported (`Exported.serialize()`), NAME.args.npz (its inputs, named by the dotted
+each, NAME.exported (`Exported.serialize()`; NAME.jax0112.exported the same written by jax 0.11.2's
+serializer where it is given and can write it), NAME.args.npz (its inputs, named by the dotted
 pytree path the weight loader matches) and NAME.want.npz (JAX's outputs of the deserialized
 artifact, out0, out1, ...), and one line of corpus.json."""
 import json
@@ -330,13 +331,24 @@ def dotted(path):
     return ".".join(s.strip("'") for s in path.replace("]", "[").split("[") if s)
 
 
-def main(out):
+def main(out, serializer_0112=None):
     os.makedirs(out, exist_ok=True)
+    s12 = None
+    if serializer_0112:  # jax 0.11.2's serializer (scripts/jax-exported-data explains)
+        sys.path.insert(0, serializer_0112)
+        import serialization_0112 as s12
     manifest = {"jax": jax.__version__, "cases": []}
     for name, (fn, args, exp_kw, jit_kw) in cases().items():
         exp = export.export(jax.jit(fn, **jit_kw), **exp_kw)(*args)
         blob = exp.serialize()
         open(os.path.join(out, f"{name}.exported"), "wb").write(blob)
+        serializers = ["0.10.2"]
+        # 0.11.2's serializer maps PRNG key dtypes by 0.11's own key objects, not 0.10's.
+        has_key = any(jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key)
+                      for a in (*exp.in_avals, *exp.out_avals))
+        if s12 is not None and not has_key:
+            open(os.path.join(out, f"{name}.jax0112.exported"), "wb").write(s12.serialize(exp))
+            serializers.append("0.11.2")
         back = export.deserialize(blob)
         leaves = jax.tree_util.tree_flatten_with_path(
             jax.tree_util.tree_unflatten(back.in_tree, list(range(back.in_tree.num_leaves))))[0]
@@ -354,7 +366,8 @@ def main(out):
         manifest["cases"].append({
             "name": name, "inputs": len(flat), "outputs": len(outs),
             "nr_devices": back.nr_devices, "platforms": list(back.platforms),
-            "kept": list(back.module_kept_var_idx)})
+            "kept": list(back.module_kept_var_idx),
+            "serializers": serializers})
     # Ordered effects: JAX refuses to export the one public primitive that has them (a host
     # callback), so no artifact with effect tokens can be made from the public API.
     try:
@@ -366,5 +379,6 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else
-         os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus"))
+    here = os.path.dirname(os.path.abspath(__file__))
+    main(os.path.join(here, sys.argv[1] if len(sys.argv) > 1 else "corpus"),
+         sys.argv[2] if len(sys.argv) > 2 else None)
