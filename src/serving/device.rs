@@ -27,6 +27,20 @@ pub(crate) struct DeviceModel {
     pub(crate) target: Target,
     /// (batch size, executable), ascending.
     pub(crate) sizes: Vec<(usize, LoadedExecutable)>,
+    /// The program parameter of each input: the batched ones, then the fixed ones.
+    pub(crate) order: Vec<usize>,
+}
+
+/// `inputs` (batched, then fixed) as the program's parameters, in its order.
+fn in_order<'a, T>(order: &[usize], inputs: impl Iterator<Item = &'a T>) -> Vec<&'a T> {
+    let mut params: Vec<Option<&T>> = vec![None; order.len()];
+    for (k, input) in inputs.enumerate() {
+        params[order[k]] = Some(input);
+    }
+    params
+        .into_iter()
+        .map(|p| p.expect("a permutation"))
+        .collect()
 }
 
 /// Bytes per row of a host array (its size over its leading dimension).
@@ -55,17 +69,17 @@ impl DeviceModel {
                         client.buffer_from_host(data, h.dtype, &h.dims, device, None)
                     })
                     .collect::<Result<Vec<_>>>()?;
-                let args: Vec<&Array> = batched.iter().chain(fixed).collect();
+                let args: Vec<&Array> = in_order(&self.order, batched.iter().chain(fixed));
                 (exe.execute(&args)?.iter())
                     .map(HostData::from_array)
                     .collect()
             }
             Target::Group { fixed, .. } => {
                 let shardings = exe.parameter_shardings().unwrap_or_default();
-                let batched = (inputs.iter().zip(&shardings))
-                    .map(|(h, s)| client.put_sharded(h, s))
+                let batched = (inputs.iter().enumerate())
+                    .map(|(k, h)| client.put_sharded(h, &shardings[self.order[k]]))
                     .collect::<Result<Vec<_>>>()?;
-                let args: Vec<&ShardedArray> = batched.iter().chain(fixed).collect();
+                let args: Vec<&ShardedArray> = in_order(&self.order, batched.iter().chain(fixed));
                 (exe.execute_sharded(&args)?.iter())
                     .map(ShardedArray::to_host)
                     .collect()

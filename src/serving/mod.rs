@@ -32,10 +32,17 @@ pub fn wait<T>(future: impl Future<Output = Result<T>>) -> Result<T> {
 #[derive(Clone)]
 pub struct BatchModel {
     name: String,
-    program: Arc<dyn Fn(usize) -> String + Send + Sync>,
+    /// The program (text or bytecode) for a batch size.
+    program: Arc<dyn Fn(usize) -> Vec<u8> + Send + Sync>,
     batched_inputs: usize,
     fixed: Vec<HostData>,
     callbacks: Vec<crate::HostCallback>,
+    /// Where each input goes among the program's parameters: the batched ones, then the fixed
+    /// ones. `None`: in that order (a jax.export's batched argument may come anywhere).
+    order: Option<Vec<usize>>,
+    /// The one batch size the program runs at, where it cannot be respecialised (an export's
+    /// module is bytecode, its shapes fixed when JAX exported it).
+    only_size: Option<usize>,
 }
 
 impl BatchModel {
@@ -49,11 +56,40 @@ impl BatchModel {
     ) -> Self {
         BatchModel {
             name: name.into(),
-            program: Arc::new(program),
+            program: Arc::new(move |rows| program(rows).into_bytes()),
             batched_inputs,
             fixed: Vec::new(),
             callbacks: Vec::new(),
+            order: None,
+            only_size: None,
         }
+    }
+
+    /// A model of one program that runs batches of exactly `size` rows, whose parameter
+    /// `order[k]` is input k (the batched inputs, then `fixed`, in order).
+    pub(crate) fn at_one_size(
+        name: String,
+        program: Vec<u8>,
+        size: usize,
+        batched_inputs: usize,
+        fixed: Vec<HostData>,
+        order: Vec<usize>,
+    ) -> Self {
+        let program = Arc::new(program);
+        BatchModel {
+            name,
+            program: Arc::new(move |_| program.as_ref().clone()),
+            batched_inputs,
+            fixed,
+            callbacks: Vec::new(),
+            order: Some(order),
+            only_size: Some(size),
+        }
+    }
+
+    /// The program parameter input `k` (batched first, then fixed) is passed as.
+    pub(crate) fn parameter_of(&self, k: usize) -> usize {
+        self.order.as_ref().map_or(k, |order| order[k])
     }
 
     /// A model given as one program whose batch dimension is written `{batch}` wherever it

@@ -127,6 +127,19 @@ impl Plan {
                 "max_batch_size and max_queued must be at least 1".into(),
             ));
         }
+        if let Some(size) = model.only_size {
+            // One program, fixed at export: every batch is padded to its size.
+            let given = &config.allowed_batch_sizes;
+            if config.max_batch_size > size || !(given.is_empty() || given == &[size]) {
+                return Err(bad_model(
+                    &name,
+                    format!(
+                        "its program runs batches of exactly {size} rows (its shapes were fixed when it was exported): set max_batch_size to at most {size} and allowed_batch_sizes to [{size}] or none"
+                    ),
+                ));
+            }
+            config.allowed_batch_sizes = vec![size];
+        }
         if config.allowed_batch_sizes.is_empty() {
             // Every power of two below the largest (a shift past the width would wrap).
             let mut s: Vec<usize> = (0..usize::BITS)
@@ -208,14 +221,21 @@ impl Plan {
                     Target::Device { device, fixed }
                 }
                 Some(_) => {
-                    let fixed = fixed_shardings(&name, &sizes, model.batched_inputs)?;
+                    let fixed = fixed_shardings(&name, &sizes, &model)?;
                     let fixed = (model.fixed.iter().zip(&fixed))
                         .map(|(h, s)| client.put_sharded(h, s))
                         .collect::<Result<Vec<_>>>()?;
                     Target::Group { devices, fixed }
                 }
             };
-            let model = DeviceModel { target, sizes };
+            let order = (0..model.batched_inputs + model.fixed.len())
+                .map(|k| model.parameter_of(k))
+                .collect();
+            let model = DeviceModel {
+                target,
+                sizes,
+                order,
+            };
             if config.warm {
                 for (size, _) in &model.sizes {
                     let zeros = signature
@@ -327,10 +347,17 @@ fn targets(client: &Client, name: &str, config: &BatcherConfig) -> Result<Vec<Ve
 fn fixed_shardings(
     name: &str,
     sizes: &[(usize, LoadedExecutable)],
-    batched: usize,
+    model: &BatchModel,
 ) -> Result<Vec<Sharding>> {
+    let fixed = model.batched_inputs..model.batched_inputs + model.fixed.len();
     let of = |exe: &LoadedExecutable| {
-        (exe.parameter_shardings()).map(|s| s[batched..].to_vec()).ok_or_else(|| {
+        let pick = |s: Vec<Sharding>| -> Vec<Sharding> {
+            fixed
+                .clone()
+                .map(|k| s[model.parameter_of(k)].clone())
+                .collect()
+        };
+        (exe.parameter_shardings()).map(pick).ok_or_else(|| {
             bad_model(name, "served on device groups, its program must be an SPMD program over a group (mhlo.num_partitions)".into())
         })
     };
@@ -382,14 +409,12 @@ fn signature_of(
             )),
         }
     };
-    let inputs = (params[..model.batched_inputs].iter().enumerate())
-        .map(|(i, t)| unbatch(t, format!("parameter {i}")))
+    let param = |k: usize| &params[model.parameter_of(k)];
+    let inputs = (0..model.batched_inputs)
+        .map(|i| unbatch(param(i), format!("parameter {}", model.parameter_of(i))))
         .collect::<Result<Vec<_>>>()?;
-    for (i, (t, h)) in params[model.batched_inputs..]
-        .iter()
-        .zip(&model.fixed)
-        .enumerate()
-    {
+    for (i, h) in model.fixed.iter().enumerate() {
+        let t = param(model.batched_inputs + i);
         if t.dtype != h.dtype || t.dims != h.dims {
             return Err(bad_model(
                 name,

@@ -33,6 +33,7 @@ mod red_team;
 mod reliability;
 mod serving;
 mod serving_bounds;
+mod serving_export;
 mod serving_groups;
 mod spmd;
 mod stress;

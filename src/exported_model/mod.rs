@@ -2,6 +2,11 @@
 //! multi-platform export, the arguments the module does not keep dropped, every argument checked
 //! against its aval, and a multi-device export run as the SPMD program it is.
 
+mod serve;
+mod weights;
+
+use weights::{dotted_path, read_safetensors};
+
 use pjrt_actors_core::exported::{Aval, Dim, Exported, ExportedDtype};
 use pjrt_actors_core::{Error, Result};
 
@@ -10,57 +15,6 @@ use crate::{
     Array, ArrayType, Client, CompileOptions, ElementType, HostBuffer, LoadedExecutable,
     ShardedArray,
 };
-
-/// `[0]['layer0']['w']` as `0.layer0.w`: how weight files name a parameter.
-fn dotted_path(path: &str) -> String {
-    (path.split(['[', ']']).filter(|s| !s.is_empty()))
-        .map(|s| s.trim_matches('\''))
-        .collect::<Vec<_>>()
-        .join(".")
-}
-
-/// A `.safetensors` file's tensors, by name.
-fn read_safetensors(bytes: &[u8]) -> Result<Vec<(String, HostData)>> {
-    let file = safetensors::SafeTensors::deserialize(bytes)
-        .map_err(|e| refused(format!("a .safetensors file that cannot be read: {e}")))?;
-    (file.tensors().into_iter())
-        .map(|(name, tensor)| {
-            let dtype = element_type(tensor.dtype()).ok_or_else(|| {
-                refused(format!(
-                    "the weight `{name}` is {:?}, which we do not take",
-                    tensor.dtype()
-                ))
-            })?;
-            let data = HostData {
-                dtype,
-                dims: tensor.shape().iter().map(|&d| d as i64).collect(),
-                bytes: tensor.data().to_vec(),
-            };
-            Ok((name, data))
-        })
-        .collect()
-}
-
-fn element_type(d: safetensors::Dtype) -> Option<ElementType> {
-    use safetensors::Dtype as D;
-    Some(match d {
-        D::BOOL => ElementType::Pred,
-        D::U8 => ElementType::U8,
-        D::I8 => ElementType::S8,
-        D::I16 => ElementType::S16,
-        D::U16 => ElementType::U16,
-        D::F16 => ElementType::F16,
-        D::BF16 => ElementType::BF16,
-        D::I32 => ElementType::S32,
-        D::U32 => ElementType::U32,
-        D::F32 => ElementType::F32,
-        D::F64 => ElementType::F64,
-        D::I64 => ElementType::S64,
-        D::U64 => ElementType::U64,
-        D::F8_E5M2 => ElementType::F8E5M2,
-        _ => return None,
-    })
-}
 
 /// The host form of an aval: its element type and dims. A PRNG key travels as its key data,
 /// `uint32` with the implementation's words as a last dimension (what `jax.random.key_data`
@@ -86,6 +40,15 @@ fn host_type(aval: &Aval) -> Option<(ElementType, Vec<i64>)> {
 /// The calling convention versions JAX 0.10 and 0.11 write and call (jax's
 /// `minimum_supported_calling_convention_version` through its maximum).
 pub const CALLING_CONVENTIONS: std::ops::RangeInclusive<u16> = 9..=10;
+
+/// The platform index argument, as the module takes it: an s32 scalar.
+fn platform_index_data(index: i32) -> HostData {
+    HostData {
+        dtype: ElementType::S32,
+        dims: Vec::new(),
+        bytes: index.to_le_bytes().to_vec(),
+    }
+}
 
 fn types_text(types: &[ArrayType]) -> String {
     let each: Vec<String> = types
@@ -232,24 +195,9 @@ impl ExportedModel {
         } else {
             read_safetensors(bytes)?
         };
-        let dotted: Vec<String> = self
-            .exported
-            .in_paths()
-            .iter()
-            .map(|p| dotted_path(p))
-            .collect();
         let mut matched = 0;
         for (name, data) in tensors {
-            let hits: Vec<usize> = (0..dotted.len())
-                .filter(|&i| dotted[i] == name || dotted[i].ends_with(&format!(".{name}")))
-                .collect();
-            let &[i] = hits.as_slice() else {
-                return Err(refused(format!(
-                    "the weight `{name}` matches {} arguments; the arguments are {}",
-                    hits.len(),
-                    self.exported.in_paths().join(", ")
-                )));
-            };
+            let i = self.input_named(&name, "weight")?;
             self.check_arg(i, &data)?;
             // An argument the module does not keep is checked, and needs no upload.
             if let Some(j) = self.module_param(i) {
@@ -259,6 +207,26 @@ impl ExportedModel {
             matched += 1;
         }
         Ok(matched)
+    }
+
+    /// The input leaf `name` names: its path (`[0]['layer0']['w']`), that path dotted
+    /// (`0.layer0.w`), or a unique dotted suffix of it (`layer0.w`).
+    fn input_named(&self, name: &str, what: &str) -> Result<usize> {
+        let paths = self.exported.in_paths();
+        let hits: Vec<usize> = (0..paths.len())
+            .filter(|&i| {
+                let dotted = dotted_path(&paths[i]);
+                paths[i] == name || dotted == name || dotted.ends_with(&format!(".{name}"))
+            })
+            .collect();
+        match hits.as_slice() {
+            &[i] => Ok(i),
+            _ => Err(refused(format!(
+                "the {what} `{name}` matches {} arguments; the arguments are {}",
+                hits.len(),
+                paths.join(", ")
+            ))),
+        }
     }
 
     /// The input paths still to be given at each call (the ones not held resident).
@@ -360,12 +328,7 @@ impl ExportedModel {
         let mut module_args: Vec<Option<Held>> =
             vec![None; e.module_kept_var_idx.len() + self.platform_index.is_some() as usize];
         if let Some(index) = self.platform_index {
-            let index = HostData {
-                dtype: ElementType::S32,
-                dims: Vec::new(),
-                bytes: index.to_le_bytes().to_vec(),
-            };
-            module_args[0] = Some(self.upload(0, &index)?);
+            module_args[0] = Some(self.upload(0, &platform_index_data(index))?);
         }
         let mut given = args.iter();
         for (i, held) in self.resident.iter().enumerate() {
