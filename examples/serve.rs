@@ -1,9 +1,15 @@
-//! Serving a small MLP (examples/mlp.mlir) from 16 worker threads on the CPU plugin: a
-//! generator sends requests over a channel, and workers serve them through a dynamic
-//! [`Batcher`] (the default) or, with `--no-batching`, each on the device the worker owns. The
-//! run reports throughput and latency percentiles and checks answers against a Rust reference.
+//! The main job: serving from 16 worker threads on the CPU plugin. A generator sends requests
+//! over a channel, and workers serve them through a dynamic [`Batcher`]. The model is a
+//! transformer exported from JAX with its weights in a .safetensors file (serve/transformer.rs,
+//! answers checked against JAX's), or with `--model mlp` a small MLP (examples/mlp.mlir,
+//! answers checked against a Rust reference), which `--no-batching` serves one execute per
+//! request on the device each worker owns. The run reports throughput and latency percentiles.
 //!
-//! `cargo run --release --example serve [-- --requests N] [--fast] [--no-batching] [--metrics]`
+//! `cargo run --release --example serve [-- --model transformer|mlp] [--requests N] [--fast]
+//! [--no-batching] [--metrics]`
+
+#[path = "serve/transformer.rs"]
+pub mod transformer;
 
 use std::time::{Duration, Instant};
 
@@ -124,7 +130,7 @@ struct Replica {
 
 struct Request {
     id: u64,
-    x: Vec<f32>,
+    input: HostData,
     sent: Instant,
 }
 
@@ -142,8 +148,8 @@ pub struct Report {
     pub metrics: Option<String>,
 }
 
-/// Serves `requests` requests with `workers` threads; every `check_every`-th answer is
-/// compared with the Rust reference.
+/// Serves `requests` requests of the MLP with `workers` threads; every `check_every`-th
+/// answer is compared with the Rust reference.
 pub fn run(
     requests: u64,
     workers: usize,
@@ -178,52 +184,92 @@ pub fn run(
             })
         })
         .collect::<pjrt_actors::Result<Vec<_>>>()?;
+    let input = |id: u64| f32_data(&values(1000 + id, BATCH * IN), &[BATCH as i64, IN as i64]);
+    let check = |_: u64, x: &HostData, y: &HostData| {
+        let want = weights.reference(&f32s(x));
+        let got = f32s(y);
+        let close = (got.iter().zip(&want)).all(|(a, b)| (a - b).abs() <= 1e-4 * (1.0 + b.abs()));
+        (!close).then(|| format!("got {got:?}, want {want:?}"))
+    };
+    drive(
+        batcher.as_ref(),
+        &replicas,
+        Load {
+            requests,
+            workers,
+            check_every,
+        },
+        &input,
+        &check,
+    )
+}
+
+fn f32s(h: &HostData) -> Vec<f32> {
+    (h.bytes.chunks_exact(4))
+        .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .collect()
+}
+
+/// How many requests, from how many threads, and how often an answer is checked.
+struct Load {
+    requests: u64,
+    workers: usize,
+    check_every: u64,
+}
+
+/// The generator and workers of a run: requests made by `input`, served through `batcher`
+/// (up to WINDOW in flight a worker) or, without one, by the worker's MLP replica; every
+/// `check_every`-th answer given to `check`, which describes a wrong one.
+fn drive(
+    batcher: Option<&Batcher>,
+    replicas: &[Replica],
+    load: Load,
+    input: &(dyn Fn(u64) -> HostData + Sync),
+    check: &(dyn Fn(u64, &HostData, &HostData) -> Option<String> + Sync),
+) -> pjrt_actors::Result<Report> {
+    let Load {
+        requests,
+        workers,
+        check_every,
+    } = load;
     let window = if batcher.is_some() { WINDOW } else { 1 };
     let (tx, rx) = crossbeam_channel::bounded::<Request>(workers * window * 4);
     let start = Instant::now();
     let results = std::thread::scope(|s| {
         let generator = s.spawn(move || {
             for id in 0..requests {
-                let x = values(1000 + id, BATCH * IN);
-                if tx
-                    .send(Request {
-                        id,
-                        x,
-                        sent: Instant::now(),
-                    })
-                    .is_err()
-                {
+                let request = Request {
+                    id,
+                    input: input(id),
+                    sent: Instant::now(),
+                };
+                if tx.send(request).is_err() {
                     break;
                 }
             }
         });
         let handles: Vec<_> = (0..workers)
             .map(|w| {
-                let (rx, replica, weights) = (rx.clone(), &replicas[w % replicas.len()], &weights);
-                let batcher = batcher.clone();
+                let rx = rx.clone();
+                let replica = replicas.get(w % replicas.len().max(1));
                 s.spawn(
                     move || -> pjrt_actors::Result<(hdrhistogram::Histogram<u64>, u64, u64)> {
                         let mut latency =
                             hdrhistogram::Histogram::<u64>::new(3).expect("valid precision");
                         let (mut checked, mut mismatches) = (0, 0);
-                        let mut check = |req: &Request, y: Vec<f32>| {
+                        let mut answered = |req: &Request, y: &HostData| {
                             let _ = latency.record(req.sent.elapsed().as_nanos() as u64);
                             if req.id.is_multiple_of(check_every) {
                                 checked += 1;
-                                let want = weights.reference(&req.x);
-                                let close = y
-                                    .iter()
-                                    .zip(&want)
-                                    .all(|(a, b)| (a - b).abs() <= 1e-4 * (1.0 + b.abs()));
-                                if !close {
+                                if let Some(wrong) = check(req.id, &req.input, y) {
                                     mismatches += 1;
-                                    eprintln!("request {}: got {y:?}, want {want:?}", req.id);
+                                    eprintln!("request {}: {wrong}", req.id);
                                 }
                             }
                         };
-                        match &batcher {
+                        match (batcher, replica) {
                             // Up to WINDOW requests in flight, answered in order.
-                            Some(batcher) => {
+                            (Some(batcher), _) => {
                                 let mut in_flight = std::collections::VecDeque::new();
                                 loop {
                                     while in_flight.len() < WINDOW {
@@ -233,31 +279,26 @@ pub fn run(
                                             rx.try_recv().ok()
                                         };
                                         let Some(req) = next else { break };
-                                        let x = f32_data(&req.x, &[BATCH as i64, IN as i64]);
-                                        let answer =
-                                            batcher.infer_async(InferRequest::new(vec![x]));
-                                        in_flight.push_back((req, answer));
+                                        let request = InferRequest::new(vec![req.input.clone()]);
+                                        in_flight.push_back((req, batcher.infer_async(request)));
                                     }
                                     let Some((req, answer)) = in_flight.pop_front() else {
                                         break;
                                     };
                                     let answer = pjrt_actors::serving::wait(answer)?;
-                                    let y = (answer.outputs[0].bytes.chunks_exact(4))
-                                        .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
-                                        .collect();
-                                    check(&req, y);
+                                    answered(&req, &answer.outputs[0]);
                                 }
                             }
-                            None => {
+                            (None, Some(replica)) => {
                                 for req in rx.iter() {
                                     let x =
-                                        replica.device.put(&req.x, &[BATCH as i64, IN as i64])?;
+                                        replica.device.put(&f32s(&req.input), &req.input.dims)?;
                                     let [w1, b1, w2, b2] = &replica.weights;
-                                    let y = replica.exe.execute(&[&x, w1, b1, w2, b2])?[0]
-                                        .to_vec::<f32>()?;
-                                    check(&req, y);
+                                    let y = replica.exe.execute(&[&x, w1, b1, w2, b2])?;
+                                    answered(&req, &HostData::from_array(&y[0])?);
                                 }
                             }
+                            (None, None) => unreachable!("an unbatched run has replicas"),
                         }
                         Ok((latency, checked, mismatches))
                     },
@@ -304,19 +345,48 @@ fn main() -> std::process::ExitCode {
         Mode::Batched
     };
     let show_metrics = args.iter().any(|a| a == "--metrics");
-    let requests = args
-        .windows(2)
-        .find(|w| w[0] == "--requests")
-        .and_then(|w| w[1].parse().ok())
-        .unwrap_or(if fast { 2_000 } else { 100_000 });
-    println!(
-        "serving an MLP (4x16 -> 32 -> 8) with {WORKERS} workers, {requests} requests, {} ...",
-        match mode {
-            Mode::Batched => "batched (up to 256 rows per execute; --no-batching to compare)",
-            Mode::Unbatched => "one execute per request (--no-batching)",
+    let flag = |name: &str| args.windows(2).find(|w| w[0] == name).map(|w| w[1].clone());
+    let requests = (flag("--requests").and_then(|r| r.parse().ok())).unwrap_or(if fast {
+        2_000
+    } else {
+        100_000
+    });
+    let model = flag("--model").unwrap_or_else(|| "transformer".into());
+    let served = match (model.as_str(), mode) {
+        ("transformer", Mode::Batched) => {
+            println!(
+                "serving a transformer exported from JAX (8 tokens -> 64 logits, weights from .safetensors) with {WORKERS} workers, {requests} requests, batched (up to 16 sequences per execute) ..."
+            );
+            transformer::run_transformer(requests, WORKERS, 1)
         }
-    );
-    match run(requests, WORKERS, 97, mode) {
+        ("transformer", Mode::Unbatched) => {
+            eprintln!(
+                "serve: error: --no-batching serves --model mlp (the export runs batches of 16)"
+            );
+            return std::process::ExitCode::FAILURE;
+        }
+        ("mlp", _) => {
+            println!(
+                "serving an MLP (4x16 -> 32 -> 8) with {WORKERS} workers, {requests} requests, {} ...",
+                match mode {
+                    Mode::Batched =>
+                        "batched (up to 256 rows per execute; --no-batching to compare)",
+                    Mode::Unbatched => "one execute per request (--no-batching)",
+                }
+            );
+            run(requests, WORKERS, 97, mode)
+        }
+        (other, _) => {
+            eprintln!("serve: error: --model {other}: transformer or mlp");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let reference = if model == "mlp" {
+        "the Rust reference"
+    } else {
+        "JAX's recorded answers"
+    };
+    match served {
         Ok(r) => {
             println!(
                 "{} requests in {:.2} s: {:.0} requests/s",
@@ -329,7 +399,7 @@ fn main() -> std::process::ExitCode {
                 r.p50_us, r.p90_us, r.p99_us, r.max_us
             );
             println!(
-                "checked {} answers against the Rust reference: {} mismatches",
+                "checked {} answers against {reference}: {} mismatches",
                 r.checked, r.mismatches
             );
             if let (true, Some(metrics)) = (show_metrics, &r.metrics) {

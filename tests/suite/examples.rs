@@ -25,6 +25,17 @@ fn serve_answers_every_request_correctly() {
     assert!(report.p50_us > 0.0 && report.p50_us <= report.p99_us);
 }
 
+mod cpu_plugin {
+    /// The main job's default: the transformer exported from JAX for the CPU.
+    #[test]
+    fn serve_answers_every_transformer_request_as_jax_does() {
+        let report = super::serve::transformer::run_transformer(1_000, 8, 1).unwrap();
+        assert_eq!((report.requests, report.checked), (1_000, 1_000));
+        assert_eq!(report.mismatches, 0);
+        assert!(report.metrics.unwrap().contains("transformer"));
+    }
+}
+
 #[test]
 fn serve_without_batching_answers_every_request_correctly() {
     let report = serve::run(1_000, serve::WORKERS, 13, serve::Mode::Unbatched).unwrap();
