@@ -26,10 +26,12 @@ mod exported_model;
 mod handles;
 pub mod host_data;
 pub mod serving;
-/// JAX's serialized `Exported` artifacts, read (`Exported::parse`).
+/// JAX's serialized `Exported` artifacts: read (`Exported::parse`), and loaded to run
+/// ([`Client::load_exported`](crate::Client::load_exported) gives an `ExportedModel`).
 pub mod export {
+    pub use crate::exported_model::{CALLING_CONVENTIONS, ExportedModel};
     pub use pjrt_actors_core::exported::{
-        Aval, Dim, Exported, ExportedDtype, ExportedSharding, PyTree,
+        Aval, Dim, Exported, ExportedDtype, ExportedSharding, PyTree, SERIALIZATION_VERSIONS,
     };
 }
 /// What a program says of its own partitioning (`mhlo.num_partitions`, Shardy attributes).

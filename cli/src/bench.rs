@@ -4,14 +4,18 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use pjrt_actors::{Array, LoadedExecutable, Result, ShardedArray};
+use pjrt_actors::export::ExportedModel;
+use pjrt_actors::host_data::HostData;
+use pjrt_actors::{Array, Client, LoadedExecutable, Result, ShardedArray};
 
-use crate::run::{check_inputs, load_module, read_inputs, upload, zeros_for};
+use crate::run::{check_inputs, is_export, load_module, read_inputs, upload, zeros_for};
 
-/// What one worker runs: a program on one device, or an SPMD program over its devices.
+/// What one worker runs: a program on one device, an SPMD program over its devices, or a
+/// jax.export artifact called as JAX calls it (its free inputs from the host, its outputs back).
 enum Prepared {
     OnDevice(LoadedExecutable, Vec<Array>),
     Sharded(LoadedExecutable, Vec<ShardedArray>),
+    Exported(Box<ExportedModel>, Vec<HostData>),
 }
 
 impl Prepared {
@@ -27,6 +31,7 @@ impl Prepared {
                 let out = exe.execute_sharded(&args.iter().collect::<Vec<_>>())?;
                 out.iter().try_for_each(|o| o.block_until_ready())
             }
+            Prepared::Exported(model, args) => model.call(args).map(drop),
         }
     }
 }
@@ -53,6 +58,44 @@ fn global_zeros(
 }
 use crate::{Cli, open, spawn_worker, usage, worker_count};
 
+/// A module on each of `workers` devices, or an SPMD one once over its devices, with its
+/// inputs (the ones given, or zeros) uploaded.
+fn prepare_module(
+    client: &Client,
+    module: &Path,
+    inputs: &[String],
+    parsed: Option<Vec<HostData>>,
+    workers: usize,
+) -> Result<Vec<Prepared>> {
+    let first = load_module(client, module, 0, None)?;
+    Ok(match first.parameter_shardings() {
+        Some(shardings) => {
+            let data = match &parsed {
+                Some(parsed) => check_inputs(&first, inputs, parsed.clone())?,
+                None => global_zeros(&first, &shardings)?,
+            };
+            let args = (data.iter().zip(&shardings))
+                .map(|(h, s)| client.put_sharded(h, s))
+                .collect::<Result<Vec<_>>>()?;
+            vec![Prepared::Sharded(first, args)]
+        }
+        None => (0..workers)
+            .map(|d| {
+                let exe = match d {
+                    0 => first.clone(),
+                    _ => load_module(client, module, d as i32, None)?,
+                };
+                let data = match &parsed {
+                    Some(parsed) => check_inputs(&exe, inputs, parsed.clone())?,
+                    None => zeros_for(&exe)?,
+                };
+                let args = upload(&exe, &data)?;
+                Ok(Prepared::OnDevice(exe, args))
+            })
+            .collect::<Result<Vec<_>>>()?,
+    })
+}
+
 /// The longest `--duration` accepted: a day.
 const MAX_DURATION_SECS: f64 = 86_400.0;
 
@@ -66,14 +109,69 @@ fn bench_duration(secs: f64) -> Result<Duration> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-pub fn bench(
-    cli: &Cli,
+/// A jax.export artifact with its weights resident, and its free inputs: the ones given, or
+/// zeros of their types.
+fn prepare_export(
+    client: &Client,
     module: &Path,
-    inputs: &[String],
-    threads: usize,
-    requests: Option<u64>,
-    duration: Option<f64>,
-) -> Result<()> {
+    params: Option<&Path>,
+    parsed: Option<Vec<HostData>>,
+) -> Result<Prepared> {
+    let read = |path: &Path, what: &str| {
+        std::fs::read(path).map_err(|e| usage(format!("{what} {}: {e}", path.display())))
+    };
+    let mut model = client.load_exported(&read(module, "artifact")?)?;
+    if let Some(path) = params {
+        model.load_params(&read(path, "--params")?)?;
+    }
+    let args = match parsed {
+        Some(parsed) => parsed,
+        None => (model
+            .free_input_types()
+            .into_iter()
+            .zip(model.free_inputs()))
+        .map(|(t, path)| {
+            let t = t.ok_or_else(|| usage(format!("{path} is of a dtype with no zeros here")))?;
+            let bytes = vec![0; t.byte_size()?];
+            Ok(HostData {
+                dtype: t.dtype,
+                dims: t.dims,
+                bytes,
+            })
+        })
+        .collect::<Result<_>>()?,
+    };
+    // A wrong input is said once, here, not by every worker.
+    model.call(&args)?;
+    Ok(Prepared::Exported(Box::new(model), args))
+}
+
+/// What `bench` runs and how long.
+pub struct BenchSpec<'a> {
+    pub module: &'a Path,
+    pub inputs: &'a [String],
+    /// A jax.export artifact's weights.
+    pub params: Option<&'a Path>,
+    pub threads: usize,
+    pub requests: Option<u64>,
+    pub duration: Option<f64>,
+}
+
+pub fn bench(cli: &Cli, spec: BenchSpec<'_>) -> Result<()> {
+    let BenchSpec {
+        module,
+        inputs,
+        params,
+        threads,
+        requests,
+        duration,
+    } = spec;
+    if params.is_some() && !is_export(module) {
+        return Err(usage(format!(
+            "--params gives a jax.export artifact's weights; {} is not one (.exported, .jax_exported)",
+            module.display()
+        )));
+    }
     let threads = worker_count("--threads", threads)?;
     let deadline = duration.map(bench_duration).transpose()?;
     // Inputs are read (each once) before anything compiles.
@@ -82,33 +180,12 @@ pub fn bench(
         .transpose()?;
     let client = open(cli)?;
     let devices = client.device_count();
-    // An SPMD program is compiled once, over its devices; any other once per device.
-    let first = load_module(&client, module, 0, None)?;
-    let per_device: Vec<Prepared> = match first.parameter_shardings() {
-        Some(shardings) => {
-            let data = match &parsed {
-                Some(parsed) => check_inputs(&first, inputs, parsed.clone())?,
-                None => global_zeros(&first, &shardings)?,
-            };
-            let args = (data.iter().zip(&shardings))
-                .map(|(h, s)| client.put_sharded(h, s))
-                .collect::<Result<Vec<_>>>()?;
-            vec![Prepared::Sharded(first, args)]
-        }
-        None => (0..devices.min(threads))
-            .map(|d| {
-                let exe = match d {
-                    0 => first.clone(),
-                    _ => load_module(&client, module, d as i32, None)?,
-                };
-                let data = match &parsed {
-                    Some(parsed) => check_inputs(&exe, inputs, parsed.clone())?,
-                    None => zeros_for(&exe)?,
-                };
-                let args = upload(&exe, &data)?;
-                Ok(Prepared::OnDevice(exe, args))
-            })
-            .collect::<Result<Vec<_>>>()?,
+    // An export is loaded once (an SPMD one over its devices), its weights resident; an SPMD
+    // program is compiled once, over its devices; any other once per device.
+    let per_device: Vec<Prepared> = if is_export(module) {
+        vec![prepare_export(&client, module, params, parsed)?]
+    } else {
+        prepare_module(&client, module, inputs, parsed, devices.min(threads))?
     };
     let total = requests.unwrap_or(if deadline.is_some() { u64::MAX } else { 10_000 });
     let bar = match deadline {
@@ -181,6 +258,7 @@ pub fn bench(
     let us = |q: f64| all.value_at_quantile(q) as f64 / 1000.0;
     let over = match &per_device[0] {
         Prepared::Sharded(exe, _) => exe.addressable_devices().len(),
+        Prepared::Exported(model, _) => model.executable().addressable_devices().len(),
         Prepared::OnDevice(..) => per_device.len(),
     };
     out!(

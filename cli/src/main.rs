@@ -99,6 +99,9 @@ enum Command {
         /// Inputs as for `run`; zeros of the parameter types when none are given.
         #[arg(long = "input")]
         inputs: Vec<String>,
+        /// Weights for a jax.export artifact, as for `run`; `--input`s give the rest.
+        #[arg(long)]
+        params: Option<PathBuf>,
         /// Worker threads, spread over the devices.
         #[arg(long, default_value_t = 4)]
         threads: usize,
@@ -250,10 +253,21 @@ fn dispatch(cli: &Cli) -> Result<()> {
         Command::Bench {
             module,
             inputs,
+            params,
             threads,
             requests,
             duration,
-        } => bench::bench(cli, module, inputs, *threads, *requests, *duration),
+        } => bench::bench(
+            cli,
+            bench::BenchSpec {
+                module,
+                inputs,
+                params: params.as_deref(),
+                threads: *threads,
+                requests: *requests,
+                duration: *duration,
+            },
+        ),
         Command::CompileStress {
             modules,
             concurrency,

@@ -119,7 +119,7 @@ pub fn run(cli: &Cli, spec: &RunSpec<'_>) -> Result<()> {
 }
 
 /// Whether `path` names a serialized jax.export artifact (by its extension).
-fn is_export(path: &Path) -> bool {
+pub fn is_export(path: &Path) -> bool {
     matches!(
         path.extension().and_then(|e| e.to_str()),
         Some("exported" | "jax_exported")

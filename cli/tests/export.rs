@@ -104,3 +104,39 @@ fn run_takes_an_exports_weights_from_a_safetensors_file() {
     ]);
     assert!(common::error_line(&o).contains("--params"));
 }
+
+#[test]
+fn bench_runs_an_export_with_its_weights_resident() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/exported");
+    let at = |name: &str| dir.join(name).display().to_string();
+    let o = cli(&[
+        "bench".into(),
+        at("serve/transformer.exported"),
+        "--params".into(),
+        at("serve/transformer.safetensors"),
+        "--requests".into(),
+        "40".into(),
+        "--threads".into(),
+        "2".into(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("40 executes from 2 threads"), "{text}");
+    // A wrong free input is said once, before the workers start.
+    let o = cli(&[
+        "bench".into(),
+        at("mlp.exported"),
+        "--params".into(),
+        at("mlp.safetensors"),
+        "--input".into(),
+        "3xf32=1,2,3".into(),
+    ]);
+    assert!(common::error_line(&o).contains("[0][1]"), "{o:?}");
+    let o = cli(&[
+        "bench".into(),
+        at("../spmd/tp_mlp.mlir"),
+        "--params".into(),
+        at("mlp.safetensors"),
+    ]);
+    assert!(common::error_line(&o).contains("--params"));
+}

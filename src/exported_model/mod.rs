@@ -273,6 +273,15 @@ impl ExportedModel {
         Ok(())
     }
 
+    /// The host types of the [`free_inputs`](Self::free_inputs), in order (a PRNG key as its
+    /// key data); `None` for one of a dtype this runtime does not know.
+    pub fn free_input_types(&self) -> Vec<Option<ArrayType>> {
+        (self.exported.in_avals.iter().enumerate())
+            .filter(|(i, _)| !self.from_weights[*i])
+            .map(|(_, aval)| array_type(aval))
+            .collect()
+    }
+
     fn check_arg(&self, i: usize, arg: &HostData) -> Result<()> {
         let aval = &self.exported.in_avals[i];
         if host_type(aval) != Some((arg.dtype, arg.dims.clone())) {
