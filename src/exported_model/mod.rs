@@ -195,6 +195,15 @@ impl ExportedModel {
         } else {
             read_safetensors(bytes)?
         };
+        self.load_tensors(tensors)
+    }
+
+    /// Holds named tensors already in memory as the arguments they name, as
+    /// [`load_params`](Self::load_params) does a file's.
+    pub fn load_tensors(
+        &mut self,
+        tensors: impl IntoIterator<Item = (String, HostData)>,
+    ) -> Result<usize> {
         let mut matched = 0;
         for (name, data) in tensors {
             let i = self.input_named(&name, "weight")?;

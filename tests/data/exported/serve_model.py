@@ -1,7 +1,8 @@
 """The model the main job serves (scripts/jax-exported-data): a tiny GPT-style transformer
 (vocab 64, 8 tokens, width 32, two blocks) exported with jax.export for batches of 16
 sequences; its weights in a .safetensors file named as a user's checkpoint would name them
-(`blocks.0.attn.wq`); and 256 one-sequence requests with JAX's next-token logits for each."""
+(`blocks.0.attn.wq`); 256 one-sequence requests with JAX's next-token logits for each; and
+every argument by its dotted path (transformer.args.npz) for the `exported` benchmark."""
 import os
 import sys
 
@@ -70,6 +71,10 @@ def main(out):
         np.asarray(back.call(params, {"tokens": requests[i:i + BATCH]}))
         for i in range(0, REQUESTS, BATCH)])
     np.savez(os.path.join(out, "requests.npz"), tokens=requests, logits=logits)
+    # Every argument by its dotted path, for the `exported` benchmark's calls (ours and JAX's).
+    args = {"0.0." + dotted(p): v for p, v in flat}
+    args["0.1.tokens"] = requests[:BATCH]
+    np.savez(os.path.join(out, "transformer.args.npz"), **args)
 
 
 if __name__ == "__main__":
