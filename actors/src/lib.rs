@@ -18,6 +18,7 @@ pub mod envelope;
 pub mod executable;
 pub mod execute;
 pub mod exported;
+mod exported_check;
 pub mod flatbuf;
 mod flight;
 pub mod guard;
