@@ -7,11 +7,17 @@ use pjrt_actors::export::Exported;
 
 use crate::jax_outputs::{check_outputs, corpus, read, tolerance, wanted};
 
-/// Loads one artifact of a case, every input as a weight by its path, and checks its call.
-fn run_case(client: &pjrt_actors::Client, name: &str, file: &str, inputs: usize) {
-    let mut model = client
-        .load_exported(&read(file))
-        .unwrap_or_else(|e| panic!("{file}: {e}"));
+/// Loads one artifact of a case, every input as a weight by its path, and checks its call;
+/// false where the plugin's StableHLO is too old to parse it (the 0.81 plugin, 1.13.3, lacks
+/// `stablehlo.composite`, which jax 0.10.2 writes for `top_k`, `erf`, ...).
+fn run_case(client: &pjrt_actors::Client, name: &str, file: &str, inputs: usize) -> bool {
+    let mut model = match client.load_exported(&read(file)) {
+        Ok(model) => model,
+        Err(pjrt_actors::Error::StableHloTooNew { .. }) if !crate::common::new_abi() => {
+            return false;
+        }
+        Err(e) => panic!("{file}: {e}"),
+    };
     // Every input by its path, as weights are: the loader's matching on all of them.
     let loaded = model
         .load_params(&read(&format!("{name}.args.npz")))
@@ -20,6 +26,7 @@ fn run_case(client: &pjrt_actors::Client, name: &str, file: &str, inputs: usize)
     assert!(model.free_inputs().is_empty(), "{file}");
     let got = model.call(&[]).unwrap_or_else(|e| panic!("{file}: {e}"));
     check_outputs(file, &got, &wanted(name), tolerance(name));
+    true
 }
 
 mod cpu_plugin {
@@ -31,6 +38,7 @@ mod cpu_plugin {
         let cases = corpus();
         assert!(cases.len() >= 30, "{} cases", cases.len());
         let mut newer = 0;
+        let mut too_new = Vec::new();
         for c in &cases {
             let name = c["name"].as_str().unwrap();
             let mut files = vec![format!("{name}.exported")];
@@ -42,7 +50,9 @@ mod cpu_plugin {
                 .map(|f| Exported::parse(&read(f)).unwrap_or_else(|e| panic!("{f}: {e}")))
                 .collect();
             for f in &files {
-                run_case(&client, name, f, c["inputs"].as_u64().unwrap() as usize);
+                if !run_case(&client, name, f, c["inputs"].as_u64().unwrap() as usize) {
+                    too_new.push(f.clone());
+                }
             }
             if let [old, new] = read_back.as_slice() {
                 // jax 0.10 writes version 3 whatever its schema; 0.11 its own, and the writer.
@@ -63,5 +73,7 @@ mod cpu_plugin {
             }
         }
         assert!(newer >= 30, "{newer} cases in 0.11.2's form");
+        // On the 0.115 plugin every case runs; on the 0.81 one, the few that need composites.
+        assert!(too_new.len() <= 8, "too new for this plugin: {too_new:?}");
     }
 }

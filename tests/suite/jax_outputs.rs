@@ -38,7 +38,9 @@ pub fn wanted(name: &str) -> Vec<HostData> {
 pub fn tolerance(name: &str) -> f64 {
     match name {
         "mixed_precision" => 1e-2,
-        "gpt_train_step" | "gpt_forward" | "llama_block" | "eigh" | "svd" | "qr" => 1e-4,
+        // The older 0.81 plugin's XLA fuses the training step's reductions otherwise.
+        "gpt_train_step" => 5e-4,
+        "gpt_forward" | "llama_block" | "eigh" | "svd" | "qr" => 1e-4,
         _ => 2e-5,
     }
 }

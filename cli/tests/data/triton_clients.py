@@ -1,0 +1,154 @@
+"""Real KServe v2 clients (tritonclient's HTTP and gRPC clients, pinned by scripts/triton-venv)
+against a running `pjrt-actors serve` of the exported transformer (cli/tests/serve.rs starts
+it and runs this): metadata, readiness, JSON and binary inference over HTTP, gRPC inference,
+each protocol error, then many concurrent clients for a bounded time, every answer checked
+against JAX's recorded logits. Prints one JSON line of what it checked; exits 1 on a failure.
+
+`python triton_clients.py HTTP_PORT GRPC_PORT REQUESTS_NPZ [CONCURRENT SECONDS]`"""
+import json
+import sys
+import threading
+import time
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+http_port, grpc_port, requests_npz = sys.argv[1], sys.argv[2], sys.argv[3]
+concurrent = int(sys.argv[4]) if len(sys.argv) > 4 else 64
+seconds = float(sys.argv[5]) if len(sys.argv) > 5 else 3.0
+MODEL = "lm"
+recorded = np.load(requests_npz)
+tokens, logits = recorded["tokens"], recorded["logits"]
+checked = {}
+
+
+def expect(cond, what):
+    if not cond:
+        print(json.dumps({"failed": what}), flush=True)
+        sys.exit(1)
+    checked[what] = checked.get(what, 0) + 1
+
+
+def close(got, r):
+    want = logits[r:r + len(got)]
+    return got.shape == want.shape and np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+
+
+def refused(call, status_words):
+    try:
+        call()
+    except InferenceServerException as e:
+        text = (str(e.status()) + " " + e.message()).lower()
+        return any(w.lower() in text for w in status_words), text
+    return False, "no error"
+
+
+http = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
+grpc = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+
+# Health and metadata, both protocols.
+expect(http.is_server_live() and http.is_server_ready(), "http health")
+expect(http.is_model_ready(MODEL), "http model ready")
+expect(not http.is_model_ready("nope"), "http unknown model not ready")
+meta = http.get_model_metadata(MODEL)
+expect(meta["inputs"][0]["name"] == "tokens" and meta["inputs"][0]["datatype"] == "INT32"
+       and meta["inputs"][0]["shape"] == [-1, 8], f"http metadata {meta}")
+expect(meta["outputs"][0]["datatype"] == "FP32" and meta["outputs"][0]["shape"] == [-1, 64],
+       "http output metadata")
+expect(http.get_server_metadata()["name"] == "pjrt-actors", "http server metadata")
+expect(grpc.is_server_live() and grpc.is_server_ready() and grpc.is_model_ready(MODEL),
+       "grpc health")
+gmeta = grpc.get_model_metadata(MODEL)
+expect(gmeta.inputs[0].name == "tokens" and list(gmeta.inputs[0].shape) == [-1, 8],
+       "grpc metadata")
+
+
+def http_infer(rows, r, binary):
+    x = httpclient.InferInput("tokens", list(rows.shape), "INT32")
+    x.set_data_from_numpy(rows, binary_data=binary)
+    out = httpclient.InferRequestedOutput(meta["outputs"][0]["name"], binary_data=binary)
+    return http.infer(MODEL, [x], outputs=[out]).as_numpy(meta["outputs"][0]["name"])
+
+
+def grpc_infer(client, rows):
+    x = grpcclient.InferInput("tokens", list(rows.shape), "INT32")
+    x.set_data_from_numpy(rows)
+    return client.infer(MODEL, [x]).as_numpy(meta["outputs"][0]["name"])
+
+
+# One and several rows, JSON and binary tensors, and gRPC.
+for r, n in ((0, 1), (5, 3), (20, 16)):
+    expect(close(http_infer(tokens[r:r + n], r, True), r), "http binary inference")
+    expect(close(http_infer(tokens[r:r + n], r, False), r), "http json inference")
+    expect(close(grpc_infer(grpc, tokens[r:r + n]), r), "grpc inference")
+# The default: outputs not named, all returned (binary, as tritonclient asks).
+x = httpclient.InferInput("tokens", [1, 8], "INT32")
+x.set_data_from_numpy(tokens[:1])
+expect(close(http.infer(MODEL, [x]).as_numpy(meta["outputs"][0]["name"]), 0),
+       "http inference, outputs not named")
+
+# Every error the protocol says, as its status.
+def bad_input(name="tokens", shape=(1, 8), dtype="INT32", data=None, model=MODEL, client="http"):
+    data = tokens[:shape[0]] if data is None else data
+    mod = httpclient if client == "http" else grpcclient
+    x = mod.InferInput(name, list(shape), dtype)
+    x.set_data_from_numpy(data)
+    c = http if client == "http" else grpc
+    return lambda: c.infer(model, [x])
+
+
+for client in ("http", "grpc"):
+    ok, text = refused(bad_input(model="nope", client=client), ["404", "not_found", "unknown model"])
+    expect(ok, f"{client} unknown model: {text}")
+    ok, text = refused(bad_input(name="wrong", client=client), ["400", "invalid", "input"])
+    expect(ok, f"{client} wrong input name: {text}")
+    ok, text = refused(bad_input(dtype="FP32", data=tokens[:1].astype(np.float32), client=client),
+                       ["400", "invalid", "datatype"])
+    expect(ok, f"{client} wrong datatype: {text}")
+    ok, text = refused(bad_input(shape=(1, 7), data=tokens[:1, :7], client=client),
+                       ["400", "invalid", "shape"])
+    expect(ok, f"{client} wrong shape: {text}")
+    ok, text = refused(bad_input(shape=(17, 8), data=np.zeros((17, 8), np.int32), client=client),
+                       ["400", "invalid", "max_batch_size"])
+    expect(ok, f"{client} batch over the limit: {text}")
+
+# Many concurrent clients for a bounded time, every answer checked (half HTTP, half gRPC).
+stop = time.monotonic() + seconds
+wrong, done, errors = [], [0] * concurrent, []
+
+
+def client_loop(k):
+    try:
+        mine = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}") if k % 2 else \
+            httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
+        i = k
+        while time.monotonic() < stop:
+            r = i % len(tokens)
+            rows = tokens[r:r + 1]
+            if k % 2:
+                got = grpc_infer(mine, rows)
+            else:
+                x = httpclient.InferInput("tokens", [1, 8], "INT32")
+                x.set_data_from_numpy(rows)
+                got = mine.infer(MODEL, [x]).as_numpy(meta["outputs"][0]["name"])
+            if not close(got, r):
+                wrong.append(r)
+            done[k] += 1
+            i += concurrent
+    except Exception as e:  # noqa: BLE001
+        errors.append(repr(e))
+
+
+threads = [threading.Thread(target=client_loop, args=(k,)) for k in range(concurrent)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+expect(not errors, f"concurrent clients failed: {errors[:3]}")
+expect(not wrong, f"wrong answers: {wrong[:5]}")
+expect(all(d > 0 for d in done), "every concurrent client answered")
+metrics = __import__("urllib.request").request.urlopen(f"http://127.0.0.1:{http_port}/metrics").read()
+expect(b'model="lm"' in metrics, "metrics by model")
+print(json.dumps({"ok": True, "concurrent_answers": sum(done), "checked": checked}), flush=True)
