@@ -7,7 +7,7 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::metrics::{Metrics, Outcome};
-use super::queue::{BatchQueue, Taken};
+use super::queue::{BatchQueue, Taken, When};
 use super::request::{Msg, Pending, answer_expired, fail_all, stopped};
 use super::{BatcherConfig, ShutdownMode};
 
@@ -146,14 +146,16 @@ impl Actor {
             self.settle(swept, now);
         }
         let draining = self.shutdown.is_some();
-        while !self.free.is_empty()
-            && self.queue.ready(
-                now,
-                self.config.max_batch_size,
-                self.config.max_delay,
+        loop {
+            let when = When {
                 draining,
-            )
-        {
+                nothing_running: !self.config.wait_when_idle
+                    && self.free.len() == self.workers.len(),
+            };
+            let (rows, delay) = (self.config.max_batch_size, self.config.max_delay);
+            if self.free.is_empty() || !self.queue.ready(now, rows, delay, when) {
+                break;
+            }
             let mut taken = self.queue.take(self.config.max_batch_size, now);
             let batch = std::mem::take(&mut taken.batch);
             self.metrics

@@ -3,6 +3,7 @@
 //! pads to an allowed size, executes once per batch and hands each caller its own rows.
 
 mod actor;
+mod batch_model;
 mod device;
 mod metrics;
 mod model;
@@ -18,6 +19,7 @@ use tokio::sync::oneshot;
 
 use crate::host_data::HostData;
 use crate::{ArrayType, Client, Error, Result};
+pub use batch_model::BatchModel;
 use metrics::{Metrics, Outcome};
 pub use queue::Priority;
 use request::{Msg, Pending};
@@ -28,122 +30,14 @@ pub fn wait<T>(future: impl Future<Output = Result<T>>) -> Result<T> {
     crate::handles::wait(future)
 }
 
-/// A served model: its program for each batch size, and the parameters that are not batched.
-#[derive(Clone)]
-pub struct BatchModel {
-    name: String,
-    /// The program (text or bytecode) for a batch size.
-    program: Arc<dyn Fn(usize) -> Vec<u8> + Send + Sync>,
-    batched_inputs: usize,
-    fixed: Vec<HostData>,
-    callbacks: Vec<crate::HostCallback>,
-    /// Where each input goes among the program's parameters: the batched ones, then the fixed
-    /// ones. `None`: in that order (a jax.export's batched argument may come anywhere).
-    order: Option<Vec<usize>>,
-    /// The one batch size the program runs at, where it cannot be respecialised (an export's
-    /// module is bytecode, its shapes fixed when JAX exported it).
-    only_size: Option<usize>,
-}
-
-impl BatchModel {
-    /// A model given as a function from batch size (rows) to program text. The program's first
-    /// `batched_inputs` parameters and every result have the batch as their leading dimension;
-    /// the remaining parameters are the [`fixed_input`](Self::fixed_input)s, in order.
-    pub fn from_fn(
-        name: impl Into<String>,
-        batched_inputs: usize,
-        program: impl Fn(usize) -> String + Send + Sync + 'static,
-    ) -> Self {
-        BatchModel {
-            name: name.into(),
-            program: Arc::new(move |rows| program(rows).into_bytes()),
-            batched_inputs,
-            fixed: Vec::new(),
-            callbacks: Vec::new(),
-            order: None,
-            only_size: None,
-        }
-    }
-
-    /// A model of one program that runs batches of exactly `size` rows, whose parameter
-    /// `order[k]` is input k (the batched inputs, then `fixed`, in order).
-    pub(crate) fn at_one_size(
-        name: String,
-        program: Vec<u8>,
-        size: usize,
-        batched_inputs: usize,
-        fixed: Vec<HostData>,
-        order: Vec<usize>,
-    ) -> Self {
-        let program = Arc::new(program);
-        BatchModel {
-            name,
-            program: Arc::new(move |_| program.as_ref().clone()),
-            batched_inputs,
-            fixed,
-            callbacks: Vec::new(),
-            order: Some(order),
-            only_size: Some(size),
-        }
-    }
-
-    /// The program parameter input `k` (batched first, then fixed) is passed as.
-    pub(crate) fn parameter_of(&self, k: usize) -> usize {
-        self.order.as_ref().map_or(k, |order| order[k])
-    }
-
-    /// A model given as one program whose batch dimension is written `{batch}` wherever it
-    /// appears (`tensor<{batch}x16xf32>`), specialised per allowed size.
-    pub fn from_template(
-        name: impl Into<String>,
-        batched_inputs: usize,
-        text: impl Into<String>,
-    ) -> Self {
-        let text: String = text.into();
-        Self::from_fn(name, batched_inputs, move |b| {
-            text.replace("{batch}", &b.to_string())
-        })
-    }
-
-    /// A model given as one program compiled for batch size `batch`: its tensors that lead
-    /// with `batch` (`tensor<4x16xf32>` for `batch` 4) are respecialised per allowed size.
-    /// The rewrite is textual: give a `batch` no other tensor's leading dimension equals.
-    pub fn from_program(
-        name: impl Into<String>,
-        batched_inputs: usize,
-        text: impl Into<String>,
-        batch: usize,
-    ) -> Self {
-        let template = text
-            .into()
-            .replace(&format!("tensor<{batch}x"), "tensor<{batch}x");
-        Self::from_template(name, batched_inputs, template)
-    }
-
-    /// Adds a parameter that every batch shares (weights), uploaded once to each device.
-    pub fn fixed_input(mut self, input: HostData) -> Self {
-        self.fixed.push(input);
-        self
-    }
-
-    /// Host callbacks the program calls (the same at every batch size).
-    pub fn callbacks(mut self, callbacks: Vec<crate::HostCallback>) -> Self {
-        self.callbacks = callbacks;
-        self
-    }
-
-    /// The model's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-}
-
 /// How a [`Batcher`] forms batches and where it runs them.
 #[derive(Clone, Debug)]
 pub struct BatcherConfig {
     /// Most rows in one batch (TF Serving's `max_batch_size`).
     pub max_batch_size: usize,
-    /// Longest a request waits for more to join its batch (`batch_timeout_micros`).
+    /// Longest a request waits for more to join its batch while other batches run
+    /// (`batch_timeout_micros`, Triton's `max_queue_delay_microseconds`). When no batch is
+    /// running, a request goes at once: waiting would only add latency.
     pub max_delay: Duration,
     /// Batch sizes compiled; a batch is padded to the smallest that holds it. Empty: powers of
     /// two up to `max_batch_size`, and `max_batch_size` itself.
@@ -158,6 +52,10 @@ pub struct BatcherConfig {
     /// over the devices, or weights split across them); fixed inputs are uploaded once per
     /// group as sharded arrays.
     pub device_groups: Option<Vec<Vec<i32>>>,
+    /// Wait `max_delay` for more rows even when no batch is running (Triton's dynamic
+    /// batcher does): fuller batches at low load, for up to `max_delay` more latency. Off by
+    /// default: an idle batcher runs a request at once.
+    pub wait_when_idle: bool,
     /// Execute each compiled size once before serving, so the first requests pay no warm-up.
     pub warm: bool,
     /// How long `shutdown` waits for batches already running: past it, whatever is still
@@ -175,6 +73,7 @@ impl Default for BatcherConfig {
             max_queued: 4096,
             devices: None,
             device_groups: None,
+            wait_when_idle: false,
             warm: true,
             shutdown_grace: Duration::from_secs(10),
         }
@@ -291,6 +190,21 @@ struct Inner {
 }
 
 impl Batcher {
+    /// The batched inputs' types, without the rows (each request's leading dimension).
+    pub fn input_types(&self) -> &[ArrayType] {
+        &self.inner.signature.inputs
+    }
+
+    /// The outputs' types, without the rows.
+    pub fn output_types(&self) -> &[ArrayType] {
+        &self.inner.signature.outputs
+    }
+
+    /// The most rows one request may have (the batcher's `max_batch_size`).
+    pub fn max_rows(&self) -> usize {
+        self.inner.max_rows
+    }
+
     /// Compiles the model at every allowed size on every serving device (through the compile
     /// service: cached, single flight), uploads its fixed inputs, warms it, and starts serving.
     pub fn start(client: &Client, model: BatchModel, config: BatcherConfig) -> Result<Batcher> {

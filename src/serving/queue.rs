@@ -15,6 +15,15 @@ pub enum Priority {
     Low,
 }
 
+/// The batcher's state a batch decision depends on, besides the queue.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct When {
+    /// Shutting down: whatever waits goes.
+    pub(crate) draining: bool,
+    /// No batch is running on any device.
+    pub(crate) nothing_running: bool,
+}
+
 /// What the queue needs to know of a request.
 pub(crate) trait Queued {
     fn rows(&self) -> usize;
@@ -93,17 +102,22 @@ impl<R: Queued> BatchQueue<R> {
             .min()
     }
 
-    /// Whether a batch should go now: a full batch is waiting, the oldest request has waited
-    /// `max_delay`, or the queue is being drained.
+    /// Whether a batch should go now (to a free device): a full batch is waiting, the oldest
+    /// request has waited `max_delay`, the queue is being drained, or no batch is running at
+    /// all. Waiting for more rows only pays while other batches run (the rows arriving
+    /// meanwhile would wait anyway); on an idle batcher it would only add latency.
     pub(crate) fn ready(
         &self,
         now: Instant,
         max_rows: usize,
         max_delay: Duration,
-        draining: bool,
+        when: When,
     ) -> bool {
         !self.is_empty()
-            && (draining || self.rows >= max_rows || self.due(max_delay).is_some_and(|d| now >= d))
+            && (when.draining
+                || when.nothing_running
+                || self.rows >= max_rows
+                || self.due(max_delay).is_some_and(|d| now >= d))
     }
 
     /// Takes up to `max_rows` rows of live requests, high priority first, each level in order;
@@ -235,21 +249,32 @@ mod tests {
     }
 
     #[test]
-    fn ready_when_full_when_due_or_when_draining() {
+    fn ready_when_full_when_due_when_draining_or_when_nothing_runs() {
         let t = Instant::now();
         let delay = Duration::from_millis(5);
+        let busy = When::default();
+        let idle = When {
+            nothing_running: true,
+            ..busy
+        };
+        let draining = When {
+            draining: true,
+            ..busy
+        };
         let mut q = BatchQueue::new();
-        assert!(!q.ready(t, 4, delay, true), "nothing to run");
+        assert!(!q.ready(t, 4, delay, draining), "nothing to run");
+        assert!(!q.ready(t, 4, delay, idle), "nothing to run");
         q.push(r(1, 2, t), Priority::Low);
-        assert!(!q.ready(t, 4, delay, false));
-        assert!(q.ready(t, 4, delay, true));
-        assert!(q.ready(t + delay, 4, delay, false));
+        assert!(
+            !q.ready(t, 4, delay, busy),
+            "others run: wait for more rows"
+        );
+        assert!(q.ready(t, 4, delay, idle), "nothing runs: go at once");
+        assert!(q.ready(t, 4, delay, draining));
+        assert!(q.ready(t + delay, 4, delay, busy));
         assert_eq!(q.due(delay), Some(t + delay));
         q.push(r(2, 2, t), Priority::High);
-        assert!(
-            q.ready(t, 4, delay, false),
-            "a full batch waits for nothing"
-        );
+        assert!(q.ready(t, 4, delay, busy), "a full batch waits for nothing");
     }
 
     #[test]

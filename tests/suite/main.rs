@@ -35,6 +35,7 @@ mod serving;
 mod serving_bounds;
 mod serving_export;
 mod serving_groups;
+mod serving_latency;
 mod spmd;
 mod stress;
 mod tidy;

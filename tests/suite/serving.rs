@@ -101,10 +101,13 @@ pub(crate) fn request_of(id: u32, rows: usize) -> (HostData, Vec<f32>) {
     (f32s(&x, rows), want)
 }
 
+/// A config whose `max_delay` always holds a batch back (`wait_when_idle`), so tests can keep
+/// requests queued for as long as they need.
 pub(crate) fn config(max_batch_size: usize, max_delay: Duration) -> BatcherConfig {
     BatcherConfig {
         max_batch_size,
         max_delay,
+        wait_when_idle: true,
         ..Default::default()
     }
 }
