@@ -16,6 +16,7 @@ mod devices;
 mod inspect;
 mod profile;
 mod run;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,6 +51,44 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve models over the KServe v2 inference protocol (HTTP and gRPC; Triton's clients
+    /// work), each on a dynamic batcher. Prints `listening http=HOST:PORT grpc=HOST:PORT` once
+    /// serving; SIGTERM or SIGINT drains in-flight requests, then stops.
+    Serve {
+        /// A model: NAME=PATH of an `.exported` artifact or an MLIR program (text); repeatable.
+        #[arg(long = "model")]
+        models: Vec<String>,
+        /// NAME=FILE: a model's weights (`.safetensors` or `.npz`); repeatable.
+        #[arg(long = "params")]
+        params: Vec<String>,
+        /// NAME=FILE: a model's config (JSON, Triton's terms: max_batch_size,
+        /// max_queue_delay_microseconds, priority_levels, default_queue_policy, ...).
+        #[arg(long = "config")]
+        configs: Vec<String>,
+        /// A folder with one folder per model: model.exported (or .mlir), weights.safetensors
+        /// (or .npz) and config.json, each optional but the model.
+        #[arg(long)]
+        model_repository: Option<PathBuf>,
+        /// The address to bind (loopback unless told otherwise).
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// The HTTP port (0 picks a free one).
+        #[arg(long, default_value_t = 8000)]
+        http_port: u16,
+        /// The gRPC port (0 picks a free one).
+        #[arg(long, default_value_t = 8001)]
+        grpc_port: u16,
+        /// The largest request body accepted, in bytes.
+        #[arg(long, default_value_t = 64 << 20)]
+        max_body_bytes: usize,
+        /// Seconds a request may take, its body included (a client that sends slowly is cut
+        /// off).
+        #[arg(long, default_value_t = 30.0)]
+        request_timeout: f64,
+        /// Seconds the in-flight requests have to finish after SIGTERM or SIGINT.
+        #[arg(long, default_value_t = 30.0)]
+        drain_timeout: f64,
+    },
     /// Print a serialized jax.export artifact's signature: argument paths, types, shardings,
     /// platforms, effects, the arguments the module keeps, the calling convention.
     Inspect {
@@ -228,6 +267,32 @@ fn dispatch(cli: &Cli) -> Result<()> {
     match &cli.command {
         Command::Devices { json } => devices::devices(cli, *json),
         Command::Inspect { artifact, json } => inspect::inspect(artifact, *json),
+        Command::Serve {
+            models,
+            params,
+            configs,
+            model_repository,
+            host,
+            http_port,
+            grpc_port,
+            max_body_bytes,
+            request_timeout,
+            drain_timeout,
+        } => serve::serve(
+            cli,
+            serve::ServeSpec {
+                models,
+                params,
+                configs,
+                repository: model_repository.as_ref(),
+                host,
+                http_port: *http_port,
+                grpc_port: *grpc_port,
+                max_body_bytes: *max_body_bytes,
+                request_timeout: *request_timeout,
+                drain_timeout: *drain_timeout,
+            },
+        ),
         Command::Run {
             module,
             inputs,

@@ -65,6 +65,11 @@ impl BatchModel {
         }
     }
 
+    /// The one batch size its program runs at, where it cannot be respecialised (an export).
+    pub fn fixed_batch_size(&self) -> Option<usize> {
+        self.only_size
+    }
+
     /// The program parameter input `k` (batched first, then fixed) is passed as.
     pub(crate) fn parameter_of(&self, k: usize) -> usize {
         self.order.as_ref().map_or(k, |order| order[k])

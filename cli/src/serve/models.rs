@@ -1,0 +1,371 @@
+//! Loading the served models: from `--model NAME=PATH` (with `--params` and `--config`) or a
+//! model repository (one folder per model), each with a config in Triton's terms; anything
+//! refused says why. An `.exported` artifact serves its free inputs batched and its weights
+//! resident; an MLIR program serves every parameter batched.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use pjrt_actors::serving::{BatchModel, Batcher, BatcherConfig};
+use pjrt_actors::{Client, Result};
+use serde_json::Value;
+
+use super::kserve::{QueuePolicy, ServedModel, TensorSpec};
+use crate::usage;
+
+/// One model to load: its name, program, weights and config file.
+pub struct ModelSource {
+    pub name: String,
+    pub program: PathBuf,
+    pub params: Option<PathBuf>,
+    pub config: Option<PathBuf>,
+}
+
+/// The config keys a model's config file may have (Triton's names).
+const KEYS: &[&str] = &[
+    "max_batch_size",
+    "preferred_batch_size",
+    "max_queue_delay_microseconds",
+    "priority_levels",
+    "default_priority_level",
+    "default_queue_policy",
+    "instance_group",
+    "batched_inputs",
+];
+
+fn refused(name: &str, why: impl std::fmt::Display) -> pjrt_actors::Error {
+    usage(format!("model `{name}`: {why}"))
+}
+
+/// The models of a repository: each folder `NAME` holding `model.exported` (or
+/// `.jax_exported`, `.mlir`), optionally `weights.safetensors` (or `.npz`) and `config.json`.
+/// Every file must lie inside the repository (a link out of it is refused).
+pub fn repository(dir: &Path) -> Result<Vec<ModelSource>> {
+    let root = (dir.canonicalize())
+        .map_err(|e| usage(format!("model repository {}: {e}", dir.display())))?;
+    let mut entries: Vec<_> = (std::fs::read_dir(&root))
+        .map_err(|e| usage(format!("model repository {}: {e}", dir.display())))?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .collect();
+    entries.sort_by_key(|e| e.file_name());
+    let inside = |p: PathBuf| -> Result<Option<PathBuf>> {
+        if !p.exists() {
+            return Ok(None);
+        }
+        let real = p
+            .canonicalize()
+            .map_err(|e| usage(format!("{}: {e}", p.display())))?;
+        match real.starts_with(&root) {
+            true => Ok(Some(real)),
+            false => Err(usage(format!(
+                "{} leads out of the model repository {}",
+                p.display(),
+                root.display()
+            ))),
+        }
+    };
+    let mut models = Vec::new();
+    for e in entries {
+        let name = e.file_name().to_string_lossy().to_string();
+        let folder = e.path();
+        let pick = |names: &[&str]| -> Result<Option<PathBuf>> {
+            for n in names {
+                if let Some(p) = inside(folder.join(n))? {
+                    return Ok(Some(p));
+                }
+            }
+            Ok(None)
+        };
+        let program =
+            pick(&["model.exported", "model.jax_exported", "model.mlir"])?.ok_or_else(|| {
+                refused(
+                    &name,
+                    "its folder has no model.exported, model.jax_exported or model.mlir",
+                )
+            })?;
+        models.push(ModelSource {
+            params: pick(&["weights.safetensors", "weights.npz"])?,
+            config: pick(&["config.json"])?,
+            name,
+            program,
+        });
+    }
+    if models.is_empty() {
+        return Err(usage(format!(
+            "model repository {} has no model folders",
+            dir.display()
+        )));
+    }
+    Ok(models)
+}
+
+/// `NAME=VALUE` as a pair.
+pub fn named(flag: &str, text: &str) -> Result<(String, PathBuf)> {
+    match text.split_once('=') {
+        Some((n, v)) if !n.is_empty() && !v.is_empty() => Ok((n.to_string(), PathBuf::from(v))),
+        _ => Err(usage(format!("{flag} takes NAME=PATH, got `{text}`"))),
+    }
+}
+
+/// A short name for an input path: its last dict key or index where no other input has it,
+/// else the whole dotted path (`[0][1]['tokens']` is `tokens`).
+fn short_names(paths: &[String]) -> Vec<String> {
+    let dotted: Vec<String> = (paths.iter())
+        .map(|p| {
+            let parts: Vec<&str> = (p.split(['[', ']']).filter(|s| !s.is_empty()))
+                .map(|s| s.trim_matches('\''))
+                .collect();
+            parts.join(".")
+        })
+        .collect();
+    let last = |d: &str| d.rsplit('.').next().unwrap_or(d).to_string();
+    (dotted.iter())
+        .map(|d| {
+            let l = last(d);
+            let unique = dotted.iter().filter(|o| last(o) == l).count() == 1;
+            if unique && !l.is_empty() && l.parse::<usize>().is_err() {
+                l
+            } else {
+                d.clone()
+            }
+        })
+        .collect()
+}
+
+fn read(path: &Path, what: &str) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| usage(format!("{what} {}: {e}", path.display())))
+}
+
+/// Loads one model: its program and weights, its config, and its batcher.
+pub fn load(client: &Client, source: &ModelSource) -> Result<ServedModel> {
+    let name = &source.name;
+    let config = match &source.config {
+        Some(p) => serde_json::from_slice::<Value>(&read(p, "config")?)
+            .map_err(|e| refused(name, format!("config {}: {e}", p.display())))?,
+        None => Value::Object(Default::default()),
+    };
+    let config_map = config
+        .as_object()
+        .ok_or_else(|| refused(name, "its config is not a JSON object"))?;
+    if let Some(k) = config_map.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(refused(
+            name,
+            format!(
+                "its config has `{k}`, which is not one of {}",
+                KEYS.join(", ")
+            ),
+        ));
+    }
+    let is_export = matches!(
+        source.program.extension().and_then(|e| e.to_str()),
+        Some("exported" | "jax_exported")
+    );
+    let bytes = read(&source.program, "model")?;
+    let (model, inputs_names, outputs_names, platform, export_rows) = if is_export {
+        let mut m = client.load_exported(&bytes)?;
+        if let Some(p) = &source.params {
+            m.load_params(&read(p, "weights")?)?;
+        }
+        let free = m.free_inputs();
+        let batched: Vec<String> = match config.get("batched_inputs") {
+            Some(v) => (v.as_array().into_iter().flatten())
+                .map(|s| s.as_str().map(String::from))
+                .collect::<Option<_>>()
+                .ok_or_else(|| refused(name, "batched_inputs is a list of input paths"))?,
+            None => free.clone(),
+        };
+        let refs: Vec<&str> = batched.iter().map(String::as_str).collect();
+        let served = m.batch_model(name.clone(), &refs)?;
+        let out_paths = m.signature().out_paths();
+        let outs = (out_paths.iter().enumerate())
+            .map(|(k, p)| {
+                if p.is_empty() {
+                    format!("output{k}")
+                } else {
+                    short_names(&out_paths)[k].clone()
+                }
+            })
+            .collect();
+        let rows = served.fixed_batch_size();
+        let names = match config.get("batched_inputs") {
+            Some(_) => batched.clone(),
+            None => short_names(&free),
+        };
+        (served, names, outs, "jax_exported", rows)
+    } else {
+        if source.params.is_some() {
+            return Err(refused(
+                name,
+                "--params gives a jax.export artifact's weights; this is an MLIR program",
+            ));
+        }
+        let text = String::from_utf8(bytes).map_err(|_| {
+            refused(name, "an MLIR program is served from its text (MLIR bytecode: export it with jax.export)")
+        })?;
+        let exe = client.compile_and_load(&text, &pjrt_actors::CompileOptions::default())?;
+        let params = exe.parameter_types();
+        let Some(rows) = params
+            .first()
+            .and_then(|p| p.dims.first())
+            .map(|&r| r as usize)
+        else {
+            return Err(refused(name, "its first parameter has no rows to batch"));
+        };
+        let ins = (0..params.len()).map(|k| format!("input{k}")).collect();
+        let outs = (0..exe.num_outputs())
+            .map(|k| format!("output{k}"))
+            .collect();
+        (
+            BatchModel::from_program(name.clone(), params.len(), text, rows),
+            ins,
+            outs,
+            "mlir",
+            None,
+        )
+    };
+    let (batcher_config, policy) = batcher_config(name, &config, export_rows)?;
+    let batcher = Batcher::start(client, model, batcher_config)?;
+    let spec = |names: Vec<String>, types: &[pjrt_actors::ArrayType]| -> Vec<TensorSpec> {
+        (names.into_iter().zip(types))
+            .map(|(name, t)| TensorSpec {
+                name,
+                dtype: t.dtype,
+                dims: t.dims.clone(),
+            })
+            .collect()
+    };
+    Ok(ServedModel {
+        name: name.clone(),
+        platform,
+        inputs: spec(inputs_names, batcher.input_types()),
+        outputs: spec(outputs_names, batcher.output_types()),
+        batcher,
+        policy,
+    })
+}
+
+/// The batcher's config and the queue policy from a model's config, in Triton's terms.
+fn batcher_config(
+    name: &str,
+    c: &Value,
+    export_rows: Option<usize>,
+) -> Result<(BatcherConfig, QueuePolicy)> {
+    let uint = |key: &str| -> Result<Option<u64>> {
+        match c.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| refused(name, format!("{key} is a whole number"))),
+        }
+    };
+    let mut config = BatcherConfig {
+        max_batch_size: uint("max_batch_size")?
+            .map(|n| n as usize)
+            .or(export_rows)
+            .unwrap_or(64),
+        ..Default::default()
+    };
+    if let Some(us) = uint("max_queue_delay_microseconds")? {
+        config.max_delay = Duration::from_micros(us);
+    }
+    if let Some(sizes) = c.get("preferred_batch_size") {
+        config.allowed_batch_sizes = (sizes.as_array().into_iter().flatten())
+            .map(|s| s.as_u64().map(|n| n as usize))
+            .collect::<Option<_>>()
+            .ok_or_else(|| refused(name, "preferred_batch_size is a list of sizes"))?;
+    }
+    let levels = uint("priority_levels")?.unwrap_or(0);
+    if levels > 2 {
+        return Err(refused(
+            name,
+            format!("{levels} priority levels; the batcher has two (1 runs before 2)"),
+        ));
+    }
+    let default_priority = uint("default_priority_level")?.unwrap_or(levels.max(1));
+    if levels > 0 && !(1..=levels).contains(&default_priority) {
+        return Err(refused(
+            name,
+            format!("default_priority_level {default_priority} is not one of its {levels} levels"),
+        ));
+    }
+    let mut policy = QueuePolicy {
+        priority_levels: levels,
+        default_priority,
+        ..Default::default()
+    };
+    if let Some(q) = c.get("default_queue_policy") {
+        let q = q
+            .as_object()
+            .ok_or_else(|| refused(name, "default_queue_policy is an object"))?;
+        for (k, v) in q {
+            match (k.as_str(), v) {
+                ("timeout_action", Value::String(a)) if a == "REJECT" => {}
+                ("timeout_action", other) => {
+                    return Err(refused(
+                        name,
+                        format!(
+                            "timeout_action {other}: a request past its deadline is answered expired (REJECT); DELAY is not served"
+                        ),
+                    ));
+                }
+                ("default_timeout_microseconds", v) => {
+                    let us = v.as_u64().ok_or_else(|| {
+                        refused(name, "default_timeout_microseconds is a whole number")
+                    })?;
+                    policy.default_timeout = (us > 0).then(|| Duration::from_micros(us));
+                }
+                ("allow_timeout_override", Value::Bool(b)) => policy.allow_timeout_override = *b,
+                ("max_queue_size", v) => {
+                    let n = v
+                        .as_u64()
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| refused(name, "max_queue_size is a whole number above 0"))?;
+                    config.max_queued = n as usize;
+                }
+                (other, _) => {
+                    return Err(refused(
+                        name,
+                        format!("default_queue_policy has `{other}`, which is not served"),
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(g) = c.get("instance_group") {
+        let ids = |v: &Value| -> Option<Vec<i32>> {
+            v.as_array()?
+                .iter()
+                .map(|d| d.as_i64().map(|d| d as i32))
+                .collect()
+        };
+        match (g.get("devices"), g.get("device_groups")) {
+            (Some(d), None) => {
+                config.devices = Some(ids(d).ok_or_else(|| {
+                    refused(name, "instance_group.devices is a list of device ids")
+                })?)
+            }
+            (None, Some(groups)) => {
+                config.device_groups = Some(
+                    (groups.as_array().into_iter().flatten())
+                        .map(ids)
+                        .collect::<Option<_>>()
+                        .ok_or_else(|| {
+                            refused(
+                                name,
+                                "instance_group.device_groups is a list of lists of device ids",
+                            )
+                        })?,
+                )
+            }
+            _ => {
+                return Err(refused(
+                    name,
+                    "instance_group has `devices` or `device_groups`",
+                ));
+            }
+        }
+    }
+    Ok((config, policy))
+}
