@@ -1,0 +1,478 @@
+//! `pjrt-actors serve` on a free loopback port, tested with real clients: tritonclient's HTTP
+//! and gRPC clients (cli/tests/data/triton_clients.py, in the venv scripts/triton-venv makes)
+//! and raw HTTP from here: metadata, inference checked against JAX's answers, the protocol's
+//! errors, a model repository, a slow client cut off, and SIGTERM draining.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use pjrt_actors::host_data::read_npz;
+use serde_json::{Value, json};
+
+fn data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/exported/serve")
+}
+
+fn at(name: &str) -> String {
+    data().join(name).display().to_string()
+}
+
+/// A running server and its ports; killed when dropped.
+struct Server {
+    child: Child,
+    http: u16,
+    grpc: u16,
+}
+
+impl Server {
+    /// Starts `serve` with `args` on free ports and waits for its `listening` line.
+    fn start(args: &[String]) -> Result<Server, String> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+            .arg("serve")
+            .args(args)
+            .args(["--http-port", "0", "--grpc-port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let Some(Ok(line)) = lines.next() else {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            let _ = child.wait();
+            return Err(err);
+        };
+        let port = |key: &str| -> u16 {
+            let at = line.find(key).unwrap_or_else(|| panic!("{line}")) + key.len();
+            let addr = line[at..].split_whitespace().next().unwrap();
+            addr.rsplit(':').next().unwrap().parse().unwrap()
+        };
+        assert!(line.starts_with("listening http=127.0.0.1:"), "{line}");
+        Ok(Server {
+            http: port("http="),
+            grpc: port("grpc="),
+            child,
+        })
+    }
+
+    fn transformer(extra: &[&str]) -> Server {
+        let mut args = vec![
+            "--model".to_string(),
+            format!("lm={}", at("transformer.exported")),
+            "--params".into(),
+            format!("lm={}", at("transformer.safetensors")),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Server::start(&args).unwrap_or_else(|e| panic!("serve: {e}"))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP/1.1 exchange: (status, headers lowercased, body).
+fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head += &format!("{k}: {v}\r\n");
+    }
+    head += "\r\n";
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a response head");
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = (lines.filter_map(|l| l.split_once(':')))
+        .map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_string()))
+        .collect();
+    (status, headers, raw[split + 4..].to_vec())
+}
+
+fn get(port: u16, path: &str) -> (u16, Value) {
+    let (status, _, body) = http(port, "GET", path, &[], b"");
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+fn infer_json(port: u16, model: &str, body: &Value) -> (u16, Value) {
+    let (status, _, body) = http(
+        port,
+        "POST",
+        &format!("/v2/models/{model}/infer"),
+        &[],
+        body.to_string().as_bytes(),
+    );
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+/// The recorded requests and JAX's logits for them.
+fn recorded() -> (Vec<i32>, Vec<f32>) {
+    let npz = read_npz(&std::fs::read(data().join("requests.npz")).unwrap()).unwrap();
+    let find = |k: &str| npz.iter().find(|(n, _)| n == k).unwrap().1.bytes.clone();
+    let ints = find("tokens")
+        .chunks_exact(4)
+        .map(|b| i32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let floats = find("logits")
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    (ints, floats)
+}
+
+fn close(got: &[f32], want: &[f32]) -> bool {
+    let scale = want.iter().fold(1e-30f32, |m, v| m.max(v.abs()));
+    got.len() == want.len()
+        && got
+            .iter()
+            .zip(want)
+            .all(|(a, b)| (a - b).abs() <= 1e-4 * scale)
+}
+
+#[test]
+fn tritonclient_talks_to_serve_over_http_and_grpc_with_every_answer_checked() {
+    let python = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/triton-venv"))
+        .output()
+        .unwrap();
+    assert!(
+        python.status.success(),
+        "{}",
+        String::from_utf8_lossy(&python.stderr)
+    );
+    let python = String::from_utf8_lossy(&python.stdout).trim().to_string();
+    let server = Server::transformer(&[]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/triton_clients.py");
+    let o = Command::new(python)
+        .arg(script)
+        .args([
+            server.http.to_string(),
+            server.grpc.to_string(),
+            at("requests.npz"),
+            "64".into(),
+            "3".into(),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["ok"], true, "{summary}");
+    assert!(
+        summary["concurrent_answers"].as_u64().unwrap() >= 64,
+        "{summary}"
+    );
+}
+
+#[test]
+fn raw_http_gets_metadata_answers_as_jax_and_the_protocols_errors() {
+    let (tokens, logits) = recorded();
+    let config = std::env::temp_dir().join(format!(
+        "pjrt-actors-serve-config-{}.json",
+        std::process::id()
+    ));
+    let policy =
+        json!({"default_queue_policy": {"allow_timeout_override": true, "max_queue_size": 1}});
+    std::fs::write(&config, policy.to_string()).unwrap();
+    let server = Server::transformer(&[
+        "--config",
+        &format!("lm={}", config.display()),
+        "--max-body-bytes",
+        "100000",
+    ]);
+    let port = server.http;
+    assert_eq!(get(port, "/v2/health/live").0, 200);
+    assert_eq!(get(port, "/v2/health/ready").0, 200);
+    assert_eq!(get(port, "/v2").1["name"], "pjrt-actors");
+    let (status, meta) = get(port, "/v2/models/lm");
+    assert_eq!(
+        (status, &meta["inputs"][0]["shape"]),
+        (200, &json!([-1, 8]))
+    );
+    let (status, err) = get(port, "/v2/models/nope");
+    assert_eq!(status, 404);
+    assert!(
+        err["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown model `nope`"),
+        "{err}"
+    );
+    assert_eq!(get(port, "/no/such/path").0, 404);
+    // JSON tensors: two requests' rows, answered as JAX answered them.
+    let rows = &tokens[8..24];
+    let body =
+        json!({"inputs": [{"name": "tokens", "datatype": "INT32", "shape": [2, 8], "data": rows}]});
+    let (status, answer) = infer_json(port, "lm", &body);
+    assert_eq!(status, 200, "{answer}");
+    let got: Vec<f32> = (answer["outputs"][0]["data"].as_array().unwrap().iter())
+        .map(|v| v.as_f64().unwrap() as f32)
+        .collect();
+    assert!(close(&got, &logits[64..192]), "{got:?}");
+    // Binary tensor data both ways, as tritonclient sends it.
+    let header = json!({
+        "inputs": [{"name": "tokens", "datatype": "INT32", "shape": [1, 8], "parameters": {"binary_data_size": 32}}],
+        "outputs": [{"name": "output0", "parameters": {"binary_data": true}}],
+    })
+    .to_string();
+    let mut body = header.clone().into_bytes();
+    body.extend(tokens[..8].iter().flat_map(|t| t.to_le_bytes()));
+    let length = [("Inference-Header-Content-Length", header.len().to_string())];
+    let (status, headers, raw) = http(port, "POST", "/v2/models/lm/infer", &length, &body);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&raw));
+    let json_len: usize = (headers
+        .iter()
+        .find(|(k, _)| k == "inference-header-content-length"))
+    .unwrap()
+    .1
+    .parse()
+    .unwrap();
+    let got: Vec<f32> = raw[json_len..]
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert!(close(&got, &logits[..64]));
+    // The errors, each with the protocol's status and a message naming what is wrong.
+    let one = |name: &str, dtype: &str, shape: Value, data: Value| json!({"inputs": [{"name": name, "datatype": dtype, "shape": shape, "data": data}]});
+    let cases = [
+        (
+            one("x", "INT32", json!([1, 8]), json!(&tokens[..8])),
+            400,
+            "no input `tokens`",
+        ),
+        (
+            one("tokens", "FP32", json!([1, 8]), json!(&tokens[..8])),
+            400,
+            "datatype FP32",
+        ),
+        (
+            one("tokens", "INT32", json!([1, 7]), json!(&tokens[..7])),
+            400,
+            "shape [1, 7]",
+        ),
+        (
+            one("tokens", "INT32", json!([17, 8]), json!(vec![0; 136])),
+            400,
+            "17 rows",
+        ),
+        (
+            one("tokens", "INT32", json!([1, 8]), json!(&tokens[..7])),
+            400,
+            "28 bytes of data",
+        ),
+    ];
+    for (body, status, text) in cases {
+        let (got, err) = infer_json(port, "lm", &body);
+        assert_eq!(got, status, "{err}");
+        assert!(
+            err["error"].as_str().unwrap().contains(text),
+            "{err} lacks {text}"
+        );
+    }
+    let (status, err) = infer_json(
+        port,
+        "nope",
+        &one("tokens", "INT32", json!([1, 8]), json!(&tokens[..8])),
+    );
+    assert_eq!(status, 404, "{err}");
+    let (status, _, body) = http(port, "POST", "/v2/models/lm/infer", &[], b"{not json");
+    assert_eq!(status, 400, "{}", String::from_utf8_lossy(&body));
+    let (status, _, _) = http(
+        port,
+        "POST",
+        "/v2/models/lm/infer",
+        &[],
+        &vec![b' '; 200_000],
+    );
+    assert_eq!(status, 400, "a body past --max-body-bytes");
+    // A deadline already past: 504, never run.
+    let mut late = one("tokens", "INT32", json!([1, 8]), json!(&tokens[..8]));
+    late["parameters"] = json!({"timeout": 1});
+    let (status, err) = infer_json(port, "lm", &late);
+    assert_eq!(status, 504, "{err}");
+    // A full queue (max_queue_size 1) under a burst: 503 for some, the right answer for the rest.
+    let outcomes: Vec<u16> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..48)
+            .map(|_| {
+                s.spawn(|| {
+                    infer_json(
+                        port,
+                        "lm",
+                        &one("tokens", "INT32", json!([1, 8]), json!(&tokens[..8])),
+                    )
+                    .0
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(
+        outcomes.iter().all(|s| *s == 200 || *s == 503),
+        "{outcomes:?}"
+    );
+    assert!(
+        outcomes.contains(&503),
+        "a queue of one overflows under 48 at once: {outcomes:?}"
+    );
+    let (_, _, metrics) = http(port, "GET", "/metrics", &[], b"");
+    let metrics = String::from_utf8_lossy(&metrics);
+    for want in [
+        "outcome=\"ok\"",
+        "outcome=\"invalid\"",
+        "outcome=\"expired\"",
+        "outcome=\"unavailable\"",
+        "pjrt_actors_server_request_seconds_bucket",
+    ] {
+        assert!(metrics.contains(want), "metrics lack {want}:\n{metrics}");
+    }
+    std::fs::remove_file(config).unwrap();
+}
+
+#[test]
+fn a_client_that_sends_slowly_is_cut_off() {
+    let server = Server::transformer(&["--request-timeout", "1"]);
+    let mut s = TcpStream::connect(("127.0.0.1", server.http)).unwrap();
+    s.write_all(
+        b"POST /v2/models/lm/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"inp",
+    )
+    .unwrap();
+    let start = Instant::now();
+    let mut answer = String::new();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = s.read_to_string(&mut answer);
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "cut off after {:?}",
+        start.elapsed()
+    );
+    assert!(answer.starts_with("HTTP/1.1 504"), "{answer}");
+}
+
+#[test]
+fn sigterm_drains_in_flight_requests_then_stops() {
+    let mut server = Server::transformer(&["--drain-timeout", "10"]);
+    let (tokens, _) = recorded();
+    let port = server.http;
+    let body = json!({"inputs": [{"name": "tokens", "datatype": "INT32", "shape": [1, 8], "data": &tokens[..8]}]});
+    assert_eq!(infer_json(port, "lm", &body).0, 200);
+    let pid = server.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "still running after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    let mut err = String::new();
+    server
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(err.contains("SIGTERM: draining"), "{err}");
+}
+
+#[test]
+fn a_model_repository_is_served_and_what_cannot_be_served_is_refused_saying_why() {
+    let repo = std::env::temp_dir().join(format!("pjrt-actors-repo-{}", std::process::id()));
+    let lm = repo.join("lm");
+    std::fs::create_dir_all(&lm).unwrap();
+    std::fs::copy(
+        data().join("transformer.exported"),
+        lm.join("model.exported"),
+    )
+    .unwrap();
+    std::fs::copy(
+        data().join("transformer.safetensors"),
+        lm.join("weights.safetensors"),
+    )
+    .unwrap();
+    let config = |c: Value| std::fs::write(lm.join("config.json"), c.to_string()).unwrap();
+    config(
+        json!({"max_batch_size": 16, "priority_levels": 2, "max_queue_delay_microseconds": 100}),
+    );
+    let repository = ["--model-repository".to_string(), repo.display().to_string()];
+    {
+        let server = Server::start(&repository).unwrap();
+        let (status, meta) = get(server.http, "/v2/models/lm");
+        assert_eq!((status, &meta["platform"]), (200, &json!("jax_exported")));
+    }
+    let refusal = |c: Value, text: &str| {
+        config(c);
+        let err = Server::start(&repository).err().expect("refused");
+        assert!(err.contains(text), "{err} lacks {text}");
+    };
+    refusal(json!({"max_batch": 16}), "`max_batch`, which is not one of");
+    refusal(json!({"priority_levels": 3}), "3 priority levels");
+    refusal(json!({"max_batch_size": 64}), "exactly 16 rows");
+    refusal(
+        json!({"default_queue_policy": {"timeout_action": "DELAY"}}),
+        "DELAY is not served",
+    );
+    std::fs::remove_file(lm.join("config.json")).unwrap();
+    // A file that leads out of the repository is refused.
+    std::fs::remove_file(lm.join("weights.safetensors")).unwrap();
+    std::os::unix::fs::symlink(
+        data().join("transformer.safetensors"),
+        lm.join("weights.safetensors"),
+    )
+    .unwrap();
+    let err = Server::start(&repository).err().expect("refused");
+    assert!(err.contains("leads out of the model repository"), "{err}");
+    std::fs::remove_dir_all(&repo).unwrap();
+    let err = Server::start(&["--model".into(), "no-equals-sign".into()])
+        .err()
+        .unwrap();
+    assert!(err.contains("--model takes NAME=PATH"), "{err}");
+}
