@@ -5,6 +5,7 @@
 mod grpc;
 mod http;
 mod kserve;
+mod messages;
 mod models;
 
 use std::net::SocketAddr;
@@ -135,7 +136,7 @@ pub fn serve(cli: &Cli, spec: ServeSpec<'_>) -> Result<()> {
                 grpc::InferenceService {
                     models: models.clone(),
                 },
-                tonic::transport::server::TcpIncoming::from(grpc_listener),
+                tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
                 stopped(stop_rx),
             );
         let http_task = tokio::spawn(async move { http_server.await.map_err(|e| e.to_string()) });
