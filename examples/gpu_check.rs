@@ -1,7 +1,8 @@
 //! The GPU check's own checks in one binary (what `scripts/gpu-check build` carries to a GPU
 //! machine, which has no Rust toolchain): the plugin's devices, compile for a topology,
 //! defragment compaction, the DMA round trip, host send/recv callbacks, the main job batched
-//! and unbatched, and two processes forming one distributed client through Redis. Prints a
+//! and unbatched, two-platform jax.export artifacts, `pjrt-actors serve` on the plugin, and
+//! two processes forming one distributed client through Redis. Prints a
 //! line per check and, last, one JSON object. Runs on any plugin (`PJRT_PLUGIN_PATH`); on CPU
 //! it checks itself.
 //!
@@ -21,6 +22,9 @@ mod distributed_node;
 #[allow(dead_code)]
 #[path = "send_recv_callbacks.rs"]
 mod send_recv_callbacks;
+
+#[path = "gpu_check/exported.rs"]
+mod exported;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -255,6 +259,8 @@ const STEPS: &[(&str, u64)] = &[
     ("dma", 40),
     ("send_recv", 30),
     ("serve", 60),
+    ("exported", 30),
+    ("kserve", 40),
     ("nodes", 40),
 ];
 
@@ -315,6 +321,16 @@ fn step(name: &str, requests: u64) -> Result<serde_json::Value, String> {
                 "unbatched_p99_us": unbatched.p99_us.round(),
                 "mismatches": batched.mismatches + unbatched.mismatches,
             })
+        }
+        "exported" => {
+            let result = exported::exported(&open()?)?;
+            println!("two-platform exports: {result}");
+            json!({ "exported": result })
+        }
+        "kserve" => {
+            let result = exported::kserve()?;
+            println!("pjrt-actors serve: {result}");
+            json!({ "kserve": result })
         }
         "nodes" => {
             let path = arg("--redis-server").ok_or("no --redis-server given")?;
@@ -465,7 +481,7 @@ fn main() -> std::process::ExitCode {
             }
         };
     }
-    let budget = arg("--budget").and_then(|v| v.parse().ok()).unwrap_or(190);
+    let budget = arg("--budget").and_then(|v| v.parse().ok()).unwrap_or(260);
     println!("{}", run_steps(budget));
     std::process::ExitCode::SUCCESS
 }

@@ -38,79 +38,80 @@ fn close(got: &[f64], want: &[f64], rtol: f64) -> bool {
             .all(|(a, b)| (a - b).abs() <= rtol * scale)
 }
 
-#[test]
-fn a_batcher_serves_an_exported_transformer_with_resident_weights_and_jaxs_answers() {
-    let client = Client::open().unwrap();
-    let mut model = client.load_exported(&read("transformer.exported")).unwrap();
-    assert_eq!(
-        model.load_params(&read("transformer.safetensors")).unwrap(),
-        24
-    );
-    assert_eq!(model.free_inputs(), ["[0][1]['tokens']"]);
-    let lm = model.batch_model("lm", &["tokens"]).unwrap();
-    let config = BatcherConfig {
-        max_batch_size: 16,
-        max_delay: std::time::Duration::from_millis(2),
-        ..Default::default()
-    };
-    let batcher = Batcher::start(&client, lm, config).unwrap();
-    let requests = read_npz(&read("requests.npz")).unwrap();
-    let tokens = &requests.iter().find(|(k, _)| k == "tokens").unwrap().1;
-    let logits = &requests.iter().find(|(k, _)| k == "logits").unwrap().1;
-    assert_eq!(
-        (tokens.dtype, logits.dims.as_slice()),
-        (ElementType::S32, &[256, 64][..])
-    );
-    // Four threads of one-sequence requests, batched together up to 16 rows.
-    std::thread::scope(|s| {
-        for t in 0..4 {
-            let batcher = batcher.clone();
-            s.spawn(move || {
-                for r in (t..256).step_by(4) {
-                    let answer = batcher
-                        .infer(InferRequest::new(vec![row(tokens, r)]))
-                        .unwrap();
-                    let got = crate::jax_outputs::values(&answer.outputs[0]);
-                    let want = crate::jax_outputs::values(&row(logits, r));
-                    assert!(
-                        close(&got, &want, 1e-4),
-                        "request {r}: {got:?} against JAX's {want:?}"
-                    );
-                }
-            });
-        }
-    });
-    assert_eq!(batcher.counts().done, 256);
-    assert!(batcher.counts().batches < 256, "requests shared batches");
-}
-
-#[test]
-fn exports_a_batcher_cannot_serve_are_refused_saying_why() {
-    let client = Client::open().unwrap();
-    let mut model = client.load_exported(&read("transformer.exported")).unwrap();
-    // The weights not loaded: the fixed inputs are missing.
-    let err = model.batch_model("lm", &["tokens"]).err().unwrap();
-    assert!(
-        err.to_string().contains("neither batched nor loaded"),
-        "{err}"
-    );
-    model.load_params(&read("transformer.safetensors")).unwrap();
-    let err = model.batch_model("lm", &["no_such_input"]).err().unwrap();
-    assert!(err.to_string().contains("matches 0 arguments"), "{err}");
-    let err = model.batch_model("lm", &[]).err().unwrap();
-    assert!(err.to_string().contains("no batched input"), "{err}");
-    // Its shapes were fixed at export: batches of exactly 16 rows.
-    let lm = model.batch_model("lm", &["tokens"]).unwrap();
-    let config = BatcherConfig {
-        max_batch_size: 64,
-        ..Default::default()
-    };
-    let err = Batcher::start(&client, lm, config).err().unwrap();
-    assert!(err.to_string().contains("exactly 16 rows"), "{err}");
-}
-
+/// The artifacts here are exported for the CPU only.
 mod cpu_plugin {
     use super::*;
+
+    #[test]
+    fn a_batcher_serves_an_exported_transformer_with_resident_weights_and_jaxs_answers() {
+        let client = Client::open().unwrap();
+        let mut model = client.load_exported(&read("transformer.exported")).unwrap();
+        assert_eq!(
+            model.load_params(&read("transformer.safetensors")).unwrap(),
+            24
+        );
+        assert_eq!(model.free_inputs(), ["[0][1]['tokens']"]);
+        let lm = model.batch_model("lm", &["tokens"]).unwrap();
+        let config = BatcherConfig {
+            max_batch_size: 16,
+            max_delay: std::time::Duration::from_millis(2),
+            ..Default::default()
+        };
+        let batcher = Batcher::start(&client, lm, config).unwrap();
+        let requests = read_npz(&read("requests.npz")).unwrap();
+        let tokens = &requests.iter().find(|(k, _)| k == "tokens").unwrap().1;
+        let logits = &requests.iter().find(|(k, _)| k == "logits").unwrap().1;
+        assert_eq!(
+            (tokens.dtype, logits.dims.as_slice()),
+            (ElementType::S32, &[256, 64][..])
+        );
+        // Four threads of one-sequence requests, batched together up to 16 rows.
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let batcher = batcher.clone();
+                s.spawn(move || {
+                    for r in (t..256).step_by(4) {
+                        let answer = batcher
+                            .infer(InferRequest::new(vec![row(tokens, r)]))
+                            .unwrap();
+                        let got = crate::jax_outputs::values(&answer.outputs[0]);
+                        let want = crate::jax_outputs::values(&row(logits, r));
+                        assert!(
+                            close(&got, &want, 1e-4),
+                            "request {r}: {got:?} against JAX's {want:?}"
+                        );
+                    }
+                });
+            }
+        });
+        assert_eq!(batcher.counts().done, 256);
+        assert!(batcher.counts().batches < 256, "requests shared batches");
+    }
+
+    #[test]
+    fn exports_a_batcher_cannot_serve_are_refused_saying_why() {
+        let client = Client::open().unwrap();
+        let mut model = client.load_exported(&read("transformer.exported")).unwrap();
+        // The weights not loaded: the fixed inputs are missing.
+        let err = model.batch_model("lm", &["tokens"]).err().unwrap();
+        assert!(
+            err.to_string().contains("neither batched nor loaded"),
+            "{err}"
+        );
+        model.load_params(&read("transformer.safetensors")).unwrap();
+        let err = model.batch_model("lm", &["no_such_input"]).err().unwrap();
+        assert!(err.to_string().contains("matches 0 arguments"), "{err}");
+        let err = model.batch_model("lm", &[]).err().unwrap();
+        assert!(err.to_string().contains("no batched input"), "{err}");
+        // Its shapes were fixed at export: batches of exactly 16 rows.
+        let lm = model.batch_model("lm", &["tokens"]).unwrap();
+        let config = BatcherConfig {
+            max_batch_size: 64,
+            ..Default::default()
+        };
+        let err = Batcher::start(&client, lm, config).err().unwrap();
+        assert!(err.to_string().contains("exactly 16 rows"), "{err}");
+    }
 
     #[test]
     fn a_four_device_export_is_served_on_a_device_group_with_its_rows_split() {

@@ -1,7 +1,7 @@
 """The model the main job serves (scripts/jax-exported-data): a tiny GPT-style transformer
 (vocab 64, 8 tokens, width 32, two blocks) exported with jax.export for batches of 16
 sequences; its weights in a .safetensors file named as a user's checkpoint would name them
-(`blocks.0.attn.wq`); 256 one-sequence requests with JAX's next-token logits for each; and
+(`blocks.0.attn.wq`); the same export for `platforms=("cpu", "cuda")`; 256 one-sequence requests with JAX's next-token logits for each; and
 every argument by its dotted path (transformer.args.npz) for the `exported` benchmark."""
 import os
 import sys
@@ -60,6 +60,10 @@ def main(out):
     tokens = jax.ShapeDtypeStruct((BATCH, SEQ), jnp.int32)
     exp = export.export(jax.jit(next_token_logits))(spec, {"tokens": tokens})
     open(os.path.join(out, "transformer.exported"), "wb").write(exp.serialize())
+    # The same for CPU and CUDA (the GPU check serves it on a GPU with the CUDA index).
+    both = export.export(jax.jit(next_token_logits), platforms=("cpu", "cuda"))(
+        spec, {"tokens": tokens})
+    open(os.path.join(out, "transformer.cpu_cuda.exported"), "wb").write(both.serialize())
     flat = jax.tree_util.tree_flatten_with_path(params)[0]
     dotted = lambda p: ".".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in p)
     write_safetensors(os.path.join(out, "transformer.safetensors"),
