@@ -193,7 +193,19 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
                 .start(),
                 compiler,
                 devices: devices.clone(),
-                buffer_registry: BufferRegistryActor::new(st.clone()).start(),
+                // On a thread of its own: a defragment or heap profile of many arrays must
+                // not stall the client actor, the compile service and the memory spaces,
+                // which share the system thread.
+                buffer_registry: {
+                    let arbiter = tag.new_arbiter();
+                    let st = st.clone();
+                    let addr =
+                        BufferRegistryActor::start_in_arbiter(&arbiter.handle(), move |_| {
+                            BufferRegistryActor::new(st)
+                        });
+                    arbiters.push(arbiter);
+                    addr
+                },
             };
             let client = ClientActor::new(st, routes).start();
             ((client, devices, memories), arbiters)

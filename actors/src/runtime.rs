@@ -48,6 +48,14 @@ impl RuntimeTag {
         arbiter
     }
 
+    /// Starts an arbiter (a thread with its own event loop) for an actor whose long handlers
+    /// must not stall the system thread's actors, carrying this tag.
+    pub(crate) fn new_arbiter(self) -> actix_rt::Arbiter {
+        let arbiter = actix_rt::Arbiter::new();
+        arbiter.spawn_fn(move || self.mark_current_thread());
+        arbiter
+    }
+
     /// Whether the current thread is this runtime's actor thread for `device`.
     pub fn serves_device_here(self, device: usize) -> bool {
         self.owns_current_thread() && SERVED_DEVICE.with(|d| d.get()) == Some(device)

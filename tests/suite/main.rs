@@ -10,6 +10,7 @@ mod cache_matrix;
 mod callbacks;
 mod common;
 mod compile_stress;
+mod defragment_load;
 mod disk_cache;
 mod dma;
 mod examples;
