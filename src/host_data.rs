@@ -27,6 +27,26 @@ impl HostData {
         })
     }
 
+    /// Rows `start..start + n` along the leading dimension, as an array of their own (a
+    /// request's rows cut from a recorded batch); rows past the end are an error.
+    pub fn rows(&self, start: usize, n: usize) -> Result<HostData> {
+        let total = self.dims.first().map_or(0, |&r| r.max(0) as usize);
+        if start.checked_add(n).is_none_or(|end| end > total) {
+            return Err(Error::InvalidArgument(format!(
+                "rows {start}..{} of an array of {total}",
+                start.saturating_add(n)
+            )));
+        }
+        let width = self.bytes.len() / total.max(1);
+        let mut dims = self.dims.clone();
+        dims[0] = n as i64;
+        Ok(HostData {
+            dtype: self.dtype,
+            dims,
+            bytes: self.bytes[start * width..(start + n) * width].to_vec(),
+        })
+    }
+
     /// This data as `to`, where both are stored in `.npy` files as voids of one width (ml_dtypes'
     /// convention: a `<V2` is bf16, a `|V1` one of the 8-bit floats, and only the program says
     /// which). Anything else is refused, naming the width.
@@ -352,6 +372,29 @@ fn write_float(out: &mut String, v: f64) -> std::fmt::Result {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_cut_along_the_leading_dimension_and_refuse_past_the_end() {
+        let h = HostData {
+            dtype: ElementType::S32,
+            dims: vec![3, 2],
+            bytes: (0..6i32).flat_map(|v| v.to_le_bytes()).collect(),
+        };
+        let r = h.rows(1, 2).unwrap();
+        assert_eq!(r.dims, [2, 2]);
+        assert_eq!(
+            r.bytes,
+            (2..6i32).flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>()
+        );
+        assert!(h.rows(2, 2).is_err());
+        assert!(h.rows(usize::MAX, 2).is_err());
+        let scalar = HostData {
+            dtype: ElementType::S32,
+            dims: vec![],
+            bytes: vec![0; 4],
+        };
+        assert!(scalar.rows(0, 1).is_err());
+    }
 
     #[test]
     fn half_precision_round_trips() {

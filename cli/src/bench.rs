@@ -1,6 +1,6 @@
 //! `pjrt-actors bench`: run a module from many threads; throughput and latency percentiles.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -147,25 +147,36 @@ fn prepare_export(
 }
 
 /// What `bench` runs and how long.
-pub struct BenchSpec<'a> {
-    pub module: &'a Path,
-    pub inputs: &'a [String],
-    /// A jax.export artifact's weights.
-    pub params: Option<&'a Path>,
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    pub module: PathBuf,
+    /// Inputs as for `run`; zeros of the parameter types when none are given.
+    #[arg(long = "input")]
+    pub inputs: Vec<String>,
+    /// Weights for a jax.export artifact, as for `run`; `--input`s give the rest.
+    #[arg(long)]
+    pub params: Option<PathBuf>,
+    /// Worker threads, spread over the devices.
+    #[arg(long, default_value_t = 4)]
     pub threads: usize,
+    /// Total executes (default 10,000 when no duration is given).
+    #[arg(long, conflicts_with = "duration")]
     pub requests: Option<u64>,
+    /// Run for this many seconds instead of a number of requests.
+    #[arg(long)]
     pub duration: Option<f64>,
 }
 
-pub fn bench(cli: &Cli, spec: BenchSpec<'_>) -> Result<()> {
-    let BenchSpec {
+pub fn bench(cli: &Cli, args: &BenchArgs) -> Result<()> {
+    let BenchArgs {
         module,
         inputs,
         params,
         threads,
         requests,
         duration,
-    } = spec;
+    } = args;
+    let (params, threads, requests, duration) = (params.as_deref(), *threads, *requests, *duration);
     if params.is_some() && !is_export(module) {
         return Err(usage(format!(
             "--params gives a jax.export artifact's weights; {} is not one (.exported, .jax_exported)",

@@ -54,41 +54,7 @@ enum Command {
     /// Serve models over the KServe v2 inference protocol (HTTP and gRPC; Triton's clients
     /// work), each on a dynamic batcher. Prints `listening http=HOST:PORT grpc=HOST:PORT` once
     /// serving; SIGTERM or SIGINT drains in-flight requests, then stops.
-    Serve {
-        /// A model: NAME=PATH of an `.exported` artifact or an MLIR program (text); repeatable.
-        #[arg(long = "model")]
-        models: Vec<String>,
-        /// NAME=FILE: a model's weights (`.safetensors` or `.npz`); repeatable.
-        #[arg(long = "params")]
-        params: Vec<String>,
-        /// NAME=FILE: a model's config (JSON, Triton's terms: max_batch_size,
-        /// max_queue_delay_microseconds, priority_levels, default_queue_policy, ...).
-        #[arg(long = "config")]
-        configs: Vec<String>,
-        /// A folder with one folder per model: model.exported (or .mlir), weights.safetensors
-        /// (or .npz) and config.json, each optional but the model.
-        #[arg(long)]
-        model_repository: Option<PathBuf>,
-        /// The address to bind (loopback unless told otherwise).
-        #[arg(long, default_value = "127.0.0.1")]
-        host: String,
-        /// The HTTP port (0 picks a free one).
-        #[arg(long, default_value_t = 8000)]
-        http_port: u16,
-        /// The gRPC port (0 picks a free one).
-        #[arg(long, default_value_t = 8001)]
-        grpc_port: u16,
-        /// The largest request body accepted, in bytes.
-        #[arg(long, default_value_t = 64 << 20)]
-        max_body_bytes: usize,
-        /// Seconds a request may take, its body included (a client that sends slowly is cut
-        /// off).
-        #[arg(long, default_value_t = 30.0)]
-        request_timeout: f64,
-        /// Seconds the in-flight requests have to finish after SIGTERM or SIGINT.
-        #[arg(long, default_value_t = 30.0)]
-        drain_timeout: f64,
-    },
+    Serve(serve::ServeArgs),
     /// Print a serialized jax.export artifact's signature: argument paths, types, shardings,
     /// platforms, effects, the arguments the module keeps, the calling convention.
     Inspect {
@@ -133,24 +99,7 @@ enum Command {
         params: Option<PathBuf>,
     },
     /// Run a module from many threads and report throughput and latency percentiles.
-    Bench {
-        module: PathBuf,
-        /// Inputs as for `run`; zeros of the parameter types when none are given.
-        #[arg(long = "input")]
-        inputs: Vec<String>,
-        /// Weights for a jax.export artifact, as for `run`; `--input`s give the rest.
-        #[arg(long)]
-        params: Option<PathBuf>,
-        /// Worker threads, spread over the devices.
-        #[arg(long, default_value_t = 4)]
-        threads: usize,
-        /// Total executes (default 10,000 when no duration is given).
-        #[arg(long, conflicts_with = "duration")]
-        requests: Option<u64>,
-        /// Run for this many seconds instead of a number of requests.
-        #[arg(long)]
-        duration: Option<f64>,
-    },
+    Bench(bench::BenchArgs),
     /// Run a small workload and write a heap profile (pprof) of what it left alive.
     Profile {
         /// Where to write the profile (open it with `go tool pprof -http=: FILE`).
@@ -267,32 +216,7 @@ fn dispatch(cli: &Cli) -> Result<()> {
     match &cli.command {
         Command::Devices { json } => devices::devices(cli, *json),
         Command::Inspect { artifact, json } => inspect::inspect(artifact, *json),
-        Command::Serve {
-            models,
-            params,
-            configs,
-            model_repository,
-            host,
-            http_port,
-            grpc_port,
-            max_body_bytes,
-            request_timeout,
-            drain_timeout,
-        } => serve::serve(
-            cli,
-            serve::ServeSpec {
-                models,
-                params,
-                configs,
-                repository: model_repository.as_ref(),
-                host,
-                http_port: *http_port,
-                grpc_port: *grpc_port,
-                max_body_bytes: *max_body_bytes,
-                request_timeout: *request_timeout,
-                drain_timeout: *drain_timeout,
-            },
-        ),
+        Command::Serve(args) => serve::serve(cli, args),
         Command::Run {
             module,
             inputs,
@@ -315,24 +239,7 @@ fn dispatch(cli: &Cli) -> Result<()> {
                 params: params.as_deref(),
             },
         ),
-        Command::Bench {
-            module,
-            inputs,
-            params,
-            threads,
-            requests,
-            duration,
-        } => bench::bench(
-            cli,
-            bench::BenchSpec {
-                module,
-                inputs,
-                params: params.as_deref(),
-                threads: *threads,
-                requests: *requests,
-                duration: *duration,
-            },
-        ),
+        Command::Bench(args) => bench::bench(cli, args),
         Command::CompileStress {
             modules,
             concurrency,

@@ -39,18 +39,6 @@ fn read(name: &str) -> pjrt_actors::Result<Vec<u8>> {
     })
 }
 
-/// Row `r` of a host array, as a one-row array.
-fn row(h: &HostData, r: usize) -> HostData {
-    let width = h.bytes.len() / h.dims[0] as usize;
-    HostData {
-        dtype: h.dtype,
-        dims: std::iter::once(1)
-            .chain(h.dims[1..].iter().copied())
-            .collect(),
-        bytes: h.bytes[r * width..(r + 1) * width].to_vec(),
-    }
-}
-
 /// The batcher serving the exported transformer: one-sequence requests batched up to the 16
 /// rows it was exported for, gathered for at most 200 µs.
 pub fn transformer_batcher(client: &pjrt_actors::Client) -> pjrt_actors::Result<Batcher> {
@@ -83,9 +71,20 @@ pub fn run_transformer(
         .ok_or_else(|| pjrt_actors::Error::InvalidArgument(format!("requests.npz has no `{name}`")))
     };
     let (tokens, logits) = (find("tokens")?, find("logits")?);
-    let input = |id: u64| row(&tokens, (id % RECORDED) as usize);
+    let input = |id: u64| {
+        tokens
+            .rows((id % RECORDED) as usize, 1)
+            .expect("a recorded row")
+    };
     let check = |id: u64, _: &HostData, y: &HostData| {
-        let (got, want) = (f32s(y), f32s(&row(&logits, (id % RECORDED) as usize)));
+        let (got, want) = (
+            f32s(y),
+            f32s(
+                &logits
+                    .rows((id % RECORDED) as usize, 1)
+                    .expect("a recorded row"),
+            ),
+        );
         let scale = want.iter().fold(1e-30f32, |m, v| m.max(v.abs()));
         let close = got.len() == want.len()
             && got

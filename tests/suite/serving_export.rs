@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pjrt_actors::host_data::{HostData, read_npz};
+use pjrt_actors::host_data::read_npz;
 use pjrt_actors::serving::{Batcher, BatcherConfig, InferRequest};
 use pjrt_actors::{Client, ElementType};
 
@@ -15,18 +15,6 @@ fn serve_dir() -> PathBuf {
 
 fn read(name: &str) -> Vec<u8> {
     std::fs::read(serve_dir().join(name)).unwrap()
-}
-
-/// Row `r` of a host array, as a one-row array.
-fn row(h: &HostData, r: usize) -> HostData {
-    let width = h.bytes.len() / h.dims[0] as usize;
-    HostData {
-        dtype: h.dtype,
-        dims: std::iter::once(1)
-            .chain(h.dims[1..].iter().copied())
-            .collect(),
-        bytes: h.bytes[r * width..(r + 1) * width].to_vec(),
-    }
 }
 
 fn close(got: &[f64], want: &[f64], rtol: f64) -> bool {
@@ -72,10 +60,10 @@ mod cpu_plugin {
                 s.spawn(move || {
                     for r in (t..256).step_by(4) {
                         let answer = batcher
-                            .infer(InferRequest::new(vec![row(tokens, r)]))
+                            .infer(InferRequest::new(vec![tokens.rows(r, 1).unwrap()]))
                             .unwrap();
                         let got = crate::jax_outputs::values(&answer.outputs[0]);
-                        let want = crate::jax_outputs::values(&row(logits, r));
+                        let want = crate::jax_outputs::values(&logits.rows(r, 1).unwrap());
                         assert!(
                             close(&got, &want, 1e-4),
                             "request {r}: {got:?} against JAX's {want:?}"
@@ -132,9 +120,11 @@ mod cpu_plugin {
         let x = &args.iter().find(|(k, _)| k == "0.1").unwrap().1;
         let want = &crate::jax_outputs::wanted("dp_mlp")[0];
         for r in 0..8 {
-            let answer = batcher.infer(InferRequest::new(vec![row(x, r)])).unwrap();
+            let answer = batcher
+                .infer(InferRequest::new(vec![x.rows(r, 1).unwrap()]))
+                .unwrap();
             let got = crate::jax_outputs::values(&answer.outputs[0]);
-            let want = crate::jax_outputs::values(&row(want, r));
+            let want = crate::jax_outputs::values(&want.rows(r, 1).unwrap());
             assert!(
                 close(&got, &want, 2e-5),
                 "row {r}: {got:?} against JAX's {want:?}"

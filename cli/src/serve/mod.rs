@@ -21,26 +21,50 @@ use crate::{Cli, open, usage};
 use kserve::Models;
 use models::ModelSource;
 
-/// What `serve` was asked to serve, and how.
-pub struct ServeSpec<'a> {
-    pub models: &'a [String],
-    pub params: &'a [String],
-    pub configs: &'a [String],
-    pub repository: Option<&'a PathBuf>,
-    pub host: &'a str,
+/// What `serve` is asked to serve, and how.
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// A model: NAME=PATH of an `.exported` artifact or an MLIR program (text); repeatable.
+    #[arg(long = "model")]
+    pub models: Vec<String>,
+    /// NAME=FILE: a model's weights (`.safetensors` or `.npz`); repeatable.
+    #[arg(long = "params")]
+    pub params: Vec<String>,
+    /// NAME=FILE: a model's config (JSON, Triton's terms: max_batch_size,
+    /// max_queue_delay_microseconds, priority_levels, default_queue_policy, ...).
+    #[arg(long = "config")]
+    pub configs: Vec<String>,
+    /// A folder with one folder per model: model.exported (or .mlir), weights.safetensors
+    /// (or .npz) and config.json, each optional but the model.
+    #[arg(long)]
+    pub model_repository: Option<PathBuf>,
+    /// The address to bind (loopback unless told otherwise).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// The HTTP port (0 picks a free one).
+    #[arg(long, default_value_t = 8000)]
     pub http_port: u16,
+    /// The gRPC port (0 picks a free one).
+    #[arg(long, default_value_t = 8001)]
     pub grpc_port: u16,
+    /// The largest request body accepted, in bytes.
+    #[arg(long, default_value_t = 64 << 20)]
     pub max_body_bytes: usize,
+    /// Seconds a request may take, its body included (a client that sends slowly is cut
+    /// off).
+    #[arg(long, default_value_t = 30.0)]
     pub request_timeout: f64,
+    /// Seconds the in-flight requests have to finish after SIGTERM or SIGINT.
+    #[arg(long, default_value_t = 30.0)]
     pub drain_timeout: f64,
 }
 
-fn sources(spec: &ServeSpec<'_>) -> Result<Vec<ModelSource>> {
-    let mut sources = match spec.repository {
+fn sources(spec: &ServeArgs) -> Result<Vec<ModelSource>> {
+    let mut sources = match &spec.model_repository {
         Some(dir) => models::repository(dir)?,
         None => Vec::new(),
     };
-    for m in spec.models {
+    for m in &spec.models {
         let (name, program) = models::named("--model", m)?;
         if sources.iter().any(|s| s.name == name) {
             return Err(usage(format!("two models are named `{name}`")));
@@ -52,7 +76,7 @@ fn sources(spec: &ServeSpec<'_>) -> Result<Vec<ModelSource>> {
             config: None,
         });
     }
-    for (flag, list) in [("--params", spec.params), ("--config", spec.configs)] {
+    for (flag, list) in [("--params", &spec.params), ("--config", &spec.configs)] {
         for item in list {
             let (name, path) = models::named(flag, item)?;
             let source = (sources.iter_mut().find(|s| s.name == name))
@@ -80,8 +104,8 @@ fn seconds(flag: &str, s: f64) -> Result<Duration> {
     }
 }
 
-pub fn serve(cli: &Cli, spec: ServeSpec<'_>) -> Result<()> {
-    let sources = sources(&spec)?;
+pub fn serve(cli: &Cli, spec: &ServeArgs) -> Result<()> {
+    let sources = sources(spec)?;
     let (request_time, drain) = (
         seconds("--request-timeout", spec.request_timeout)?,
         seconds("--drain-timeout", spec.drain_timeout)?,
