@@ -220,14 +220,44 @@ impl Drop for Runtime {
     }
 }
 
-struct ThreadWaker(Thread);
+struct ThreadWaker {
+    thread: Thread,
+    /// Set by a wake, so the waiter can see it while it spins without parking.
+    woken: std::sync::atomic::AtomicBool,
+}
 
 impl Wake for ThreadWaker {
     fn wake(self: Arc<Self>) {
-        self.0.unpark();
+        self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
+        self.woken.store(true, std::sync::atomic::Ordering::Release);
+        self.thread.unpark();
+    }
+}
+
+/// How long a blocking call spins for its answer before it parks. Parking and being woken on
+/// an idle core costs tens of microseconds (the thread must be scheduled again); an actor's
+/// answer often comes sooner than that.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(SPIN_MICROS);
+const SPIN_MICROS: u64 = 30;
+
+impl ThreadWaker {
+    /// Waits for a wake: spins up to `SPIN`, then parks (until `deadline`, where one is given).
+    fn wait(&self, deadline: Option<std::time::Instant>) {
+        use std::sync::atomic::Ordering;
+        let start = std::time::Instant::now();
+        while start.elapsed() < SPIN {
+            if self.woken.swap(false, Ordering::AcqRel) {
+                return;
+            }
+            std::thread::yield_now();
+        }
+        match deadline {
+            None => thread::park(),
+            Some(d) => thread::park_timeout(d.saturating_duration_since(std::time::Instant::now())),
+        }
+        self.woken.store(false, Ordering::Release);
     }
 }
 
@@ -253,22 +283,20 @@ fn drive<F: Future>(fut: F, deadline: Option<std::time::Instant>) -> Result<Opti
     if on_runtime_thread() && SERVED_DEVICE.with(|d| d.get()).is_none() {
         return Err(Error::BlockingOnRuntimeThread);
     }
-    let waker = Waker::from(Arc::new(ThreadWaker(thread::current())));
+    let thread_waker = Arc::new(ThreadWaker {
+        thread: thread::current(),
+        woken: std::sync::atomic::AtomicBool::new(false),
+    });
+    let waker = Waker::from(thread_waker.clone());
     let mut cx = Context::from_waker(&waker);
     let mut fut = pin!(fut);
     loop {
         if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
             return Ok(Some(v));
         }
-        match deadline {
-            None => thread::park(),
-            Some(deadline) => {
-                let now = std::time::Instant::now();
-                if now >= deadline {
-                    return Ok(None);
-                }
-                thread::park_timeout(deadline - now);
-            }
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Ok(None);
         }
+        thread_waker.wait(deadline);
     }
 }
