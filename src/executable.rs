@@ -133,17 +133,20 @@ impl LoadedExecutable {
 
     /// XLA's cost analysis (`flops`, `bytes accessed`, `transcendentals`, ...).
     pub fn cost_analysis(&self) -> Result<Vec<(String, NamedValue)>> {
+        self.shared.state().check_open()?;
         self.core.exe.cost_analysis()
     }
 
     /// Memory the compiled program needs (arguments, outputs, temporaries, code).
     pub fn compiled_memory_stats(&self) -> Result<CompiledMemoryStats> {
+        self.shared.state().check_open()?;
         self.core.exe.compiled_memory_stats()
     }
 
     /// Serializes the executable (see [`Client::deserialize_executable`]).
     pub fn serialize(&self) -> Result<Vec<u8>> {
         let state = self.shared.state();
+        state.check_open()?;
         Ok(envelope::encode(&Envelope {
             identity: state.identity().to_string(),
             portable: self.core.meta.portable,
@@ -156,6 +159,7 @@ impl LoadedExecutable {
 
     /// The optimized program as HLO-like text, printed from the module proto the plugin returns.
     pub fn optimized_program_text(&self) -> Result<String> {
+        self.shared.state().check_open()?;
         Ok(pjrt_actors_core::hlo_text::module_text(
             &self.core.exe.optimized_module()?,
         ))

@@ -540,6 +540,10 @@ fn cases() -> Vec<Case> {
                         .default_memory_space()?
                         .describe()
                         .map(|_| ()),
+                    exe.serialize().map(|_| ()),
+                    exe.cost_analysis().map(|_| ()),
+                    exe.compiled_memory_stats().map(|_| ()),
+                    exe.optimized_program_text().map(|_| ()),
                 ];
                 for (i, c) in calls.into_iter().enumerate() {
                     assert!(matches!(c, Err(Error::ShutDown)), "call {i}: {c:?}");
