@@ -493,7 +493,22 @@ impl Client {
 
     /// The async form of [`topology`](Self::topology).
     pub fn topology_async(&self) -> impl Future<Output = Result<TopologyDescription>> + use<> {
+        // Read once at open: no message, no plugin call (a plugin that could not describe it
+        // then is asked through the client actor, which says why).
+        let state = self.shared.state();
+        let read = (state.check_open())
+            .map(|()| state.topology_description().cloned())
+            .transpose();
         let span = tracing::Span::current();
-        self.shared.route(GetTopology { span })
+        let asked = read
+            .is_none()
+            .then(|| self.shared.route(GetTopology { span }));
+        async move {
+            match (read, asked) {
+                (Some(read), _) => read,
+                (None, Some(asked)) => asked.await,
+                (None, None) => unreachable!("asked when not read"),
+            }
+        }
     }
 }

@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use actix::{Actor, SyncArbiter};
 
+use crate::topology::TopologyDescription;
+
 use crate::actors::client::{ClientActor, Routes};
 use crate::actors::compile_service::CompileService;
 use crate::actors::compiler::CompilerActor;
@@ -110,7 +112,11 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
         &xla_version,
         snapshot.plugin_api_version,
     );
-    let topology = Arc::new(pjrt.topology()?.serialize()?);
+    let plugin_topology = pjrt.topology()?;
+    let topology = Arc::new(plugin_topology.serialize()?);
+    // Read once, here, where the plugin describes it (a fact that never changes); a plugin
+    // that cannot is asked again per call, which then says why.
+    let topology_description = TopologyDescription::describe(&plugin_topology).ok();
     let compile_context = compile_context(&identity, &snapshot.plugin_path);
     let state = Arc::new(ClientState::new(StateParts {
         pjrt,
@@ -118,6 +124,7 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
         identity,
         compile_context,
         topology,
+        topology_description,
         snapshot,
         devices,
         memories,

@@ -133,6 +133,8 @@ pub struct ClientState {
     compile_context: String,
     /// The client's serialized topology.
     pub(crate) topology: Arc<Vec<u8>>,
+    /// The client's topology, read at open (`None` where the plugin could not describe it).
+    topology_description: Option<crate::topology::TopologyDescription>,
     pub(crate) snapshot: ClientSnapshot,
     pub(crate) devices: Vec<PjrtDevice>,
     pub(crate) memories: Vec<PjrtMemory>,
@@ -154,6 +156,7 @@ pub(crate) struct StateParts {
     pub identity: String,
     pub compile_context: String,
     pub topology: Arc<Vec<u8>>,
+    pub topology_description: Option<crate::topology::TopologyDescription>,
     pub snapshot: ClientSnapshot,
     pub devices: Vec<PjrtDevice>,
     pub memories: Vec<PjrtMemory>,
@@ -187,6 +190,7 @@ impl ClientState {
             identity: p.identity,
             compile_context: p.compile_context,
             topology: p.topology,
+            topology_description: p.topology_description,
             snapshot: p.snapshot,
             devices: p.devices,
             memories: p.memories,
@@ -224,6 +228,11 @@ impl ClientState {
     /// Who serialized executables must come from.
     pub fn identity(&self) -> &str {
         &self.identity
+    }
+
+    /// The client's topology as read at open, where the plugin described it then.
+    pub fn topology_description(&self) -> Option<&crate::topology::TopologyDescription> {
+        self.topology_description.as_ref()
     }
 
     /// The client's serialized topology.
