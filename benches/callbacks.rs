@@ -20,25 +20,7 @@ fn f32x4() -> ArrayType {
 }
 
 fn map(name: &str, f: impl Fn(f32) -> f32 + Send + Sync + 'static) -> HostCallback {
-    HostCallback::new(
-        name,
-        CallbackKind::Pure,
-        vec![f32x4()],
-        vec![f32x4()],
-        move |ins, outs| {
-            let x = ins[0].as_slice::<f32>().ok_or("f32")?;
-            for (o, i) in outs[0]
-                .as_mut_slice::<f32>()
-                .ok_or("f32")?
-                .iter_mut()
-                .zip(x)
-            {
-                *o = f(*i);
-            }
-            Ok(())
-        },
-    )
-    .unwrap()
+    HostCallback::map::<f32, f32>(name, &[4], f).unwrap()
 }
 
 const T: &str = "tensor<4xf32>";

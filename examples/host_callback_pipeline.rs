@@ -22,24 +22,7 @@ fn f32n(n: i64) -> ArrayType {
 pub fn run(threads: usize, runs: usize) -> pjrt_actors::Result<(u64, u64)> {
     let client = Client::open()?;
     let observed = Arc::new(AtomicU64::new(0));
-    let scale = HostCallback::new(
-        "scale",
-        CallbackKind::Pure,
-        vec![f32n(N)],
-        vec![f32n(N)],
-        |ins, outs| {
-            let x = ins[0].as_slice::<f32>().ok_or("f32 expected")?;
-            for (y, x) in outs[0]
-                .as_mut_slice::<f32>()
-                .ok_or("f32 expected")?
-                .iter_mut()
-                .zip(x)
-            {
-                *y = 3.0 * x;
-            }
-            Ok(())
-        },
-    )?;
+    let scale = HostCallback::map::<f32, f32>("scale", &[N], |x| 3.0 * x)?;
     let normalise = HostCallback::new(
         "normalise",
         CallbackKind::Pure,

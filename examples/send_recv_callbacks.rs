@@ -3,9 +3,7 @@
 //! cannot compile host send/recv (XLA:CPU) it shows the refusal and exits 0; on a GPU plugin
 //! (`scripts/gpu-check`) it runs 100 times and checks every answer. Last line: one JSON object.
 
-use pjrt_actors::{
-    ArrayType, CallbackKind, Client, CompileOptions, ElementType, Error, HostCallback,
-};
+use pjrt_actors::{Client, CompileOptions, Error, HostCallback};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (message, json) = run()?;
@@ -19,24 +17,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// Runs the check: a message (the refusal, on CPU) and the JSON line.
 pub fn run() -> Result<(Option<String>, String), Box<dyn std::error::Error>> {
     let client = Client::open()?;
-    let t = ArrayType {
-        dtype: ElementType::F32,
-        dims: vec![4],
-    };
-    let double = HostCallback::new(
-        "double",
-        CallbackKind::Pure,
-        vec![t.clone()],
-        vec![t],
-        |ins, outs| {
-            let x = ins[0].as_slice::<f32>().ok_or("not f32")?;
-            let y = outs[0].as_mut_slice::<f32>().ok_or("not f32")?;
-            for (o, i) in y.iter_mut().zip(x) {
-                *o = 2.0 * i;
-            }
-            Ok(())
-        },
-    )?;
+    let double = HostCallback::map::<f32, f32>("double", &[4], |x| 2.0 * x)?;
     let ty = "tensor<4xf32>";
     let program = format!(
         "module @send_recv {{\n  func.func public @main(%x: {ty}) -> {ty} {{\n{}\n    %o = stablehlo.add %r, %x : {ty}\n    return %o : {ty}\n  }}\n}}\n",

@@ -93,6 +93,38 @@ impl HostCallback {
         })
     }
 
+    /// A pure callback applying `f` to each element of one `A` operand of shape `dims`,
+    /// giving one `B` result of the same shape: `HostCallback::map::<f32, f32>("double",
+    /// &[4], |x| 2.0 * x)`. The element types are checked when the program runs it.
+    pub fn map<A: crate::pjrt::NativeType, B: crate::pjrt::NativeType>(
+        name: impl Into<String>,
+        dims: &[i64],
+        f: impl Fn(A) -> B + Send + Sync + 'static,
+    ) -> Result<Self> {
+        let ty = |dtype| ArrayType {
+            dtype,
+            dims: dims.to_vec(),
+        };
+        let (operand, result) = (ty(A::TYPE), ty(B::TYPE));
+        Self::new(
+            name,
+            CallbackKind::Pure,
+            vec![operand],
+            vec![result],
+            move |ins, outs| {
+                let x = ins[0]
+                    .as_slice::<A>()
+                    .ok_or("its operand is not of the element type it maps")?;
+                let y = (outs[0].as_mut_slice::<B>())
+                    .ok_or("its result is not of the element type it makes")?;
+                for (o, i) in y.iter_mut().zip(x) {
+                    *o = f(*i);
+                }
+                Ok(())
+            },
+        )
+    }
+
     /// A callback that returns its results as owned arrays, copied into the program's result
     /// buffers; results of another dtype or shape than the program's fail the execution with
     /// an error naming the callback.
@@ -452,11 +484,7 @@ impl CallbackDispatch for ExecutionCallbacks<'_> {
             Ok(Ok(())) => Ok(()),
             Ok(Err(reason)) => Err(self.fail(&inner.name, reason)),
             Err(payload) => {
-                let message = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a non-string panic payload".into());
+                let message = crate::supervision::panic_message(payload.as_ref());
                 Err(self.fail(&inner.name, format!("panicked: {message}")))
             }
         }

@@ -7,17 +7,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 
+/// A panic's message: its payload when that is a string (as `panic!` makes it), else a note
+/// that it was not one. The one place a payload is read, for every `catch_unwind` here.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    (payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string panic payload".into())
+}
+
 /// Runs a handler body so that a panic fails only this request, as `Error::Panicked`, and the
 /// actor lives on to serve the next one.
 pub(crate) fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(result) => result,
         Err(payload) => {
-            let reason = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a non-string panic payload".into());
+            let reason = panic_message(payload.as_ref());
             tracing::error!(%what, %reason, "handler panicked");
             Err(Error::Panicked {
                 what: what.to_string(),

@@ -157,11 +157,7 @@ impl DeviceModel {
             Ok(Ok(outputs)) => outputs,
             Ok(Err(e)) => return fail_all(live, e, metrics),
             Err(panic) => {
-                let reason = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic".into());
+                let reason = pjrt_actors_core::supervision::panic_message(panic.as_ref());
                 return fail_all(
                     live,
                     Error::Panicked {

@@ -20,27 +20,13 @@ fn f32s(n: i64) -> ArrayType {
     }
 }
 
-/// `y = f(x)` for a pure f32[n] -> f32[n] callback `f`.
+/// `y = f(x)` for a pure f32[n] -> f32[n] callback `f` (`HostCallback::map`).
 pub(crate) fn pure_map(
     name: &str,
     n: i64,
     f: impl Fn(f32) -> f32 + Send + Sync + 'static,
 ) -> HostCallback {
-    HostCallback::new(
-        name,
-        CallbackKind::Pure,
-        vec![f32s(n)],
-        vec![f32s(n)],
-        move |ins, outs| {
-            let x = ins[0].as_slice::<f32>().ok_or("not f32")?;
-            let y = outs[0].as_mut_slice::<f32>().ok_or("not f32")?;
-            for (o, i) in y.iter_mut().zip(x) {
-                *o = f(*i);
-            }
-            Ok(())
-        },
-    )
-    .unwrap()
+    HostCallback::map::<f32, f32>(name, &[n], f).unwrap()
 }
 
 /// `main(x) = cb(x) + x` over f32[n].
