@@ -95,13 +95,23 @@ impl Client {
         name: &str,
         options: &[(&str, NamedValue)],
     ) -> Result<TopologyDescription> {
+        wait(self.create_topology_async(name, options))
+    }
+
+    /// The async form of [`create_topology`](Self::create_topology): the client actor asks
+    /// the plugin.
+    pub fn create_topology_async(
+        &self,
+        name: &str,
+        options: &[(&str, NamedValue)],
+    ) -> impl Future<Output = Result<TopologyDescription>> + use<> {
         let options = (options.iter())
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect();
-        wait(self.shared.route(CreateTopology {
+        self.shared.route(CreateTopology {
             name: name.to_string(),
             options,
-        }))
+        })
     }
 }
 

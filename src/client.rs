@@ -173,6 +173,14 @@ impl ClientBuilder {
         self
     }
 
+    /// How long shutting the client down waits for compiles still running on its compile
+    /// workers (default 120 s): `shutdown`, and dropping the last handle, return by then and
+    /// leave a compile still running to finish unjoined.
+    pub fn shutdown_timeout(mut self, wait: std::time::Duration) -> Self {
+        self.config.shutdown_timeout = Some(wait);
+        self
+    }
+
     /// Threads in the compiler actor pool (default: the number of cores).
     pub fn compile_threads(mut self, n: usize) -> Self {
         self.config.compile_threads = Some(n);

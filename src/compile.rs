@@ -273,7 +273,13 @@ impl Client {
     /// Forgets every executable the memory cache holds (each stays loaded while handles hold
     /// it); returns how many it held.
     pub fn clear_compile_cache(&self) -> Result<usize> {
-        wait(self.shared.route_plain(ClearMemoryCache))
+        wait(self.clear_compile_cache_async())
+    }
+
+    /// The async form of [`clear_compile_cache`](Self::clear_compile_cache): the compile
+    /// service, which owns the cache, clears it.
+    pub fn clear_compile_cache_async(&self) -> impl Future<Output = Result<usize>> + use<> {
+        self.shared.route_plain(ClearMemoryCache)
     }
 
     /// Every loaded executable still alive (py_client's `live_executables`), including those

@@ -2,8 +2,12 @@
 //!
 //! A [`Client`] owns a PJRT client and the actors that serve it (a client actor, one actor per
 //! device and per memory space) on threads it owns; clone the handle freely across threads. Every
-//! call that talks to an actor has a blocking form and an `_async` form. Dropping the last handle
-//! (of any kind) stops the actors and joins their threads.
+//! call that talks to an actor has a blocking form and an `_async` form (ahead-of-time
+//! `CompileRequest::compile` and `compile_for_topology` block only: run them on a thread of your
+//! own to wait for them asynchronously). Dropping the last handle (of any kind) stops the
+//! actors and joins their threads: it waits for executes in flight and for compiles still
+//! running, the latter up to `ClientBuilder::shutdown_timeout` (120 s by default), after which
+//! they finish unjoined.
 //!
 //! ```no_run
 //! let client = pjrt_actors::Client::builder().cpu_device_count(2).open()?;

@@ -15,6 +15,9 @@ pub struct ClientConfig {
     pub options: Vec<(String, NamedValue)>,
     /// Compiler actors in the pool; default: the number of cores.
     pub compile_threads: Option<usize>,
+    /// How long shutting the client down (or dropping its last handle) waits for the compile
+    /// workers' current jobs; default `runtime::DEFAULT_SHUTDOWN_TIMEOUT` (120 s).
+    pub shutdown_timeout: Option<std::time::Duration>,
     /// Persistent compile cache directory; default: env `PJRT_ACTORS_CACHE_DIR`, else none.
     pub cache_dir: Option<PathBuf>,
     /// Bound of the persistent cache in bytes; default 1 GiB.

@@ -217,6 +217,9 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
             let client = ClientActor::new(st, routes).start();
             ((client, devices, memories), arbiters)
         })?;
+    if let Some(wait) = config.shutdown_timeout {
+        runtime.set_shutdown_timeout(wait);
+    }
     Ok(ClientGuard::new(runtime, state, client, devices, memories))
 }
 

@@ -111,10 +111,16 @@ pub struct Runtime {
     workers: WorkerCount,
 }
 
+/// How long `stop` waits by default for the worker threads' current jobs (a compile) once the
+/// actors are stopped: past it, they finish unjoined.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// The joinable threads, taken by the first `stop`.
 struct Threads {
     system_thread: Option<JoinHandle<()>>,
     arbiters: Vec<actix_rt::Arbiter>,
+    /// The wait for the worker threads at the end of `stop`.
+    worker_wait: std::time::Duration,
 }
 
 impl Runtime {
@@ -155,12 +161,18 @@ impl Runtime {
                 threads: parking_lot::Mutex::new(Threads {
                     system_thread: Some(system_thread),
                     arbiters,
+                    worker_wait: DEFAULT_SHUTDOWN_TIMEOUT,
                 }),
                 tag,
                 workers,
             },
             value,
         ))
+    }
+
+    /// How long `stop` waits for the worker threads' current jobs.
+    pub fn set_shutdown_timeout(&self, wait: std::time::Duration) {
+        self.threads.lock().worker_wait = wait;
     }
 
     /// The tag its threads carry.
@@ -180,6 +192,7 @@ impl Runtime {
         let taken = Threads {
             system_thread: threads.system_thread.take(),
             arbiters: std::mem::take(&mut threads.arbiters),
+            worker_wait: threads.worker_wait,
         };
         drop(threads);
         if taken.system_thread.is_none() && taken.arbiters.is_empty() {
@@ -208,8 +221,8 @@ impl Threads {
             let _ = t.join();
         }
         // Sync workers end once the system is gone and their current job (a compile) is done.
-        if !workers.wait_zero(std::time::Duration::from_secs(120)) {
-            tracing::warn!("worker threads still running two minutes after shutdown");
+        if !workers.wait_zero(self.worker_wait) {
+            tracing::warn!(wait = ?self.worker_wait, "worker threads still running after the shutdown timeout; they finish unjoined");
         }
     }
 }

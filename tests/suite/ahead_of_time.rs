@@ -87,6 +87,14 @@ mod cpu_plugin {
         // Nor does the CPU plugin make topologies by name: an error, and the client goes on.
         let made = client.create_topology("cpu", &[("cpu_device_count", NamedValue::Int64(2))]);
         assert!(made.is_err(), "{made:?}");
+        // Its async form says the same.
+        let asked =
+            client.create_topology_async("cpu", &[("cpu_device_count", NamedValue::Int64(2))]);
+        let made_async = pjrt_actors::serving::wait(asked);
+        assert_eq!(
+            made_async.unwrap_err().to_string(),
+            made.unwrap_err().to_string()
+        );
         assert!(client.compile_request(&program).compile().is_ok());
     }
 }

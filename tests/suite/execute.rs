@@ -470,7 +470,9 @@ fn live_lists_return_to_zero() {
     drop(exe);
     // The memory compile cache still holds it, as a live executable; clearing releases it.
     assert_eq!(client.live_executables().unwrap().len(), 1);
-    assert_eq!(client.clear_compile_cache().unwrap(), 1);
+    // Through the async form, as through the blocking one.
+    let cleared = client.clear_compile_cache_async();
+    assert_eq!(pjrt_actors::serving::wait(cleared).unwrap(), 1);
     assert!(client.live_executables().unwrap().is_empty());
 }
 

@@ -264,3 +264,29 @@ fn a_worker_dies_with_a_client_killed_by_sigkill() {
         "worker {worker} outlived the client killed by SIGKILL, compiling"
     );
 }
+
+#[test]
+fn the_last_drop_waits_for_a_running_compile_no_longer_than_the_shutdown_timeout() {
+    // An in-process compile of a long program (about 3 s: PJRT cannot stop it): the last
+    // handle's drop returns at the 0.2 s shutdown timeout, leaving the compile to finish
+    // unjoined, instead of waiting for it.
+    let client = Client::builder()
+        .compile_threads(1)
+        .shutdown_timeout(Duration::from_millis(200))
+        .open()
+        .unwrap();
+    let (program, _) = distinct_module(734, 4_000);
+    let compiling = client.compile_and_load_async(program, &CompileOptions::default());
+    let mut compiling = Box::pin(compiling);
+    // Polled once, so the compile is queued; then under way on the compile thread.
+    let waker = std::task::Waker::noop();
+    let _ = compiling
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(waker));
+    std::thread::sleep(Duration::from_millis(300));
+    let start = Instant::now();
+    drop(compiling);
+    drop(client);
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(1), "the last drop took {took:?}");
+}
