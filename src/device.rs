@@ -6,7 +6,7 @@ use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use pjrt_actors_core::actors::device::GetMemoryStats;
+use pjrt_actors_core::actors::device::{DeviceWorkStats, GetMemoryStats, GetWorkStats};
 use pjrt_actors_core::actors::memory_space::DescribeMemory;
 use pjrt_actors_core::pjrt::{DeviceMemoryStats, NamedValue};
 use pjrt_actors_core::{DeviceSnapshot, MemorySnapshot};
@@ -166,6 +166,21 @@ impl Device {
         let span = tracing::Span::current();
         let actor = self.actor().cloned();
         async move { ask(&actor?, GetMemoryStats { span }).await }
+    }
+
+    /// What this device's actor has served: async executes (and how many failed), async
+    /// reads, the time it spent on them, and how long executes waited in its mailbox. The
+    /// actor keeps these itself; blocking executes run on their callers' threads and are not
+    /// in them.
+    pub fn work_stats(&self) -> Result<DeviceWorkStats> {
+        self.shared.refuse_blocking_on_device(self.index)?;
+        wait(self.work_stats_async())
+    }
+
+    /// The async form of [`work_stats`](Self::work_stats).
+    pub fn work_stats_async(&self) -> impl Future<Output = Result<DeviceWorkStats>> + use<> {
+        let actor = self.actor().cloned();
+        async move { ask(&actor?, GetWorkStats).await }
     }
 }
 

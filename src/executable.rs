@@ -269,6 +269,7 @@ impl LoadedExecutable {
                 callbacks: self.callbacks.clone(),
                 site,
                 span: tracing::Span::current(),
+                sent: std::time::Instant::now(),
                 reply,
             })
         });

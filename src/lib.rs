@@ -50,6 +50,7 @@ pub use client::ClientBuilder;
 pub use compile::{CancelToken, CompileCacheStats, CompileRequest};
 pub use handles::{Array, Client, Device, LoadedExecutable, MemorySpace};
 pub use pjrt_actors_core::TopologyDescription;
+pub use pjrt_actors_core::actors::device::DeviceWorkStats;
 pub use pjrt_actors_core::actors::registry::DefragmentReport;
 pub use pjrt_actors_core::callbacks::{CallbackKind, HostArray, HostCallback};
 pub use pjrt_actors_core::compile::{CompileOptions, JAX_DEBUG_OPTIONS, XlaOption};

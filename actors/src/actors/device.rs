@@ -1,6 +1,7 @@
 //! A device actor: owns the order of the async work sent to one device, and serves it on the
-//! device's own thread in arrival order: allocator statistics, async executes and async reads.
-//! (The blocking API executes on the caller's thread; PJRT orders work per device itself.)
+//! device's own thread in arrival order: allocator statistics, async executes and async reads;
+//! and owns that work's statistics (no one else writes them). (The blocking API executes on the
+//! caller's thread; PJRT orders work per device itself.)
 
 use std::sync::Arc;
 
@@ -21,11 +22,47 @@ use crate::supervision::{count_restart, serve};
 pub struct DeviceActor {
     state: Arc<ClientState>,
     index: usize,
+    /// The async work this actor served: its own, read by a message.
+    stats: DeviceWorkStats,
+}
+
+/// What a device actor served: the async executes and reads sent to it (blocking executes run
+/// on their callers' threads and are not counted here).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DeviceWorkStats {
+    /// Async executes run (a replicated one counts once, on its first device's actor).
+    pub executes: u64,
+    /// Of those, the ones that failed.
+    pub failed: u64,
+    /// Async reads to the host.
+    pub reads: u64,
+    /// Time spent running them.
+    pub busy: std::time::Duration,
+    /// Time executes waited in the mailbox before they ran, in all, and the longest wait.
+    pub queue_wait: std::time::Duration,
+    pub max_queue_wait: std::time::Duration,
 }
 
 impl DeviceActor {
     pub(crate) fn new(state: Arc<ClientState>, index: usize) -> Self {
-        DeviceActor { state, index }
+        DeviceActor {
+            state,
+            index,
+            stats: DeviceWorkStats::default(),
+        }
+    }
+}
+
+/// Asks for what this device's actor has served.
+#[derive(Message)]
+#[rtype(result = "Result<DeviceWorkStats>")]
+pub struct GetWorkStats;
+
+impl Handler<GetWorkStats> for DeviceActor {
+    type Result = Result<DeviceWorkStats>;
+
+    fn handle(&mut self, _: GetWorkStats, _: &mut Context<Self>) -> Self::Result {
+        Ok(self.stats)
     }
 }
 
@@ -72,6 +109,8 @@ pub struct ExecuteRequest {
     pub callbacks: Option<Arc<CallbackSet>>,
     pub site: Site,
     pub span: Span,
+    /// When it was sent, for the queue wait.
+    pub sent: std::time::Instant,
     pub reply: oneshot::Sender<Result<Outputs>>,
 }
 
@@ -91,6 +130,8 @@ impl Handler<ExecuteRequest> for DeviceActor {
         let _entered = msg.span.enter();
         let _span = tracing::debug_span!("device.execute", device = self.index, executable = %msg.executable.meta.name)
             .entered();
+        let started = std::time::Instant::now();
+        let waited = started.saturating_duration_since(msg.sent);
         let result = serve::<Self, _>(ctx, "execute", || {
             let refs: Vec<Vec<&ArrayCore>> = msg
                 .args
@@ -107,6 +148,12 @@ impl Handler<ExecuteRequest> for DeviceActor {
                 msg.site.clone(),
             )
         });
+        let stats = &mut self.stats;
+        stats.executes += 1;
+        stats.failed += result.is_err() as u64;
+        stats.busy += started.elapsed();
+        stats.queue_wait += waited;
+        stats.max_queue_wait = stats.max_queue_wait.max(waited);
         // A caller that went away drops the outputs here, which unregisters them.
         let _ = msg.reply.send(result);
     }
@@ -126,7 +173,11 @@ impl Handler<ReadRequest> for DeviceActor {
     fn handle(&mut self, msg: ReadRequest, ctx: &mut Context<Self>) -> Self::Result {
         let _entered = msg.span.enter();
         let _span = tracing::debug_span!("device.read", device = self.index).entered();
-        serve::<Self, _>(ctx, "read", || msg.array.read())
+        let started = std::time::Instant::now();
+        let read = serve::<Self, _>(ctx, "read", || msg.array.read());
+        self.stats.reads += 1;
+        self.stats.busy += started.elapsed();
+        read
     }
 }
 
