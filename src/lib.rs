@@ -23,6 +23,7 @@
 mod ahead_of_time;
 mod array;
 mod client;
+mod client_builder;
 mod compile;
 mod device;
 mod executable;
@@ -46,7 +47,7 @@ mod sharded;
 
 pub use ahead_of_time::Executable;
 pub use array::{ArrayId, HostBuffer};
-pub use client::ClientBuilder;
+pub use client_builder::ClientBuilder;
 pub use compile::{CancelToken, CompileCacheStats, CompileRequest};
 pub use handles::{Array, Client, Device, LoadedExecutable, MemorySpace};
 pub use pjrt_actors_core::TopologyDescription;
