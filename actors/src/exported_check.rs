@@ -41,8 +41,10 @@ impl Exported {
                 let Some(ExportedSharding::Named { mesh, spec }) = s else {
                     continue;
                 };
-                let size: usize = mesh.iter().map(|(_, n)| n).product();
-                if size != self.nr_devices as usize {
+                // Checked: a garbled artifact's sizes may overflow.
+                let size = (mesh.iter()).try_fold(1usize, |a, (_, n)| a.checked_mul(*n));
+                if size != Some(self.nr_devices as usize) {
+                    let size = size.map_or("more than can be counted".into(), |s| s.to_string());
                     return Err(bad(format!(
                         "{side} {i}'s mesh has {size} devices; the export is for {}",
                         self.nr_devices
