@@ -131,4 +131,50 @@ mod cpu_plugin {
             );
         }
     }
+
+    #[test]
+    fn a_sharded_export_serves_correctly_while_defragments_move_its_weights() {
+        // The batcher's resident sharded weights and each batch's sharded rows, moved by
+        // defragments running at the same time on the registry's own thread.
+        let corpus = crate::jax_outputs::corpus_dir();
+        let file = |f: &str| std::fs::read(corpus.join(f)).unwrap();
+        let client = Client::open().unwrap();
+        let mut model = client.load_exported(&file("dp_mlp.exported")).unwrap();
+        model.load_params(&file("dp_mlp.args.npz")).unwrap();
+        let mlp = model.batch_model("dp_mlp", &["[0][1]"]).unwrap();
+        let config = BatcherConfig {
+            max_batch_size: 8,
+            device_groups: Some(vec![client.devices()[..4].iter().map(|d| d.id()).collect()]),
+            ..Default::default()
+        };
+        let batcher = Batcher::start(&client, mlp, config).unwrap();
+        let args = read_npz(&file("dp_mlp.args.npz")).unwrap();
+        let x = &args.iter().find(|(k, _)| k == "0.1").unwrap().1;
+        let want = &crate::jax_outputs::wanted("dp_mlp")[0];
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let moved = std::thread::scope(|s| {
+            let mover = s.spawn(|| {
+                let mut moved = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    moved += client.defragment().map(|r| r.moved).unwrap_or(0);
+                }
+                moved
+            });
+            for round in 0..40 {
+                let r = round % 8;
+                let answer = batcher
+                    .infer(InferRequest::new(vec![x.rows(r, 1).unwrap()]))
+                    .unwrap();
+                let got = crate::jax_outputs::values(&answer.outputs[0]);
+                let want = crate::jax_outputs::values(&want.rows(r, 1).unwrap());
+                assert!(
+                    close(&got, &want, 2e-5),
+                    "round {round}: {got:?} against JAX's {want:?}"
+                );
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            mover.join().unwrap()
+        });
+        assert!(moved > 0, "the defragments moved the resident shards");
+    }
 }
