@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pjrt_actors::host_data::read_npz;
+use pjrt_actors::host_data::{HostData, read_npz};
 use pjrt_actors::serving::{Batcher, BatcherConfig, InferRequest};
 use pjrt_actors::{Client, ElementType};
 
@@ -101,30 +101,47 @@ mod cpu_plugin {
         assert!(err.to_string().contains("exactly 16 rows"), "{err}");
     }
 
-    #[test]
-    fn a_four_device_export_is_served_on_a_device_group_with_its_rows_split() {
-        // dp_mlp from the export corpus: x's rows split over 4 devices, weights replicated.
-        let corpus = crate::jax_outputs::corpus_dir();
-        let file = |f: &str| std::fs::read(corpus.join(f)).unwrap();
-        let client = Client::open().unwrap();
-        let mut model = client.load_exported(&file("dp_mlp.exported")).unwrap();
-        model.load_params(&file("dp_mlp.args.npz")).unwrap();
-        let mlp = model.batch_model("dp_mlp", &["[0][1]"]).unwrap();
-        let config = BatcherConfig {
-            max_batch_size: 8,
-            device_groups: Some(vec![client.devices()[..4].iter().map(|d| d.id()).collect()]),
-            ..Default::default()
-        };
-        let batcher = Batcher::start(&client, mlp, config).unwrap();
-        let args = read_npz(&file("dp_mlp.args.npz")).unwrap();
-        let x = &args.iter().find(|(k, _)| k == "0.1").unwrap().1;
-        let want = &crate::jax_outputs::wanted("dp_mlp")[0];
-        for r in 0..8 {
-            let answer = batcher
-                .infer(InferRequest::new(vec![x.rows(r, 1).unwrap()]))
+    /// dp_mlp from the export corpus on one group of 4 devices (x's rows split over them,
+    /// weights replicated), with its inputs and JAX's outputs.
+    struct DpMlp {
+        client: Client,
+        batcher: Batcher,
+        x: HostData,
+        want: HostData,
+    }
+
+    impl DpMlp {
+        fn start() -> DpMlp {
+            let corpus = crate::jax_outputs::corpus_dir();
+            let file = |f: &str| std::fs::read(corpus.join(f)).unwrap();
+            let client = Client::open().unwrap();
+            let mut model = client.load_exported(&file("dp_mlp.exported")).unwrap();
+            model.load_params(&file("dp_mlp.args.npz")).unwrap();
+            let mlp = model.batch_model("dp_mlp", &["[0][1]"]).unwrap();
+            let config = BatcherConfig {
+                max_batch_size: 8,
+                device_groups: Some(vec![client.devices()[..4].iter().map(|d| d.id()).collect()]),
+                ..Default::default()
+            };
+            let batcher = Batcher::start(&client, mlp, config).unwrap();
+            let args = read_npz(&file("dp_mlp.args.npz")).unwrap();
+            let x = args.into_iter().find(|(k, _)| k == "0.1").unwrap().1;
+            let want = crate::jax_outputs::wanted("dp_mlp").swap_remove(0);
+            DpMlp {
+                client,
+                batcher,
+                x,
+                want,
+            }
+        }
+
+        /// Row `r` as one request, its answer checked against JAX's.
+        fn check_row(&self, r: usize) {
+            let answer = (self.batcher)
+                .infer(InferRequest::new(vec![self.x.rows(r, 1).unwrap()]))
                 .unwrap();
             let got = crate::jax_outputs::values(&answer.outputs[0]);
-            let want = crate::jax_outputs::values(&want.rows(r, 1).unwrap());
+            let want = crate::jax_outputs::values(&self.want.rows(r, 1).unwrap());
             assert!(
                 close(&got, &want, 2e-5),
                 "row {r}: {got:?} against JAX's {want:?}"
@@ -133,44 +150,29 @@ mod cpu_plugin {
     }
 
     #[test]
+    fn a_four_device_export_is_served_on_a_device_group_with_its_rows_split() {
+        let dp = DpMlp::start();
+        for r in 0..8 {
+            dp.check_row(r);
+        }
+    }
+
+    #[test]
     fn a_sharded_export_serves_correctly_while_defragments_move_its_weights() {
         // The batcher's resident sharded weights and each batch's sharded rows, moved by
         // defragments running at the same time on the registry's own thread.
-        let corpus = crate::jax_outputs::corpus_dir();
-        let file = |f: &str| std::fs::read(corpus.join(f)).unwrap();
-        let client = Client::open().unwrap();
-        let mut model = client.load_exported(&file("dp_mlp.exported")).unwrap();
-        model.load_params(&file("dp_mlp.args.npz")).unwrap();
-        let mlp = model.batch_model("dp_mlp", &["[0][1]"]).unwrap();
-        let config = BatcherConfig {
-            max_batch_size: 8,
-            device_groups: Some(vec![client.devices()[..4].iter().map(|d| d.id()).collect()]),
-            ..Default::default()
-        };
-        let batcher = Batcher::start(&client, mlp, config).unwrap();
-        let args = read_npz(&file("dp_mlp.args.npz")).unwrap();
-        let x = &args.iter().find(|(k, _)| k == "0.1").unwrap().1;
-        let want = &crate::jax_outputs::wanted("dp_mlp")[0];
+        let dp = DpMlp::start();
         let stop = std::sync::atomic::AtomicBool::new(false);
         let moved = std::thread::scope(|s| {
             let mover = s.spawn(|| {
                 let mut moved = 0;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    moved += client.defragment().map(|r| r.moved).unwrap_or(0);
+                    moved += dp.client.defragment().map(|r| r.moved).unwrap_or(0);
                 }
                 moved
             });
             for round in 0..40 {
-                let r = round % 8;
-                let answer = batcher
-                    .infer(InferRequest::new(vec![x.rows(r, 1).unwrap()]))
-                    .unwrap();
-                let got = crate::jax_outputs::values(&answer.outputs[0]);
-                let want = crate::jax_outputs::values(&want.rows(r, 1).unwrap());
-                assert!(
-                    close(&got, &want, 2e-5),
-                    "round {round}: {got:?} against JAX's {want:?}"
-                );
+                dp.check_row(round % 8);
             }
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
             mover.join().unwrap()
