@@ -67,12 +67,25 @@ fn array_type(aval: &Aval) -> Option<ArrayType> {
 pub struct ExportedModel {
     exported: Exported,
     exe: LoadedExecutable,
-    /// The platform index argument, where the export lists several platforms.
+    /// The input leaves' paths, read from the tree once.
+    paths: Vec<String>,
+    /// Where arguments go, read from the executable once: its parameter shardings (an SPMD
+    /// module), else its device.
+    placement: Placement,
+    /// The platform index argument, where the export lists several platforms, and its value
+    /// held on the devices (it is the same at every call).
     platform_index: Option<i32>,
+    platform_arg: Option<Held>,
     /// Per input leaf, whether a weight file gave it, and its value held on the devices (none
     /// for an argument the module does not keep).
     from_weights: Vec<bool>,
     resident: Vec<Option<Held>>,
+}
+
+/// Where an export's arguments are uploaded.
+enum Placement {
+    Sharded(Vec<crate::Sharding>),
+    OnDevice(crate::Device),
 }
 
 /// An argument uploaded: one array, or one sharded over an SPMD module's devices.
@@ -122,8 +135,6 @@ impl Client {
         };
         let symbolic = (exported.in_avals.iter())
             .any(|a| a.dims.iter().any(|d| matches!(d, Dim::Symbolic(_))));
-        // `uses_global_constants` alone is no reason: a multi-platform export sets it for its
-        // platform index, which is passed as an argument.
         if symbolic {
             return Err(refused(
                 "shape-polymorphic (symbolic dimensions): the plugin does not refine shapes; export with concrete shapes".into(),
@@ -143,6 +154,8 @@ impl Client {
                 CALLING_CONVENTIONS.end()
             )));
         }
+        // A multi-platform export sets `uses_global_constants` for its platform index, which
+        // is passed as an argument; without one, the constants are shapes to refine.
         if exported.uses_global_constants && exported.platforms.len() < 2 {
             return Err(refused(
                 "uses global constants without a platform index, so its module needs shape refinement, which the plugin does not do; export with concrete shapes".into(),
@@ -161,14 +174,24 @@ impl Client {
         };
         let exe = self.compile_and_load(&exported.module, &options)?;
         let n = exported.in_avals.len();
-        let model = ExportedModel {
+        let placement = match exe.parameter_shardings() {
+            Some(shardings) => Placement::Sharded(shardings),
+            None => Placement::OnDevice(exe.addressable_devices()[0].clone()),
+        };
+        let mut model = ExportedModel {
+            paths: exported.in_paths(),
             exported,
             exe,
+            placement,
             platform_index,
+            platform_arg: None,
             from_weights: vec![false; n],
             resident: vec![None; n],
         };
         model.check_module()?;
+        if let Some(index) = platform_index {
+            model.platform_arg = Some(model.upload(0, &platform_index_data(index))?);
+        }
         Ok(model)
     }
 }
@@ -221,7 +244,7 @@ impl ExportedModel {
     /// The input leaf `name` names: its path (`[0]['layer0']['w']`), that path dotted
     /// (`0.layer0.w`), or a unique dotted suffix of it (`layer0.w`).
     fn input_named(&self, name: &str, what: &str) -> Result<usize> {
-        let paths = self.exported.in_paths();
+        let paths = &self.paths;
         let hits: Vec<usize> = (0..paths.len())
             .filter(|&i| {
                 let dotted = dotted_path(&paths[i]);
@@ -240,9 +263,9 @@ impl ExportedModel {
 
     /// The input paths still to be given at each call (the ones not held resident).
     pub fn free_inputs(&self) -> Vec<String> {
-        (self.exported.in_paths().into_iter().enumerate())
-            .filter(|(i, _)| !self.from_weights[*i])
-            .map(|(_, p)| p)
+        (self.paths.iter().zip(&self.from_weights))
+            .filter(|(_, weight)| !**weight)
+            .map(|(p, _)| p.clone())
             .collect()
     }
 
@@ -296,7 +319,7 @@ impl ExportedModel {
         if host_type(aval) != Some((arg.dtype, arg.dims.clone())) {
             return Err(refused(format!(
                 "argument {i} ({}) is {}{:?}; the export takes {aval}{}",
-                self.exported.in_paths()[i],
+                self.paths[i],
                 arg.dtype,
                 arg.dims,
                 match aval.dtype {
@@ -319,13 +342,16 @@ impl ExportedModel {
     /// its device.
     fn upload(&self, j: usize, data: &HostData) -> Result<Held> {
         let client = self.exe.client();
-        if let Some(shardings) = self.exe.parameter_shardings() {
-            return Ok(Held::Sharded(client.put_sharded(data, &shardings[j])?));
-        }
-        let device = &self.exe.addressable_devices()[0];
-        let data_ref = HostBuffer::Copy(&data.bytes);
-        let array = client.buffer_from_host(data_ref, data.dtype, &data.dims, device, None)?;
-        Ok(Held::OnDevice(array))
+        Ok(match &self.placement {
+            Placement::Sharded(shardings) => {
+                Held::Sharded(client.put_sharded(data, &shardings[j])?)
+            }
+            Placement::OnDevice(device) => {
+                let data_ref = HostBuffer::Copy(&data.bytes);
+                let dims = &data.dims;
+                Held::OnDevice(client.buffer_from_host(data_ref, data.dtype, dims, device, None)?)
+            }
+        })
     }
 
     /// Calls the function on the arguments not held resident ([`free_inputs`](Self::free_inputs),
@@ -333,20 +359,19 @@ impl ExportedModel {
     /// flattened results. Resident weights are not uploaded again.
     pub fn call(&self, args: &[HostData]) -> Result<Vec<HostData>> {
         let e = &self.exported;
-        let free = self.free_inputs();
-        if args.len() != free.len() {
+        let free = self.from_weights.iter().filter(|weight| !**weight).count();
+        if args.len() != free {
             return Err(refused(format!(
-                "{} takes {} arguments ({}); {} given",
+                "{} takes {free} arguments ({}); {} given",
                 e.function_name,
-                free.len(),
-                free.join(", "),
+                self.free_inputs().join(", "),
                 args.len()
             )));
         }
         let mut module_args: Vec<Option<Held>> =
             vec![None; e.module_kept_var_idx.len() + self.platform_index.is_some() as usize];
-        if let Some(index) = self.platform_index {
-            module_args[0] = Some(self.upload(0, &platform_index_data(index))?);
+        if let Some(index) = &self.platform_arg {
+            module_args[0] = Some(index.clone());
         }
         let mut given = args.iter();
         for (i, held) in self.resident.iter().enumerate() {
@@ -367,7 +392,7 @@ impl ExportedModel {
             .into_iter()
             .map(|a| a.expect("every parameter filled"))
             .collect();
-        if self.exe.parameter_shardings().is_some() {
+        if let Placement::Sharded(_) = self.placement {
             let sharded: Vec<&ShardedArray> = (module_args.iter())
                 .map(|h| match h {
                     Held::Sharded(s) => s,

@@ -24,7 +24,7 @@ impl ExportedModel {
         let mut order = Vec::new();
         let mut rows = None;
         for &i in &inputs {
-            let path = &e.in_paths()[i];
+            let path = &self.paths[i];
             let j = self.module_param(i).ok_or_else(|| {
                 refused(format!(
                     "the batched input {path} is one the module does not use"
@@ -67,7 +67,7 @@ impl ExportedModel {
                 None => {
                     return Err(refused(format!(
                         "{} is neither batched nor loaded as a weight",
-                        e.in_paths()[i]
+                        self.paths[i]
                     )));
                 }
             };
