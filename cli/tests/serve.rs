@@ -246,6 +246,17 @@ fn raw_http_gets_metadata_answers_as_jax_and_the_protocols_errors() {
         .map(|v| v.as_f64().unwrap() as f32)
         .collect();
     assert!(close(&got, &logits[64..192]), "{got:?}");
+    // An output named twice is answered twice, in full.
+    let mut twice = body.clone();
+    twice["outputs"] = json!([{"name": "output0"}, {"name": "output0"}]);
+    let (status, answer) = infer_json(port, "lm", &twice);
+    assert_eq!(status, 200, "{answer}");
+    for k in 0..2 {
+        let got: Vec<f32> = (answer["outputs"][k]["data"].as_array().unwrap().iter())
+            .map(|v| v.as_f64().unwrap() as f32)
+            .collect();
+        assert!(close(&got, &logits[64..192]), "output {k}: {got:?}");
+    }
     // Binary tensor data both ways, as tritonclient sends it.
     let header = json!({
         "inputs": [{"name": "tokens", "datatype": "INT32", "shape": [1, 8], "parameters": {"binary_data_size": 32}}],

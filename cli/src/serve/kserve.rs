@@ -255,21 +255,20 @@ impl Models {
                 .collect::<Result<_, _>>()?,
         };
         let response = m.batcher.infer_async(request).await?;
-        let mut all = response.outputs;
-        Ok(outputs
-            .into_iter()
-            .map(|k| Answered {
-                spec: m.outputs[k].clone(),
-                data: std::mem::replace(
-                    &mut all[k],
-                    HostData {
-                        dtype: ElementType::Pred,
-                        dims: Vec::new(),
-                        bytes: Vec::new(),
-                    },
-                ),
+        // Each output moved out at its last request, copied for any earlier one (a request
+        // may name an output twice).
+        let mut all: Vec<Option<HostData>> = response.outputs.into_iter().map(Some).collect();
+        let answered = (outputs.iter().enumerate())
+            .map(|(n, &k)| {
+                let later = outputs[n + 1..].contains(&k);
+                let data = if later { all[k].clone() } else { all[k].take() };
+                Answered {
+                    spec: m.outputs[k].clone(),
+                    data: data.expect("an output is taken only at its last request"),
+                }
             })
-            .collect())
+            .collect();
+        Ok(answered)
     }
 
     /// The Prometheus text: request counts and latencies by model, protocol and outcome, then
