@@ -140,7 +140,10 @@ pub fn bf16_to_f32(b: u16) -> f32 {
     f32::from_bits((b as u32) << 16)
 }
 
-fn parse_value(
+/// Appends one value written as text (`1.5`, `-3`, `true`) to `out` as little-endian bytes of
+/// `dtype`: integers checked against the type's range, finite floats against its largest
+/// value. The input literals and the server's JSON tensors both read values with it.
+pub fn parse_value(
     dtype: ElementType,
     text: &str,
     out: &mut Vec<u8>,

@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use pjrt_actors::ElementType;
-use pjrt_actors::host_data::HostData;
+use pjrt_actors::host_data::{HostData, json_values, parse_value};
 use serde_json::{Value, json};
 
 use super::kserve::{
@@ -269,86 +269,27 @@ fn parse_request(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, ServeError>
     Ok((inputs, request_params, wanted, BinaryOut { all, named }))
 }
 
-/// A JSON `data` array (flat, or nested as the shape) as little-endian bytes of `t`.
+/// A JSON `data` array (flat, or nested as the shape) as little-endian bytes of `t`, each
+/// value read as the input literals read theirs.
 fn encode_json(data: &Value, t: ElementType) -> Result<Vec<u8>, String> {
-    let mut flat = Vec::new();
     fn walk<'a>(v: &'a Value, out: &mut Vec<&'a Value>) {
         match v {
             Value::Array(items) => items.iter().for_each(|i| walk(i, out)),
             other => out.push(other),
         }
     }
+    let mut flat = Vec::new();
     walk(data, &mut flat);
     let mut bytes = Vec::with_capacity(flat.len() * t.byte_size());
     for v in flat {
-        let f = v.as_f64();
-        let wrong = || format!("`{v}` is not a {t} value");
-        match t {
-            ElementType::Pred => bytes.push(v.as_bool().ok_or_else(wrong)? as u8),
-            ElementType::F32 => bytes.extend((f.ok_or_else(wrong)? as f32).to_le_bytes()),
-            ElementType::F64 => bytes.extend(f.ok_or_else(wrong)?.to_le_bytes()),
-            ElementType::S8 => bytes.extend(
-                int(v, i8::MIN as i64, i8::MAX as i64)
-                    .ok_or_else(wrong)?
-                    .to_le_bytes()[..1]
-                    .to_vec(),
-            ),
-            ElementType::S16 => bytes.extend(
-                &int(v, i16::MIN as i64, i16::MAX as i64)
-                    .ok_or_else(wrong)?
-                    .to_le_bytes()[..2],
-            ),
-            ElementType::S32 => bytes.extend(
-                &int(v, i32::MIN as i64, i32::MAX as i64)
-                    .ok_or_else(wrong)?
-                    .to_le_bytes()[..4],
-            ),
-            ElementType::S64 => bytes.extend(v.as_i64().ok_or_else(wrong)?.to_le_bytes()),
-            ElementType::U8 => {
-                bytes.extend(&int(v, 0, u8::MAX as i64).ok_or_else(wrong)?.to_le_bytes()[..1])
-            }
-            ElementType::U16 => {
-                bytes.extend(&int(v, 0, u16::MAX as i64).ok_or_else(wrong)?.to_le_bytes()[..2])
-            }
-            ElementType::U32 => {
-                bytes.extend(&int(v, 0, u32::MAX as i64).ok_or_else(wrong)?.to_le_bytes()[..4])
-            }
-            ElementType::U64 => bytes.extend(v.as_u64().ok_or_else(wrong)?.to_le_bytes()),
-            other => return Err(format!("{other} tensors are taken as binary data only")),
-        }
+        parse_value(t, &v.to_string(), &mut bytes)?;
     }
     Ok(bytes)
 }
 
-fn int(v: &Value, lo: i64, hi: i64) -> Option<i64> {
-    v.as_i64().filter(|n| (lo..=hi).contains(n))
-}
-
-/// Host data as JSON values (numbers; booleans for BOOL).
+/// Host data as JSON values (numbers; booleans for BOOL), as `run --json` writes them.
 fn decode_json(h: &HostData) -> Value {
-    let c = |w: usize| h.bytes.chunks_exact(w);
-    let values: Vec<Value> = match h.dtype {
-        ElementType::Pred => h.bytes.iter().map(|&b| json!(b != 0)).collect(),
-        ElementType::F32 => c(4)
-            .map(|b| json!(f32::from_le_bytes(b.try_into().unwrap_or_default())))
-            .collect(),
-        ElementType::F64 => c(8)
-            .map(|b| json!(f64::from_le_bytes(b.try_into().unwrap_or_default())))
-            .collect(),
-        ElementType::S32 => c(4)
-            .map(|b| json!(i32::from_le_bytes(b.try_into().unwrap_or_default())))
-            .collect(),
-        ElementType::S64 => c(8)
-            .map(|b| json!(i64::from_le_bytes(b.try_into().unwrap_or_default())))
-            .collect(),
-        ElementType::U32 => c(4)
-            .map(|b| json!(u32::from_le_bytes(b.try_into().unwrap_or_default())))
-            .collect(),
-        ElementType::S8 => h.bytes.iter().map(|&b| json!(b as i8)).collect(),
-        ElementType::U8 => h.bytes.iter().map(|&b| json!(b)).collect(),
-        _ => return Value::Null,
-    };
-    Value::Array(values)
+    serde_json::from_str(&json_values(h)).unwrap_or(Value::Null)
 }
 
 fn respond(model: &str, answered: Vec<Answered>, binary: &BinaryOut) -> Response {
@@ -360,8 +301,10 @@ fn respond(model: &str, answered: Vec<Answered>, binary: &BinaryOut) -> Response
             "datatype": datatype_name(a.data.dtype),
             "shape": a.data.dims,
         });
-        let as_binary =
-            binary.all || binary.named.contains(&a.spec.name) || decode_json(&a.data).is_null();
+        // Binary where asked, and for a type the protocol has no JSON form of.
+        let as_binary = binary.all
+            || binary.named.contains(&a.spec.name)
+            || datatype_name(a.data.dtype).is_none();
         if as_binary {
             o["parameters"] = json!({"binary_data_size": a.data.bytes.len()});
             tail.extend(&a.data.bytes);
