@@ -10,9 +10,10 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use pjrt_actors::Client;
+use pjrt_actors::export::{ExportedModel, dotted_path};
 use pjrt_actors::host_data::{HostData, read_npz};
 use pjrt_actors::serving::{Batcher, BatcherConfig, InferRequest};
-use pjrt_actors::{Client, export::ExportedModel};
 use serde_json::{Value, json};
 use support::jax::{self, JaxHelper};
 use support::*;
@@ -77,8 +78,7 @@ fn load(
     // The free inputs in path order, as `call` takes them.
     let mut free = free;
     let order = model.free_inputs();
-    let dotted = |p: &str| p.replace("][", ".").replace(['[', ']', '\''], "");
-    free.sort_by_key(|(name, _)| order.iter().position(|p| dotted(p) == *name));
+    free.sort_by_key(|(name, _)| order.iter().position(|p| dotted_path(p) == *name));
     (model, free.into_iter().map(|(_, h)| h).collect())
 }
 

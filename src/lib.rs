@@ -34,7 +34,7 @@ pub mod serving;
 /// JAX's serialized `Exported` artifacts: read (`Exported::parse`), and loaded to run
 /// ([`Client::load_exported`](crate::Client::load_exported) gives an `ExportedModel`).
 pub mod export {
-    pub use crate::exported_model::{CALLING_CONVENTIONS, ExportedModel};
+    pub use crate::exported_model::{CALLING_CONVENTIONS, ExportedModel, dotted_path};
     pub use pjrt_actors_core::exported::{
         Aval, Dim, Exported, ExportedDtype, ExportedSharding, PyTree, SERIALIZATION_VERSIONS,
     };

@@ -5,7 +5,9 @@
 mod serve;
 mod weights;
 
-use weights::{dotted_path, read_safetensors};
+pub use weights::dotted_path;
+
+use weights::read_safetensors;
 
 use pjrt_actors_core::exported::{Aval, Dim, Exported, ExportedDtype};
 use pjrt_actors_core::{Error, Result};

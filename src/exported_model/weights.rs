@@ -8,7 +8,7 @@ use crate::ElementType;
 use crate::host_data::HostData;
 
 /// `[0]['layer0']['w']` as `0.layer0.w`: how weight files name a parameter.
-pub(super) fn dotted_path(path: &str) -> String {
+pub fn dotted_path(path: &str) -> String {
     (path.split(['[', ']']).filter(|s| !s.is_empty()))
         .map(|s| s.trim_matches('\''))
         .collect::<Vec<_>>()

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use pjrt_actors::export::dotted_path;
 use pjrt_actors::serving::{BatchModel, Batcher, BatcherConfig};
 use pjrt_actors::{Client, Result};
 use serde_json::Value;
@@ -111,14 +112,7 @@ pub fn named(flag: &str, text: &str) -> Result<(String, PathBuf)> {
 /// A short name for an input path: its last dict key or index where no other input has it,
 /// else the whole dotted path (`[0][1]['tokens']` is `tokens`).
 fn short_names(paths: &[String]) -> Vec<String> {
-    let dotted: Vec<String> = (paths.iter())
-        .map(|p| {
-            let parts: Vec<&str> = (p.split(['[', ']']).filter(|s| !s.is_empty()))
-                .map(|s| s.trim_matches('\''))
-                .collect();
-            parts.join(".")
-        })
-        .collect();
+    let dotted: Vec<String> = paths.iter().map(|p| dotted_path(p)).collect();
     let last = |d: &str| d.rsplit('.').next().unwrap_or(d).to_string();
     (dotted.iter())
         .map(|d| {
