@@ -96,14 +96,14 @@ fn prepare_module(
     })
 }
 
-/// The longest `--duration` accepted: a day.
+/// The longest span a seconds flag (`bench --duration`, `serve --request-timeout`) takes: a day.
 const MAX_DURATION_SECS: f64 = 86_400.0;
 
-/// A `--duration` in seconds: finite, positive, at most a day.
-fn bench_duration(secs: f64) -> Result<Duration> {
+/// A seconds flag's value: finite, positive, at most a day.
+pub fn seconds_flag(flag: &str, secs: f64) -> Result<Duration> {
     if !(secs > 0.0 && secs <= MAX_DURATION_SECS) {
         return Err(usage(format!(
-            "--duration must be a number of seconds above 0 and at most {MAX_DURATION_SECS}, got {secs}"
+            "{flag} must be a number of seconds above 0 and at most {MAX_DURATION_SECS}, got {secs}"
         )));
     }
     Ok(Duration::from_secs_f64(secs))
@@ -184,7 +184,7 @@ pub fn bench(cli: &Cli, args: &BenchArgs) -> Result<()> {
         )));
     }
     let threads = worker_count("--threads", threads)?;
-    let deadline = duration.map(bench_duration).transpose()?;
+    let deadline = (duration.map(|d| seconds_flag("--duration", d))).transpose()?;
     // Inputs are read (each once) before anything compiles.
     let parsed = (!inputs.is_empty())
         .then(|| read_inputs(inputs))

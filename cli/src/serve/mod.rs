@@ -17,6 +17,7 @@ use std::time::Duration;
 use pjrt_actors::Result;
 use pjrt_actors::serving::ShutdownMode;
 
+use crate::bench::seconds_flag;
 use crate::{Cli, open, usage};
 use kserve::Models;
 use models::ModelSource;
@@ -95,20 +96,11 @@ fn sources(spec: &ServeArgs) -> Result<Vec<ModelSource>> {
     Ok(sources)
 }
 
-fn seconds(flag: &str, s: f64) -> Result<Duration> {
-    match s > 0.0 && s <= 86_400.0 {
-        true => Ok(Duration::from_secs_f64(s)),
-        false => Err(usage(format!(
-            "{flag} is a number of seconds above 0 and at most a day"
-        ))),
-    }
-}
-
 pub fn serve(cli: &Cli, spec: &ServeArgs) -> Result<()> {
     let sources = sources(spec)?;
     let (request_time, drain) = (
-        seconds("--request-timeout", spec.request_timeout)?,
-        seconds("--drain-timeout", spec.drain_timeout)?,
+        seconds_flag("--request-timeout", spec.request_timeout)?,
+        seconds_flag("--drain-timeout", spec.drain_timeout)?,
     );
     let client = open(cli)?;
     let served = (sources.iter())
