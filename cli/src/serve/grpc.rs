@@ -91,7 +91,7 @@ fn metadata(models: &Models, name: &str) -> Result<ModelMetadataResponse, Status
             .map(|s| TensorMetadata {
                 name: s.name.clone(),
                 datatype: datatype_name(s.dtype).unwrap_or("").into(),
-                shape: std::iter::once(-1).chain(s.dims.iter().copied()).collect(),
+                shape: s.metadata_shape(),
             })
             .collect()
     };

@@ -98,9 +98,8 @@ async fn model_metadata(State(app): State<App>, Path(model): Path<String>) -> Re
             let specs = |specs: &[super::kserve::TensorSpec]| -> Vec<Value> {
                 (specs.iter())
                     .map(|s| {
-                        let shape: Vec<i64> =
-                            std::iter::once(-1).chain(s.dims.iter().copied()).collect();
-                        json!({"name": s.name, "datatype": datatype_name(s.dtype), "shape": shape})
+                        let (datatype, shape) = (datatype_name(s.dtype), s.metadata_shape());
+                        json!({"name": s.name, "datatype": datatype, "shape": shape})
                     })
                     .collect()
             };

@@ -114,6 +114,15 @@ pub struct TensorSpec {
     pub dims: Vec<i64>,
 }
 
+impl TensorSpec {
+    /// Its shape as the protocol's metadata gives it: `-1` for the rows, then its dims.
+    pub fn metadata_shape(&self) -> Vec<i64> {
+        std::iter::once(-1)
+            .chain(self.dims.iter().copied())
+            .collect()
+    }
+}
+
 /// Triton's queue policy and priorities for one model.
 #[derive(Clone, Debug, Default)]
 pub struct QueuePolicy {
