@@ -156,11 +156,7 @@ fn serve_ratio(client: &Client) -> f64 {
     let args =
         read_npz(&std::fs::read(data_dir().join("serve/transformer.args.npz")).unwrap()).unwrap();
     let (model, free) = load(client, "serve/transformer.exported", &args);
-    let one = HostData {
-        dims: vec![1, free[0].dims[1]],
-        bytes: free[0].bytes[..free[0].bytes.len() / free[0].dims[0] as usize].to_vec(),
-        ..free[0].clone()
-    };
+    let one = free[0].rows(0, 1).unwrap();
     let config = BatcherConfig {
         max_batch_size: 16,
         ..Default::default()
