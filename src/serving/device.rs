@@ -9,7 +9,7 @@ use super::metrics::{Metrics, Outcome};
 use super::queue::padded_size;
 use super::request::{Pending, answer_expired, fail_all};
 use crate::host_data::HostData;
-use crate::{Array, Device, Error, HostBuffer, LoadedExecutable, Result, ShardedArray};
+use crate::{Array, Device, Error, HostBuffer, LoadedExecutable, Result, ShardedArray, Sharding};
 
 /// Where a worker's batches run, with the fixed inputs resident there.
 pub(crate) enum Target {
@@ -19,6 +19,9 @@ pub(crate) enum Target {
     Group {
         devices: Vec<Device>,
         fixed: Vec<ShardedArray>,
+        /// Per compiled size (as `DeviceModel::sizes`), the batched inputs' shardings, read
+        /// from its executable once.
+        batched: Vec<Vec<Sharding>>,
     },
 }
 
@@ -54,12 +57,10 @@ fn row_bytes(h: &HostData) -> usize {
 impl DeviceModel {
     /// Uploads `inputs` (batched, `size` rows), executes at `size`, reads every output back.
     pub(crate) fn run(&self, size: usize, inputs: &[HostData]) -> Result<Vec<HostData>> {
-        let exe = &self
-            .sizes
-            .iter()
-            .find(|(s, _)| *s == size)
-            .expect("a compiled size")
-            .1;
+        let at = (self.sizes.iter())
+            .position(|(s, _)| *s == size)
+            .expect("a compiled size");
+        let exe = &self.sizes[at].1;
         let client = exe.client();
         match &self.target {
             Target::Device { device, fixed } => {
@@ -74,10 +75,9 @@ impl DeviceModel {
                     .map(HostData::from_array)
                     .collect()
             }
-            Target::Group { fixed, .. } => {
-                let shardings = exe.parameter_shardings().unwrap_or_default();
-                let batched = (inputs.iter().enumerate())
-                    .map(|(k, h)| client.put_sharded(h, &shardings[self.order[k]]))
+            Target::Group { fixed, batched, .. } => {
+                let batched = (inputs.iter().zip(&batched[at]))
+                    .map(|(h, s)| client.put_sharded(h, s))
                     .collect::<Result<Vec<_>>>()?;
                 let args: Vec<&ShardedArray> = in_order(&self.order, batched.iter().chain(fixed));
                 (exe.execute_sharded(&args)?.iter())

@@ -225,7 +225,14 @@ impl Plan {
                     let fixed = (model.fixed.iter().zip(&fixed))
                         .map(|(h, s)| client.put_sharded(h, s))
                         .collect::<Result<Vec<_>>>()?;
-                    Target::Group { devices, fixed }
+                    let batched = (sizes.iter())
+                        .map(|(_, exe)| batched_shardings(exe, &model))
+                        .collect();
+                    Target::Group {
+                        devices,
+                        fixed,
+                        batched,
+                    }
                 }
             };
             let order = (0..model.batched_inputs + model.fixed.len())
@@ -371,6 +378,15 @@ fn fixed_shardings(
         }
     }
     Ok(first)
+}
+
+/// The batched inputs' shardings in a group program (checked an SPMD program by
+/// `fixed_shardings`), in input order.
+fn batched_shardings(exe: &LoadedExecutable, model: &BatchModel) -> Vec<Sharding> {
+    let all = exe.parameter_shardings().unwrap_or_default();
+    (0..model.batched_inputs)
+        .map(|k| all[model.parameter_of(k)].clone())
+        .collect()
 }
 
 /// The model's batched parameter and result types without the batch dimension, checked
