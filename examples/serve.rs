@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use pjrt_actors::host_data::HostData;
 use pjrt_actors::serving::{BatchModel, Batcher, BatcherConfig, InferRequest};
-use pjrt_actors::{Array, Client, CompileOptions, Device, ElementType, LoadedExecutable};
+use pjrt_actors::{
+    Array, Client, CompileOptions, Device, ElementType, HostBuffer, LoadedExecutable,
+};
 
 const MLP: &str = include_str!("mlp.mlir");
 const BATCH: usize = 4;
@@ -290,9 +292,13 @@ fn drive(
                                 }
                             }
                             (None, Some(replica)) => {
+                                let client = replica.exe.client();
                                 for req in rx.iter() {
-                                    let x =
-                                        replica.device.put(&f32s(&req.input), &req.input.dims)?;
+                                    let h = &req.input;
+                                    let data = HostBuffer::Copy(&h.bytes);
+                                    let (dtype, device) = (h.dtype, &replica.device);
+                                    let x = client
+                                        .buffer_from_host(data, dtype, &h.dims, device, None)?;
                                     let [w1, b1, w2, b2] = &replica.weights;
                                     let y = replica.exe.execute(&[&x, w1, b1, w2, b2])?;
                                     answered(&req, &HostData::from_array(&y[0])?);
