@@ -41,7 +41,7 @@ pub fn run() -> Result<(Option<String>, String), Box<dyn std::error::Error>> {
     let mut checked = 0;
     for i in 0..100 {
         let x: Vec<f32> = (0..4).map(|k| (i * 4 + k) as f32).collect();
-        let a = client.buffer_from_slice(&x, &[4], device)?;
+        let a = device.put(&x, &[4])?;
         let y = exe.execute(&[&a])?[0].to_vec::<f32>()?;
         let want: Vec<f32> = x.iter().map(|v| 3.0 * v).collect();
         if y != want {

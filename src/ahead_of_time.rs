@@ -25,18 +25,25 @@ impl CompileRequest {
     /// this client, serializes, and lets the load go, so it is not live, cached or in heap
     /// profiles afterwards (unless it was loaded here already).
     pub fn compile(self) -> Result<Executable> {
+        wait(self.compile_async())
+    }
+
+    /// The async form of [`compile`](Self::compile): the compile is served by the compiler
+    /// pool (or, without `PJRT_Compile`, the compile service), and nothing blocks here.
+    pub async fn compile_async(self) -> Result<Executable> {
         let client = Client {
             shared: self.shared.clone(),
         };
-        let own = client.topology()?;
-        if let Some(compiled) = compile_ahead(&client, &self.program, &self.options, &own, true)? {
+        let own = client.topology_async().await?;
+        let ahead = compile_ahead(&client, &self.program, &self.options, &own, true)?;
+        if let Some(compiled) = ahead.await? {
             return Ok(compiled);
         }
-        self.compile_by_loading()
+        self.compile_by_loading().await
     }
 
     /// `compile` where the plugin has no ahead-of-time compiler: load, serialize, let go.
-    pub(crate) fn compile_by_loading(self) -> Result<Executable> {
+    pub(crate) async fn compile_by_loading(self) -> Result<Executable> {
         let state = self.shared.state();
         let key = state.compile_key(
             &self.program,
@@ -45,11 +52,11 @@ impl CompileRequest {
         // A program already loaded here stays so; one loaded only for this compile is let go.
         let loaded_before = state.cached_executable(&key).is_some();
         let shared = self.shared.clone();
-        let loaded = self.load()?;
+        let loaded = self.load_async().await?;
         let executable = Executable::from_loaded(&loaded)?;
         drop(loaded);
         if !loaded_before {
-            wait(shared.route_plain(ForgetCompiled(key)))?;
+            shared.route_plain(ForgetCompiled(key)).await?;
         }
         Ok(executable)
     }
@@ -69,22 +76,38 @@ impl Client {
         options: &CompileOptions,
         topology: &TopologyDescription,
     ) -> Result<Executable> {
-        let own = self.topology()?.matches(topology);
+        wait(self.compile_for_topology_async(program, options, topology))
+    }
+
+    /// The async form of [`compile_for_topology`](Self::compile_for_topology): the program is
+    /// checked and copied now; the future borrows nothing.
+    #[track_caller]
+    pub fn compile_for_topology_async<P: AsRef<[u8]>>(
+        &self,
+        program: P,
+        options: &CompileOptions,
+        topology: &TopologyDescription,
+    ) -> impl Future<Output = Result<Executable>> + use<P> {
         let program = Arc::new(program.as_ref().to_vec());
-        if let Some(compiled) = compile_ahead(self, &program, options, topology, own)? {
-            return Ok(compiled);
+        let own = (self.topology()).map(|t| t.matches(topology));
+        let ahead = (own.as_ref().map_err(Error::clone))
+            .and_then(|&own| compile_ahead(self, &program, options, topology, own));
+        let request = self.compile_request(program.as_slice()).options(options);
+        let platform = self.platform().to_string();
+        async move {
+            let own = own?;
+            if let Some(compiled) = ahead?.await? {
+                return Ok(compiled);
+            }
+            if !own {
+                return Err(Error::TopologyMismatch {
+                    reason: format!(
+                        "this {platform} client's topology differs, and the plugin cannot compile without a client of that topology (it has no `PJRT_Compile`)",
+                    ),
+                });
+            }
+            request.compile_by_loading().await
         }
-        if !own {
-            return Err(Error::TopologyMismatch {
-                reason: format!(
-                    "this {} client's topology differs, and the plugin cannot compile without a client of that topology (it has no `PJRT_Compile`)",
-                    self.platform()
-                ),
-            });
-        }
-        self.compile_request(program.as_slice())
-            .options(options)
-            .compile_by_loading()
     }
 
     /// A topology the plugin builds from a name and plugin-specific options
@@ -197,14 +220,15 @@ impl Executable {
 
 /// Compiles with the plugin's ahead-of-time compiler (`PJRT_Compile`) for `topology`, nothing
 /// loaded: `None` where the plugin has none (the CPU plugin answers `NotFound`), so the caller
-/// can fall back. `own` says `topology` is this client's, which is then given as a hint.
+/// can fall back. `own` says `topology` is this client's, which is then given as a hint. The
+/// program is checked now; the future waits for the compiler pool.
 fn compile_ahead(
     client: &Client,
     program: &Arc<Vec<u8>>,
     options: &CompileOptions,
     topology: &TopologyDescription,
     own: bool,
-) -> Result<Option<Executable>> {
+) -> Result<impl Future<Output = Result<Option<Executable>>> + use<>> {
     let state = client.state();
     state.check_open()?;
     let snap = state.snapshot();
@@ -218,28 +242,31 @@ fn compile_ahead(
         topology: (!own).then(|| topology.serialized.clone()),
         span: tracing::Span::current(),
     };
-    let compiled = match wait(client.shared.route(job)) {
-        Ok(compiled) => compiled,
-        Err(e) if no_ahead_of_time_compiler(&e) => return Ok(None),
-        Err(e) => {
-            let version = plugin_stablehlo(&snap.plugin_attributes);
-            return Err(explain_parse_failure(e, program, &version));
-        }
-    };
-    let bytes = envelope::encode(&envelope::Envelope {
-        identity: state.identity().to_string(),
-        portable: options.portable,
-        options: proto,
-        topology: topology.serialized.clone(),
-        payload: compiled.payload,
-        cache_key: Vec::new(),
-    });
-    Ok(Some(Executable {
-        bytes: Arc::new(bytes),
-        meta: Arc::new(compiled.meta),
-        cost_analysis: Arc::new(compiled.cost_analysis),
-        topology: Arc::new(compiled.topology),
-    }))
+    let compiled = client.shared.route(job);
+    let (program, version) = (program.clone(), plugin_stablehlo(&snap.plugin_attributes));
+    let (identity, portable) = (state.identity().to_string(), options.portable);
+    let serialized = topology.serialized.clone();
+    Ok(async move {
+        let compiled = match compiled.await {
+            Ok(compiled) => compiled,
+            Err(e) if no_ahead_of_time_compiler(&e) => return Ok(None),
+            Err(e) => return Err(explain_parse_failure(e, &program, &version)),
+        };
+        let bytes = envelope::encode(&envelope::Envelope {
+            identity,
+            portable,
+            options: proto,
+            topology: serialized,
+            payload: compiled.payload,
+            cache_key: Vec::new(),
+        });
+        Ok(Some(Executable {
+            bytes: Arc::new(bytes),
+            meta: Arc::new(compiled.meta),
+            cost_analysis: Arc::new(compiled.cost_analysis),
+            topology: Arc::new(compiled.topology),
+        }))
+    })
 }
 
 /// Whether a `PJRT_Compile` failure means the plugin has no compiler for it at all (CPU:

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use std::future::Future;
 
-use pjrt_actors_core::actors::device::ReadRequest;
+use pjrt_actors_core::actors::device::{CopyRequest, ReadRequest};
 use pjrt_actors_core::actors::memory_space::UploadRequest;
 use pjrt_actors_core::buffers::{ArrayCore, BufferSlot};
 use pjrt_actors_core::dtype::{ElementType, byte_size};
-use pjrt_actors_core::pjrt::{HostData, NativeType, SharedBytes, as_bytes, zeroed_vec};
+use pjrt_actors_core::pjrt::{HostData, NativeType, SharedBytes, zeroed_vec};
 use pjrt_actors_core::registry::Id;
 use pjrt_actors_core::site::Site;
 use pjrt_actors_core::{Error, Result};
@@ -165,23 +165,6 @@ impl Client {
             dims,
             (device, memory),
             self.site(),
-        )
-    }
-
-    /// Creates an array from a typed slice (copied during the call).
-    #[track_caller]
-    pub fn buffer_from_slice<T: NativeType>(
-        &self,
-        data: &[T],
-        dims: &[i64],
-        device: &Device,
-    ) -> Result<Array> {
-        self.buffer_from_host(
-            HostBuffer::Copy(as_bytes(data)),
-            T::TYPE,
-            dims,
-            device,
-            None,
         )
     }
 
@@ -397,16 +380,67 @@ impl Array {
         Ok(Array::new(core))
     }
 
+    /// The async form of [`copy_to_device`](Self::copy_to_device): the copy is served by the
+    /// array's device actor, in order with the other work sent to that device.
+    #[track_caller]
+    pub fn copy_to_device_async(
+        &self,
+        device: &Device,
+    ) -> impl Future<Output = Result<Array>> + use<> {
+        let placement = placement(&self.shared(), device, None);
+        self.copy_async(placement, false)
+    }
+
     /// Copies the array to another memory space (of its own or another device).
     #[track_caller]
     pub fn copy_to_memory(&self, memory: &MemorySpace) -> Result<Array> {
-        let device = (memory.devices().into_iter().next())
-            .ok_or_else(|| Error::InvalidArgument(format!("{memory} has no device")))?;
-        let shared = self.shared();
-        let placement = placement(&shared, &device, Some(memory))?;
-        let state = shared.state();
+        let placement = self.memory_placement(memory)?;
+        let state = self.shared().state().clone();
         let core = state.copy(&self.core, placement, true, state.site())?;
         Ok(Array::new(core))
+    }
+
+    /// The async form of [`copy_to_memory`](Self::copy_to_memory), served by the array's
+    /// device actor.
+    #[track_caller]
+    pub fn copy_to_memory_async(
+        &self,
+        memory: &MemorySpace,
+    ) -> impl Future<Output = Result<Array>> + use<> {
+        let placement = self.memory_placement(memory);
+        self.copy_async(placement, true)
+    }
+
+    /// Where a copy into `memory` lands: that memory space on its (first) device.
+    fn memory_placement(&self, memory: &MemorySpace) -> Result<(usize, usize)> {
+        let device = (memory.devices().into_iter().next())
+            .ok_or_else(|| Error::InvalidArgument(format!("{memory} has no device")))?;
+        placement(&self.shared(), &device, Some(memory))
+    }
+
+    /// Sends a copy to the array's device actor; the caller's site is taken now.
+    #[track_caller]
+    fn copy_async(
+        &self,
+        to: Result<(usize, usize)>,
+        to_memory: bool,
+    ) -> impl Future<Output = Result<Array>> + use<> {
+        let shared = self.shared();
+        let request = to.and_then(|to| {
+            let actor = shared.device_actor(self.slot().device)?.clone();
+            let request = CopyRequest {
+                array: self.core.clone(),
+                to,
+                to_memory,
+                site: shared.state().site(),
+                span: tracing::Span::current(),
+            };
+            Ok((actor, request))
+        });
+        async move {
+            let (actor, request) = request?;
+            Ok(Array::new(ask(&actor, request).await?))
+        }
     }
 }
 

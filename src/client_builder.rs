@@ -7,7 +7,7 @@ use std::sync::Arc;
 use pjrt_actors_core::pjrt::NamedValue;
 use pjrt_actors_core::{ClientConfig, Error, Result};
 
-use crate::handles::{Client, remember_client};
+use crate::handles::Client;
 
 /// Options for opening a [`Client`].
 #[derive(Debug, Clone, Default)]
@@ -175,6 +175,14 @@ impl ClientBuilder {
         self
     }
 
+    /// How many async executes one device takes in flight (sent, waiting, running or still
+    /// computing) before it refuses more with `Error::Busy` at once (default: no limit). The
+    /// blocking execute runs on its caller's thread and is not counted.
+    pub fn device_queue_limit(mut self, limit: usize) -> Self {
+        self.config.device_queue_limit = Some(limit);
+        self
+    }
+
     /// Threads in the compiler actor pool (default: the number of cores).
     pub fn compile_threads(mut self, n: usize) -> Self {
         self.config.compile_threads = Some(n);
@@ -184,7 +192,6 @@ impl ClientBuilder {
     /// Loads the plugin, creates the client and starts its actors.
     pub fn open(self) -> Result<Client> {
         let shared = Arc::new(pjrt_actors_core::open_client(self.config)?);
-        remember_client(&shared);
         Ok(Client { shared })
     }
 

@@ -185,6 +185,12 @@ impl Device {
 }
 
 impl Device {
+    /// Async executes sent to this device and not yet computed (waiting in its actor's queue,
+    /// running, or computing): what least-loaded routing compares. Read without a message.
+    pub fn queue_depth(&self) -> usize {
+        self.shared.device_queue_depth(self.index)
+    }
+
     /// Creates an array on this device from a typed slice (copied during the call).
     #[track_caller]
     pub fn put<T: pjrt_actors_core::pjrt::NativeType>(

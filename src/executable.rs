@@ -21,7 +21,7 @@ use pjrt_actors_core::pjrt::{ArrayType, CompiledMemoryStats, NamedValue};
 use pjrt_actors_core::registry::Id;
 use pjrt_actors_core::{Error, Result};
 
-use crate::handles::{Array, Caller, Client, Device, LoadedExecutable, Shared};
+use crate::handles::{Array, Caller, Client, Device, LoadedExecutable, Shared, wait};
 
 /// One output list per device, as handles.
 type Outputs = Vec<Vec<Array>>;
@@ -252,10 +252,17 @@ impl LoadedExecutable {
         &self,
         lists: &[&[&Array]],
         device: Option<&Device>,
+        least_loaded: bool,
     ) -> impl Future<Output = Result<CoreOutputs>> + use<> {
         let site = self.shared.state().site();
         let (reply, answer) = oneshot::channel();
         let request = self.portable_device(device).and_then(|portable_device| {
+            if least_loaded && !self.core.meta.portable {
+                return Err(Error::InvalidArgument(format!(
+                    "`{}` is not portable: it runs on the devices it was compiled for",
+                    self.name()
+                )));
+            }
             let mut args = Vec::with_capacity(lists.len());
             for list in lists {
                 self.cores(list)?;
@@ -266,6 +273,8 @@ impl LoadedExecutable {
                 executable: self.core.clone(),
                 args,
                 portable_device,
+                least_loaded,
+                slot: None,
                 callbacks: self.callbacks.clone(),
                 site,
                 span: tracing::Span::current(),
@@ -292,7 +301,7 @@ impl LoadedExecutable {
         &self,
         args: &[&Array],
     ) -> impl Future<Output = Result<Vec<Array>>> + use<> {
-        let run = self.run_async(&[args], None);
+        let run = self.run_async(&[args], None, false);
         let this = self.clone();
         async move { Ok(this.flat(run.await?)) }
     }
@@ -312,7 +321,7 @@ impl LoadedExecutable {
             what: self.name().to_string(),
             after: timeout,
         };
-        let run = self.run_async(&[args], None);
+        let run = self.run_async(&[args], None, false);
         let outputs =
             pjrt_actors_core::runtime::block_on_until(run, deadline)?.ok_or_else(exceeded)??;
         for output in &outputs {
@@ -336,9 +345,37 @@ impl LoadedExecutable {
         device: &Device,
         args: &[&Array],
     ) -> impl Future<Output = Result<Vec<Array>>> + use<> {
-        let run = self.run_async(&[args], Some(device));
+        let run = self.run_async(&[args], Some(device), false);
         let this = self.clone();
         async move { Ok(this.flat(run.await?)) }
+    }
+
+    /// Runs a portable executable on whichever addressable device has the least async work in
+    /// flight (ties taking turns), chosen by the client actor from each device actor's queue
+    /// depth: load spreads without the caller choosing. Arguments that live on another device
+    /// are copied to the chosen one first (cheap next to a run for small inputs; place large
+    /// ones yourself with [`execute_on_async`](Self::execute_on_async)). The outputs are on the
+    /// chosen device ([`Array::device`]). `Error::Busy` when every device is at its
+    /// [queue limit](crate::ClientBuilder::device_queue_limit).
+    #[track_caller]
+    pub fn execute_least_loaded_async(
+        &self,
+        args: &[&Array],
+    ) -> impl Future<Output = Result<Vec<Array>>> + use<> {
+        let run = self.run_async(&[args], None, true);
+        let this = self.clone();
+        async move { Ok(this.flat(run.await?)) }
+    }
+
+    /// [`execute_least_loaded_async`](Self::execute_least_loaded_async), waiting on the
+    /// calling thread (the run itself is served by the chosen device's actor). Refused inside
+    /// a host callback on a device actor's thread, which the choice could be.
+    #[track_caller]
+    pub fn execute_least_loaded(&self, args: &[&Array]) -> Result<Vec<Array>> {
+        if pjrt_actors_core::runtime::on_runtime_thread() {
+            return Err(Error::BlockingOnRuntimeThread);
+        }
+        wait(self.execute_least_loaded_async(args))
     }
 
     /// Runs a replicated executable: one argument list per device, in `addressable_devices`
@@ -356,7 +393,7 @@ impl LoadedExecutable {
         args: &[Vec<&Array>],
     ) -> impl Future<Output = Result<Outputs>> + use<> {
         let lists: SmallVec<[&[&Array]; 4]> = args.iter().map(|l| l.as_slice()).collect();
-        let run = self.run_async(&lists, None);
+        let run = self.run_async(&lists, None, false);
         let this = self.clone();
         async move { Ok(this.per_device(run.await?)) }
     }

@@ -3,7 +3,7 @@
 //! plumbing every handle shares: the guard they hold and the one way a call reaches an actor.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 
 use actix::dev::ToEnvelope;
 use actix::{Actor, Addr, Handler, Message};
@@ -77,25 +77,14 @@ pub struct Array {
     pub(crate) core: Arc<ArrayCore>,
 }
 
-/// Every open client's guard, held weakly: how an array finds its client again as a typed
-/// handle. Its core holds that same guard as its owner (an `Arc<dyn ArrayOwner>`, which keeps
-/// it alive); the list matches it by address, so no downcast is needed. Written once per open.
-static OPEN_CLIENTS: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
-
-/// Adds a newly opened client to [`OPEN_CLIENTS`], forgetting the ones that are gone.
-pub(crate) fn remember_client(guard: &Arc<Shared>) {
-    let mut open = OPEN_CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
-    open.retain(|w| w.strong_count() > 0);
-    open.push(Arc::downgrade(guard));
-}
-
-/// The guard of the client that owns `core`.
+/// The guard of the client that owns `core`: the array's own owner, which is that client's
+/// guard (an array holds what it needs to find its client; no process-wide list).
 pub(crate) fn guard_of(core: &ArrayCore) -> Arc<Shared> {
-    let open = OPEN_CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
-    open.iter()
-        .find(|w| std::ptr::addr_eq(w.as_ptr(), Arc::as_ptr(core.owner())))
-        .and_then(Weak::upgrade)
-        .expect("an array's owner is its client's guard, remembered at open and kept alive by the array")
+    core.owner()
+        .clone()
+        .into_any()
+        .downcast::<Shared>()
+        .unwrap_or_else(|_| unreachable!("an array's owner is its client's guard"))
 }
 
 /// A loaded executable. `Clone + Send + Sync`; dropping the last clone unloads it.

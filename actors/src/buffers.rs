@@ -295,6 +295,9 @@ pub trait ArrayOwner: Send + Sync + 'static {
     fn buffers(&self) -> &BufferRegistry;
     /// `Error::ShutDown` once the owning client was shut down.
     fn check_open(&self) -> Result<()>;
+    /// The owner as `Any`, so a handle can get its typed client back from an array it holds
+    /// (the client's guard is the only owner outside tests).
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
 }
 
 /// The core of an array handle: its id and the slot that owns its buffer. Dropping the last

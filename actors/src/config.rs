@@ -18,6 +18,9 @@ pub struct ClientConfig {
     /// How long shutting the client down (or dropping its last handle) waits for the compile
     /// workers' current jobs; default `runtime::DEFAULT_SHUTDOWN_TIMEOUT` (120 s).
     pub shutdown_timeout: Option<std::time::Duration>,
+    /// Async executes one device's actor takes in flight before refusing more with
+    /// `Error::Busy` (`None`: no limit).
+    pub device_queue_limit: Option<usize>,
     /// Persistent compile cache directory; default: env `PJRT_ACTORS_CACHE_DIR`, else none.
     pub cache_dir: Option<PathBuf>,
     /// Bound of the persistent cache in bytes; default 1 GiB.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use actix::dev::ToEnvelope;
 use actix::{Addr, Handler, Message};
 
-use crate::actors::client::ClientActor;
+use crate::actors::client::{ClientActor, Routes};
 use crate::actors::device::DeviceActor;
 use crate::actors::memory_space::MemorySpaceActor;
 use crate::buffers::{ArrayOwner, BufferRegistry};
@@ -25,8 +25,8 @@ pub struct ClientGuard {
     runtime: Runtime,
     state: Arc<ClientState>,
     client: Addr<ClientActor>,
-    devices: Vec<Option<Addr<DeviceActor>>>,
-    memories: Vec<Addr<MemorySpaceActor>>,
+    /// The client actor's own route table, shared.
+    routes: Arc<Routes>,
 }
 
 impl ClientGuard {
@@ -34,15 +34,13 @@ impl ClientGuard {
         runtime: Runtime,
         state: Arc<ClientState>,
         client: Addr<ClientActor>,
-        devices: Vec<Option<Addr<DeviceActor>>>,
-        memories: Vec<Addr<MemorySpaceActor>>,
+        routes: Arc<Routes>,
     ) -> Self {
         ClientGuard {
             runtime,
             state,
             client,
-            devices,
-            memories,
+            routes,
         }
     }
 
@@ -97,12 +95,20 @@ impl ClientGuard {
     /// The actor of device `index`; `Error::InvalidArgument` for a device this process cannot
     /// address.
     pub fn device_actor(&self, index: usize) -> Result<&Addr<DeviceActor>> {
-        self.devices
+        (self.routes.devices)
             .get(index)
             .and_then(Option::as_ref)
             .ok_or_else(|| {
                 Error::InvalidArgument(format!("device index {index} is not addressable here"))
             })
+    }
+
+    /// Async executes in flight on device `index` (0 for a device this process cannot
+    /// address): what its actor's queue holds, as the router sees it.
+    pub fn device_queue_depth(&self, index: usize) -> usize {
+        (self.routes.queues.get(index))
+            .and_then(Option::as_ref)
+            .map_or(0, |q| q.depth())
     }
 
     /// `Error::BlockingOnRuntimeThread` when called on device `index`'s own actor thread (a
@@ -117,7 +123,7 @@ impl ClientGuard {
 
     /// The actor of memory space `index`.
     pub fn memory_actor(&self, index: usize) -> &Addr<MemorySpaceActor> {
-        &self.memories[index]
+        &self.routes.memories[index]
     }
 }
 
@@ -128,6 +134,10 @@ impl ArrayOwner for ClientGuard {
 
     fn check_open(&self) -> Result<()> {
         self.state.check_open()
+    }
+
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
     }
 }
 

@@ -13,6 +13,7 @@ pub mod compile_env;
 pub mod compile_worker;
 pub mod config;
 pub mod custom_call_layouts;
+pub mod device_queue;
 pub mod disk_cache;
 pub mod envelope;
 pub mod executable;

@@ -25,6 +25,7 @@ use crate::config::{
     CACHE_DIR_ENV, ClientConfig, check_visible_devices, options_from_env, refused_option,
     validate_options,
 };
+use crate::device_queue::DeviceQueue;
 use crate::disk_cache::DiskCache;
 use crate::envelope;
 use crate::error::{Error, Result};
@@ -151,76 +152,78 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
         stats: cache_stats,
     };
 
+    let device_queue_limit = config.device_queue_limit;
     let workers = WorkerCount::default();
     // Tokens are taken now, so shutdown waits even for a worker that has not started yet.
     let tokens: Vec<_> = (0..compile_threads).map(|_| workers.token()).collect();
     let tokens = Arc::new(parking_lot::Mutex::new(tokens));
     let (st, wk) = (state.clone(), workers.clone());
-    let (runtime, (client, devices, memories)) =
-        Runtime::start("pjrt-actors", workers, move |tag| {
-            let mut arbiters = Vec::new();
-            let devices = (st.snapshot.devices.iter().enumerate())
-                .map(|(index, s)| {
-                    // Non-addressable devices have no work to serve here.
-                    s.is_addressable.then(|| {
-                        let arbiter = tag.new_device_arbiter(index);
-                        let st = st.clone();
-                        let addr =
-                            actix::Supervisor::start_in_arbiter(&arbiter.handle(), move |_| {
-                                DeviceActor::new(st, index)
-                            });
-                        arbiters.push(arbiter);
-                        addr
-                    })
-                })
-                .collect::<Vec<_>>();
-            let memories = (0..st.memories.len())
-                .map(|index| MemorySpaceActor::new(st.clone(), index).start())
-                .collect::<Vec<_>>();
-            let (pjrt, pjrt_devices) = (st.pjrt.clone(), st.devices.clone());
-            let name = || {
-                std::thread::Builder::new()
-                    .name("pjrt-actors-compile".into())
-                    .stack_size(COMPILE_STACK_BYTES)
-            };
-            let compiler =
-                SyncArbiter::start_with_thread_builder(compile_threads, name, move || {
-                    tag.mark_current_thread();
-                    // A restarted worker (after a panic) takes a fresh token.
-                    let token = tokens.lock().pop().unwrap_or_else(|| wk.token());
-                    CompilerActor::new(pjrt.clone(), pjrt_devices.clone(), isolation.clone(), token)
-                });
-            let routes = Routes {
-                compile_service: CompileService::new(
-                    compiler.clone(),
-                    compile_threads,
-                    st.clone(),
-                    env,
-                )
-                .start(),
-                compiler,
-                devices: devices.clone(),
-                // On a thread of its own: a defragment or heap profile of many arrays must
-                // not stall the client actor, the compile service and the memory spaces,
-                // which share the system thread.
-                buffer_registry: {
-                    let arbiter = tag.new_arbiter();
-                    let st = st.clone();
-                    let addr =
-                        BufferRegistryActor::start_in_arbiter(&arbiter.handle(), move |_| {
-                            BufferRegistryActor::new(st)
-                        });
+    let (runtime, (client, routes)) = Runtime::start("pjrt-actors", workers, move |tag| {
+        let mut arbiters = Vec::new();
+        let devices = (st.snapshot.devices.iter().enumerate())
+            .map(|(index, s)| {
+                // Non-addressable devices have no work to serve here.
+                s.is_addressable.then(|| {
+                    let arbiter = tag.new_device_arbiter(index);
+                    let (st, queue) = (st.clone(), DeviceQueue::new(device_queue_limit));
+                    let actor_queue = queue.clone();
+                    let addr = actix::Supervisor::start_in_arbiter(&arbiter.handle(), move |_| {
+                        DeviceActor::new(st, index, actor_queue)
+                    });
                     arbiters.push(arbiter);
-                    addr
-                },
-            };
-            let client = ClientActor::new(st, routes).start();
-            ((client, devices, memories), arbiters)
-        })?;
+                    (addr, queue)
+                })
+            })
+            .collect::<Vec<_>>();
+        let memories = (0..st.memories.len())
+            .map(|index| MemorySpaceActor::new(st.clone(), index).start())
+            .collect::<Vec<_>>();
+        let (pjrt, pjrt_devices) = (st.pjrt.clone(), st.devices.clone());
+        let name = || {
+            std::thread::Builder::new()
+                .name("pjrt-actors-compile".into())
+                .stack_size(COMPILE_STACK_BYTES)
+        };
+        let compiler = SyncArbiter::start_with_thread_builder(compile_threads, name, move || {
+            tag.mark_current_thread();
+            // A restarted worker (after a panic) takes a fresh token.
+            let token = tokens.lock().pop().unwrap_or_else(|| wk.token());
+            CompilerActor::new(pjrt.clone(), pjrt_devices.clone(), isolation.clone(), token)
+        });
+        let routes = Arc::new(Routes {
+            compile_service: CompileService::new(
+                compiler.clone(),
+                compile_threads,
+                st.clone(),
+                env,
+            )
+            .start(),
+            compiler,
+            queues: (devices.iter())
+                .map(|d| d.as_ref().map(|(_, q)| q.clone()))
+                .collect(),
+            devices: devices.into_iter().map(|d| d.map(|(a, _)| a)).collect(),
+            memories,
+            // On a thread of its own: a defragment or heap profile of many arrays must
+            // not stall the client actor, the compile service and the memory spaces,
+            // which share the system thread.
+            buffer_registry: {
+                let arbiter = tag.new_arbiter();
+                let st = st.clone();
+                let addr = BufferRegistryActor::start_in_arbiter(&arbiter.handle(), move |_| {
+                    BufferRegistryActor::new(st)
+                });
+                arbiters.push(arbiter);
+                addr
+            },
+        });
+        let client = ClientActor::new(st, routes.clone()).start();
+        ((client, routes), arbiters)
+    })?;
     if let Some(wait) = config.shutdown_timeout {
         runtime.set_shutdown_timeout(wait);
     }
-    Ok(ClientGuard::new(runtime, state, client, devices, memories))
+    Ok(ClientGuard::new(runtime, state, client, routes))
 }
 
 /// The cache directory the environment names: an empty value counts as unset (it would

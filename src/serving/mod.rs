@@ -398,6 +398,17 @@ impl ModelServer {
         self.model(model)?.infer(request)
     }
 
+    /// The async form of [`infer`](Self::infer): an unknown model is an error at once, and the
+    /// request is checked and queued now, as [`Batcher::infer_async`] does.
+    pub fn infer_async(
+        &self,
+        model: &str,
+        request: InferRequest,
+    ) -> impl Future<Output = Result<Response>> + use<> {
+        let queued = self.model(model).map(|b| b.infer_async(request));
+        async move { queued?.await }
+    }
+
     /// Every model's metrics in one Prometheus exposition.
     pub fn metrics(&self) -> String {
         let all: Vec<&Metrics> = self.models.iter().map(|b| &*b.inner.metrics).collect();

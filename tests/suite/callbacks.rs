@@ -66,9 +66,8 @@ fn assert_callback_error<T: std::fmt::Debug>(
 }
 
 fn run(exe: &LoadedExecutable, x: &[f32]) -> pjrt_actors::Result<Vec<f32>> {
-    let client = exe.client();
     let device = &exe.addressable_devices()[0];
-    let a = client.buffer_from_slice(x, &[x.len() as i64], device)?;
+    let a = device.put(x, &[x.len() as i64])?;
     exe.execute(&[&a])?[0].to_vec::<f32>()
 }
 

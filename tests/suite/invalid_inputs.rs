@@ -53,7 +53,13 @@ fn devices_and_memories_of_the_wrong_owner() {
     let mine = &client.devices()[0];
     let theirs = &other.devices()[0];
     let err = client
-        .buffer_from_slice(&[1f32; 4], &[4], theirs)
+        .buffer_from_host(
+            HostBuffer::Copy(&[0u8; 16]),
+            ElementType::F32,
+            &[4],
+            theirs,
+            None,
+        )
         .unwrap_err();
     assert!(
         matches!(err, Error::InvalidArgument(ref m) if m.contains("another client")),

@@ -11,6 +11,7 @@ mod callbacks;
 mod common;
 mod compile_stress;
 mod defragment_load;
+mod device_queue;
 mod device_work;
 mod disk_cache;
 mod dma;

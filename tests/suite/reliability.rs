@@ -232,7 +232,13 @@ fn cases() -> Vec<Case> {
             "upload to another client's device",
             |f| {
                 f.client
-                    .buffer_from_slice(&[1f32; 4], &[4], &f.other.devices()[0])
+                    .buffer_from_host(
+                        HostBuffer::Copy(&[0u8; 16]),
+                        ElementType::F32,
+                        &[4],
+                        &f.other.devices()[0],
+                        None,
+                    )
                     .map(|_| ())
             },
             Expect::Fails(|e| matches!(e, Error::InvalidArgument(_))),

@@ -9,13 +9,16 @@ use std::sync::{Arc, Weak};
 
 use actix::dev::{MessageResponse, ToEnvelope};
 use actix::{Actor, Addr, Context, Handler, Message, ResponseFuture};
+use smallvec::SmallVec;
 use tracing::Span;
 
 use super::compile_service::{ClearMemoryCache, CompileService, ForgetCompiled, Submit};
 use super::compiler::{CompileAhead, CompiledAhead, CompilerActor, DeserializeJob};
 use super::device::{DeviceActor, ExecuteRequest};
+use super::memory_space::MemorySpaceActor;
 use super::registry::{BufferRegistryActor, Defragment, DefragmentReport, HeapProfile};
 use crate::callbacks::{CallbackSet, HostCallback};
+use crate::device_queue::{DeviceQueue, least_loaded};
 use crate::error::{Error, Result};
 use crate::executable::ExecutableCore;
 use crate::pjrt::{NamedValue, PjrtTopology};
@@ -25,28 +28,37 @@ use crate::state::ClientState;
 use crate::supervision::{guarded, mailbox_error};
 use crate::topology::TopologyDescription;
 
-/// Where each kind of control-plane request goes.
+/// The one route table: where each kind of request goes. The client actor routes the control
+/// plane by it; the client's guard holds the same table (an `Arc`) for the data plane's reads
+/// and uploads, which go straight to the device or memory-space actor that owns them.
 pub(crate) struct Routes {
     pub compile_service: Addr<CompileService>,
     pub compiler: Addr<CompilerActor>,
     /// Per device index; `None` for a device this process cannot address.
     pub devices: Vec<Option<Addr<DeviceActor>>>,
+    /// Per device index, its actor's queue of async work (`None` where `devices` is).
+    pub queues: Vec<Option<Arc<DeviceQueue>>>,
+    /// Per memory-space index.
+    pub memories: Vec<Addr<MemorySpaceActor>>,
     pub buffer_registry: Addr<BufferRegistryActor>,
 }
 
 pub struct ClientActor {
     state: Arc<ClientState>,
-    routes: Routes,
+    routes: Arc<Routes>,
     /// Per live executable, the callbacks it was last bound to. Weak: the handles own them.
     callbacks: HashMap<Id, Weak<CallbackSet>>,
+    /// Where the next least-loaded choice starts looking, so idle devices take turns.
+    next_device: usize,
 }
 
 impl ClientActor {
-    pub(crate) fn new(state: Arc<ClientState>, routes: Routes) -> Self {
+    pub(crate) fn new(state: Arc<ClientState>, routes: Arc<Routes>) -> Self {
         ClientActor {
             state,
             routes,
             callbacks: HashMap::new(),
+            next_device: 0,
         }
     }
 }
@@ -79,8 +91,7 @@ impl Handler<GetTopology> for ClientActor {
     type Result = Result<TopologyDescription>;
 
     fn handle(&mut self, msg: GetTopology, _: &mut Context<Self>) -> Self::Result {
-        let _entered = msg.span.enter();
-        let _span = tracing::debug_span!("client.topology").entered();
+        let _span = tracing::debug_span!(parent: &msg.span, "client.topology").entered();
         guarded("topology", || TopologyDescription::read(&self.state.pjrt))
     }
 }
@@ -174,12 +185,31 @@ impl Handler<CompileAhead> for ClientActor {
 impl Handler<ExecuteRequest> for ClientActor {
     type Result = ();
 
-    /// An async execute goes on to its device's actor, which answers the caller directly on the
-    /// request's reply channel: one thread wake fewer than answering back through here.
-    fn handle(&mut self, msg: ExecuteRequest, _: &mut Context<Self>) {
+    /// An async execute goes on to its device's actor (the least-loaded one, for a portable run
+    /// that names none), which answers the caller directly on the request's reply channel: one
+    /// thread wake fewer than answering back through here. Its slot in that device's queue is
+    /// reserved here: past the queue's limit the caller gets `Error::Busy` at once.
+    fn handle(&mut self, mut msg: ExecuteRequest, _: &mut Context<Self>) {
+        if msg.least_loaded {
+            let depths: SmallVec<[Option<usize>; 8]> = (self.routes.queues.iter())
+                .map(|q| q.as_ref().map(|q| q.depth()))
+                .collect();
+            msg.portable_device = least_loaded(&depths, self.next_device);
+            self.next_device = msg.portable_device.map_or(0, |d| d + 1);
+        }
         let device = msg.device();
-        match device.and_then(|d| self.routes.devices.get(d).cloned().flatten()) {
-            Some(actor) => actor.do_send(msg),
+        let route = device.and_then(|d| {
+            let actor = self.routes.devices.get(d).cloned().flatten()?;
+            Some((actor, self.routes.queues[d].as_ref()?.try_reserve()))
+        });
+        match route {
+            Some((actor, Ok(slot))) => {
+                msg.slot = Some(slot);
+                actor.do_send(msg)
+            }
+            Some((_, Err(busy))) => {
+                let _ = msg.reply.send(Err(busy));
+            }
             None => {
                 let name = &msg.executable.meta.name;
                 let _ = msg.reply.send(Err(Error::InvalidArgument(match device {

@@ -102,9 +102,8 @@ impl Handler<CompileJob> for CompilerActor {
     type Result = Loaded;
 
     fn handle(&mut self, job: CompileJob, _: &mut SyncContext<Self>) -> Self::Result {
-        let _entered = job.span.enter();
         let _span =
-            tracing::debug_span!("compiler.compile", bytes = job.code.len(), key = %job.key.hex())
+            tracing::debug_span!(parent: &job.span, "compiler.compile", bytes = job.code.len(), key = %job.key.hex())
                 .entered();
         guarded("compile", || self.run_job(&job))
     }
@@ -215,9 +214,8 @@ impl Handler<DeserializeJob> for CompilerActor {
     type Result = Loaded;
 
     fn handle(&mut self, job: DeserializeJob, _: &mut SyncContext<Self>) -> Self::Result {
-        let _entered = job.span.enter();
         let _span =
-            tracing::debug_span!("compiler.deserialize", bytes = job.payload.len()).entered();
+            tracing::debug_span!(parent: &job.span, "compiler.deserialize", bytes = job.payload.len()).entered();
         // The bytes loaded are the ones kept: moved into the meta, not copied.
         let payload = Arc::new(job.payload);
         guarded("deserialize", || {
@@ -259,9 +257,8 @@ impl Handler<CompileAhead> for CompilerActor {
     type Result = Result<CompiledAhead>;
 
     fn handle(&mut self, job: CompileAhead, _: &mut SyncContext<Self>) -> Self::Result {
-        let _entered = job.span.enter();
         let _span =
-            tracing::debug_span!("compiler.compile_ahead", bytes = job.code.len()).entered();
+            tracing::debug_span!(parent: &job.span, "compiler.compile_ahead", bytes = job.code.len()).entered();
         guarded("compile ahead of time", || {
             let topology = match &job.topology {
                 None => self.client.topology()?,

@@ -11,7 +11,8 @@ use tracing::Span;
 
 use crate::buffers::{ArrayCore, ArrayOwner};
 use crate::callbacks::CallbackSet;
-use crate::error::Result;
+use crate::device_queue::{DeviceQueue, QueueSlot};
+use crate::error::{Error, Result};
 use crate::executable::ExecutableCore;
 use crate::execute::Outputs;
 use crate::pjrt::DeviceMemoryStats;
@@ -24,6 +25,8 @@ pub struct DeviceActor {
     index: usize,
     /// The async work this actor served: its own, read by a message.
     stats: DeviceWorkStats,
+    /// Its work in flight: senders reserve a slot, this actor's handlers release it.
+    queue: Arc<DeviceQueue>,
 }
 
 /// What a device actor served: the async executes and reads sent to it (blocking executes run
@@ -41,14 +44,17 @@ pub struct DeviceWorkStats {
     /// Time executes waited in the mailbox before they ran, in all, and the longest wait.
     pub queue_wait: std::time::Duration,
     pub max_queue_wait: std::time::Duration,
+    /// Async executes sent to it and not yet computed, when asked.
+    pub in_flight: usize,
 }
 
 impl DeviceActor {
-    pub(crate) fn new(state: Arc<ClientState>, index: usize) -> Self {
+    pub(crate) fn new(state: Arc<ClientState>, index: usize, queue: Arc<DeviceQueue>) -> Self {
         DeviceActor {
             state,
             index,
             stats: DeviceWorkStats::default(),
+            queue,
         }
     }
 }
@@ -62,7 +68,10 @@ impl Handler<GetWorkStats> for DeviceActor {
     type Result = Result<DeviceWorkStats>;
 
     fn handle(&mut self, _: GetWorkStats, _: &mut Context<Self>) -> Self::Result {
-        Ok(self.stats)
+        Ok(DeviceWorkStats {
+            in_flight: self.queue.depth(),
+            ..self.stats
+        })
     }
 }
 
@@ -87,8 +96,9 @@ impl Handler<GetMemoryStats> for DeviceActor {
     type Result = Result<Option<DeviceMemoryStats>>;
 
     fn handle(&mut self, msg: GetMemoryStats, ctx: &mut Context<Self>) -> Self::Result {
-        let _entered = msg.span.enter();
-        let _span = tracing::debug_span!("device.memory_stats", device = self.index).entered();
+        let _span =
+            tracing::debug_span!(parent: &msg.span, "device.memory_stats", device = self.index)
+                .entered();
         serve::<Self, _>(ctx, "memory_stats", || {
             self.state.devices[self.index].memory_stats()
         })
@@ -106,6 +116,12 @@ pub struct ExecuteRequest {
     pub executable: Arc<ExecutableCore>,
     pub args: Vec<Vec<Arc<ArrayCore>>>,
     pub portable_device: Option<usize>,
+    /// A portable run for the client actor to place on the least-loaded device (its
+    /// arguments are copied there first where they live elsewhere).
+    pub least_loaded: bool,
+    /// Its slot in the device's queue, reserved by the router; released once its outputs are
+    /// computed.
+    pub slot: Option<QueueSlot>,
     pub callbacks: Option<Arc<CallbackSet>>,
     pub site: Site,
     pub span: Span,
@@ -127,14 +143,16 @@ impl Handler<ExecuteRequest> for DeviceActor {
     type Result = ();
 
     fn handle(&mut self, msg: ExecuteRequest, ctx: &mut Context<Self>) {
-        let _entered = msg.span.enter();
-        let _span = tracing::debug_span!("device.execute", device = self.index, executable = %msg.executable.meta.name)
+        let _span = tracing::debug_span!(parent: &msg.span, "device.execute", device = self.index, executable = %msg.executable.meta.name)
             .entered();
         let started = std::time::Instant::now();
         let waited = started.saturating_duration_since(msg.sent);
         let result = serve::<Self, _>(ctx, "execute", || {
-            let refs: Vec<Vec<&ArrayCore>> = msg
-                .args
+            let args = match msg.least_loaded {
+                true => self.placed_here(&msg.args, msg.site.clone())?,
+                false => msg.args,
+            };
+            let refs: Vec<Vec<&ArrayCore>> = args
                 .iter()
                 .map(|l| l.iter().map(|a| &**a).collect())
                 .collect();
@@ -154,9 +172,50 @@ impl Handler<ExecuteRequest> for DeviceActor {
         stats.busy += started.elapsed();
         stats.queue_wait += waited;
         stats.max_queue_wait = stats.max_queue_wait.max(waited);
+        if let (Ok(outputs), Some(slot)) = (&result, msg.slot) {
+            release_when_computed(outputs, slot);
+        }
         // A caller that went away drops the outputs here, which unregisters them.
         let _ = msg.reply.send(result);
     }
+}
+
+impl DeviceActor {
+    /// The arguments of a run placed here by the router, each copied to this device where it
+    /// lives on another (the copies are dropped with the request).
+    fn placed_here(
+        &self,
+        args: &[Vec<Arc<ArrayCore>>],
+        site: Site,
+    ) -> Result<Vec<Vec<Arc<ArrayCore>>>> {
+        let memory = (self.state.snapshot.devices[self.index].default_memory).ok_or_else(|| {
+            Error::InvalidArgument(format!("device {} has no memory space", self.index))
+        })?;
+        (args.iter())
+            .map(|list| {
+                (list.iter())
+                    .map(|a| match a.slot.device == self.index {
+                        true => Ok(a.clone()),
+                        false => self
+                            .state
+                            .copy(a, (self.index, memory), false, site.clone()),
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// Holds a request's queue slot until its outputs are computed (a plugin may answer an execute
+/// before the device has run it), then lets it go.
+fn release_when_computed(outputs: &Outputs, slot: QueueSlot) {
+    let Some(last) = outputs.last() else { return };
+    let mut slot = Some(slot);
+    let _ = last.slot.with_buffer(|b| {
+        let release = slot.take();
+        b.ready_event()?.on_ready(Box::new(move || drop(release)))
+    });
+    // Where the event could not be had, the slot goes now (dropped with `slot`).
 }
 
 /// Reads an array of this device back to host bytes.
@@ -171,13 +230,37 @@ impl Handler<ReadRequest> for DeviceActor {
     type Result = Result<Vec<u8>>;
 
     fn handle(&mut self, msg: ReadRequest, ctx: &mut Context<Self>) -> Self::Result {
-        let _entered = msg.span.enter();
-        let _span = tracing::debug_span!("device.read", device = self.index).entered();
+        let _span =
+            tracing::debug_span!(parent: &msg.span, "device.read", device = self.index).entered();
         let started = std::time::Instant::now();
         let read = serve::<Self, _>(ctx, "read", || msg.array.read());
         self.stats.reads += 1;
         self.stats.busy += started.elapsed();
         read
+    }
+}
+
+/// Copies an array of this device to device `to` (its default memory space `memory`) or, with
+/// `to_memory`, into memory space `memory`: the async copy, in order with this device's work.
+#[derive(Message)]
+#[rtype(result = "Result<Arc<ArrayCore>>")]
+pub struct CopyRequest {
+    pub array: Arc<ArrayCore>,
+    pub to: (usize, usize),
+    pub to_memory: bool,
+    pub site: Site,
+    pub span: Span,
+}
+
+impl Handler<CopyRequest> for DeviceActor {
+    type Result = Result<Arc<ArrayCore>>;
+
+    fn handle(&mut self, msg: CopyRequest, ctx: &mut Context<Self>) -> Self::Result {
+        let _span =
+            tracing::debug_span!(parent: &msg.span, "device.copy", device = self.index).entered();
+        serve::<Self, _>(ctx, "copy", || {
+            (self.state).copy(&msg.array, msg.to, msg.to_memory, msg.site)
+        })
     }
 }
 

@@ -40,8 +40,9 @@ impl Handler<DescribeMemory> for MemorySpaceActor {
     type Result = Result<(MemoryDescription, Vec<i32>)>;
 
     fn handle(&mut self, msg: DescribeMemory, _: &mut Context<Self>) -> Self::Result {
-        let _entered = msg.span.enter();
-        let _span = tracing::debug_span!("memory_space.describe", memory = self.index).entered();
+        let _span =
+            tracing::debug_span!(parent: &msg.span, "memory_space.describe", memory = self.index)
+                .entered();
         guarded("describe memory space", || {
             let memory = &self.state.memories[self.index];
             let description = memory.description()?;
@@ -77,8 +78,7 @@ impl Handler<UploadRequest> for MemorySpaceActor {
     type Result = Result<Arc<ArrayCore>>;
 
     fn handle(&mut self, msg: UploadRequest, _: &mut Context<Self>) -> Self::Result {
-        let _entered = msg.span.enter();
-        let _span = tracing::debug_span!(
+        let _span = tracing::debug_span!(parent: &msg.span,
             "memory_space.upload",
             memory = self.index,
             bytes = msg.data.bytes().len()

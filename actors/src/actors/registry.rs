@@ -42,8 +42,7 @@ impl Handler<HeapProfile> for BufferRegistryActor {
     type Result = Result<Vec<u8>>;
 
     fn handle(&mut self, msg: HeapProfile, _: &mut Context<Self>) -> Self::Result {
-        let _entered = msg.span.enter();
-        let _span = tracing::debug_span!("registry.heap_profile").entered();
+        let _span = tracing::debug_span!(parent: &msg.span, "registry.heap_profile").entered();
         guarded("heap profile", || {
             let buffers = &self.state.buffers;
             let mut tally = heap_profile::BufferTally::default();
@@ -97,8 +96,7 @@ impl Handler<Defragment> for BufferRegistryActor {
     type Result = Result<DefragmentReport>;
 
     fn handle(&mut self, msg: Defragment, _: &mut Context<Self>) -> Self::Result {
-        let _entered = msg.span.enter();
-        let _span = tracing::info_span!("registry.defragment").entered();
+        let _span = tracing::info_span!(parent: &msg.span, "registry.defragment").entered();
         guarded("defragment", || self.defragment(None))
     }
 }
