@@ -7,10 +7,15 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::{RwLock, RwLockReadGuard};
 
+use crate::lock_rank::{BUFFER_SLOT, Ranked};
+
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
 use crate::pjrt::PjrtBuffer;
 use crate::registry::{Id, Registry};
+
+/// A slot's read lock, with its lock rank.
+pub type SlotRead<'a> = Ranked<RwLockReadGuard<'a, SlotState>>;
 
 /// What a slot holds.
 pub enum SlotState {
@@ -71,7 +76,7 @@ impl BufferSlot {
     /// Frees the buffer of a deleted array if no operation holds it; never waits.
     fn settle(&self) {
         if self.is_deleted()
-            && let Some(mut state) = self.state.try_write()
+            && let Some(mut state) = Ranked::try_new(BUFFER_SLOT, || self.state.try_write())
         {
             let old = std::mem::replace(&mut *state, SlotState::Deleted);
             drop(state);
@@ -81,9 +86,10 @@ impl BufferSlot {
 
     /// The read lock, refusing a deleted array (whose buffer may still be held by an
     /// operation that started before the delete).
-    fn read_live(&self) -> Result<RwLockReadGuard<'_, SlotState>> {
+    #[track_caller]
+    fn read_live(&self) -> Result<SlotRead<'_>> {
         self.settle();
-        let guard = self.state.read_recursive();
+        let guard = Ranked::new(BUFFER_SLOT, || self.state.read_recursive());
         if self.is_deleted() {
             return Err(self.deleted_error());
         }
@@ -92,7 +98,8 @@ impl BufferSlot {
 
     /// Read access to the live buffer; `Error::Deleted` once deleted. Recursive, so one thread
     /// may hold several (the same array passed twice).
-    pub fn read(&self) -> Result<RwLockReadGuard<'_, SlotState>> {
+    #[track_caller]
+    pub fn read(&self) -> Result<SlotRead<'_>> {
         let guard = self.read_live()?;
         match &*guard {
             SlotState::Live(_) => Ok(guard),
@@ -146,7 +153,7 @@ impl BufferSlot {
     /// (others wait for it). `None` when an operation holds it or it was deleted: never waits.
     pub fn hold(&self) -> Option<MoveHold<'_>> {
         self.settle();
-        let state = self.state.try_write()?;
+        let state = Ranked::try_new(BUFFER_SLOT, || self.state.try_write())?;
         if self.is_deleted() || matches!(*state, SlotState::Deleted) {
             return None;
         }
@@ -155,7 +162,8 @@ impl BufferSlot {
 
     /// Whether a failed defragment left the array's bytes in host memory.
     pub fn is_on_host(&self) -> bool {
-        matches!(*self.state.read_recursive(), SlotState::OnHost(_))
+        let state = Ranked::new(BUFFER_SLOT, || self.state.read_recursive());
+        matches!(*state, SlotState::OnHost(_))
     }
 
     /// Deletes the array: every later use fails with `Error::Deleted`. Never waits: the buffer
@@ -176,7 +184,7 @@ impl BufferSlot {
 /// the next defragment tries again.
 pub struct MoveHold<'a> {
     slot: &'a BufferSlot,
-    state: parking_lot::RwLockWriteGuard<'a, SlotState>,
+    state: Ranked<parking_lot::RwLockWriteGuard<'a, SlotState>>,
 }
 
 impl<'a> MoveHold<'a> {

@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+use crate::lock_rank::{CALLBACK_FAILURE, CALLBACK_ORDER, Ranked};
 use crate::pjrt::{
     ArrayType, CALLBACK_ID_ATTR, CallbackDispatch, HOST_CALLBACK_TARGET, HostView, HostViewMut,
 };
@@ -391,8 +392,7 @@ impl<'a> ExecutionCallbacks<'a> {
 
     /// The typed error for a failed execution, if a callback caused it.
     pub fn failure(&self) -> Option<Error> {
-        self.failure
-            .lock()
+        Ranked::new(CALLBACK_FAILURE, || self.failure.lock())
             .clone()
             .map(|(name, reason)| Error::Callback { name, reason })
     }
@@ -408,7 +408,7 @@ impl<'a> ExecutionCallbacks<'a> {
     }
 
     fn fail(&self, name: &str, reason: String) -> String {
-        let mut failure = self.failure.lock();
+        let mut failure = Ranked::new(CALLBACK_FAILURE, || self.failure.lock());
         if failure.is_none() {
             *failure = Some((name.to_string(), reason.clone()));
         }
@@ -467,7 +467,8 @@ impl CallbackDispatch for ExecutionCallbacks<'_> {
             )
         })
         .map_err(|reason| self.fail(&inner.name, reason))?;
-        let _ordered = (inner.kind != CallbackKind::Pure).then(|| inner.order.lock());
+        let _ordered = (inner.kind != CallbackKind::Pure)
+            .then(|| Ranked::new(CALLBACK_ORDER, || inner.order.lock()));
         let outcome = match inner.timeout {
             None => catch_unwind(AssertUnwindSafe(|| (inner.func)(operands, results))),
             Some(timeout) => match run_with_timeout(inner, operands, results, timeout) {

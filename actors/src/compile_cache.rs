@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
 use crate::executable::ExecutableCore;
+use crate::lock_rank::{COMPILE_CACHE, Ranked};
 
 /// A compile cache key: SHA-256 over the plugin identity, the program and the compile options
 /// (which carry the executable devices and portability).
@@ -85,7 +86,7 @@ impl<V: Clone> LruCache<V> {
 
     /// A hit refreshes the entry's recency and counts as a memory hit.
     pub fn get(&self, key: &CompileKey) -> Option<V> {
-        let map = self.map.read();
+        let map = Ranked::new(COMPILE_CACHE, || self.map.read());
         let (value, last) = map.get(key)?;
         last.store(
             self.clock.fetch_add(1, Ordering::Relaxed),
@@ -100,7 +101,7 @@ impl<V: Clone> LruCache<V> {
             return;
         }
         let tick = self.clock.fetch_add(1, Ordering::Relaxed);
-        let mut map = self.map.write();
+        let mut map = Ranked::new(COMPILE_CACHE, || self.map.write());
         map.insert(key, (value, AtomicU64::new(tick)));
         while map.len() > self.capacity {
             let oldest = map
@@ -116,12 +117,14 @@ impl<V: Clone> LruCache<V> {
 
     /// Forgets `key`'s entry; returns whether there was one.
     pub fn remove(&self, key: &CompileKey) -> bool {
-        self.map.write().remove(key).is_some()
+        Ranked::new(COMPILE_CACHE, || self.map.write())
+            .remove(key)
+            .is_some()
     }
 
     /// Empties the cache; returns how many entries it held.
     pub fn clear(&self) -> usize {
-        let mut map = self.map.write();
+        let mut map = Ranked::new(COMPILE_CACHE, || self.map.write());
         let n = map.len();
         map.clear();
         n

@@ -4,10 +4,11 @@
 
 use std::fmt;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use slab::Slab;
 
 use crate::error::{Error, Result};
+use crate::lock_rank::{REGISTRY_SHARD, Ranked};
 
 /// A registry id: shard, slab index, and the epoch it was issued in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -49,6 +50,14 @@ struct Entries<T> {
 #[repr(align(128))]
 struct Shard<T>(Mutex<Entries<T>>);
 
+impl<T> Shard<T> {
+    /// The shard's lock, with its rank (a leaf: nothing is taken while it is held).
+    #[track_caller]
+    fn lock(&self) -> Ranked<MutexGuard<'_, Entries<T>>> {
+        Ranked::new(REGISTRY_SHARD, || self.0.lock())
+    }
+}
+
 /// A slab of `T` addressed by epoch-checked ids, in shards (one per device for buffers) so
 /// threads on different devices do not contend. Insert and remove are O(1) under a short lock.
 pub struct Registry<T> {
@@ -74,7 +83,7 @@ impl<T: Clone> Registry<T> {
     /// Inserts into the shard `shard_hint` maps to.
     pub fn insert(&self, shard_hint: usize, value: T) -> Id {
         let shard = shard_hint % self.shards.len();
-        let mut entries = self.shards[shard].0.lock();
+        let mut entries = self.shards[shard].lock();
         let epoch = entries.next_epoch;
         entries.next_epoch = epoch.wrapping_add(1).max(1);
         let index = entries.slab.insert(Entry { epoch, value });
@@ -85,8 +94,8 @@ impl<T: Clone> Registry<T> {
         }
     }
 
-    fn shard(&self, id: Id) -> Option<&Mutex<Entries<T>>> {
-        self.shards.get(id.shard as usize).map(|s| &s.0)
+    fn shard(&self, id: Id) -> Option<&Shard<T>> {
+        self.shards.get(id.shard as usize)
     }
 
     /// Removes the entry if `id` is still current; a stale id removes nothing.
@@ -134,7 +143,7 @@ impl<T: Clone> Registry<T> {
     /// rule as [`collect`](Self::collect) for `f`).
     pub fn for_each(&self, mut f: impl FnMut(Id, &T)) {
         for (shard, s) in self.shards.iter().enumerate() {
-            let entries = s.0.lock();
+            let entries = s.lock();
             // `take` stops at the last entry instead of reading the vacant tail a burst of
             // short-lived arrays leaves behind.
             for (index, e) in entries.slab.iter().take(entries.slab.len()) {
@@ -149,7 +158,7 @@ impl<T: Clone> Registry<T> {
     }
 
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.0.lock().slab.len()).sum()
+        self.shards.iter().map(|s| s.lock().slab.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -10,6 +10,7 @@ use crate::callbacks::{
     ATTR_CALL, ATTR_CALLBACK, ATTR_OPERAND, ATTR_RESULT, ExecutionCallbacks, HostCallback,
 };
 use crate::error::{Error, Result};
+use crate::lock_rank::{Ranked, SEND_RECV};
 use crate::pjrt::{
     AlignedBytes, ArrayType, HostTransferDispatch, HostView, HostViewMut, RecvStream,
 };
@@ -223,7 +224,7 @@ impl HostTransferDispatch for TransferExecution<'_> {
         };
         let site = &self.plan.calls[&call];
         let operands = {
-            let mut state = self.state.lock();
+            let mut state = Ranked::new(SEND_RECV, || self.state.lock());
             let s = state.entry((device, call)).or_default();
             if s.operands.len() < site.operands.len() {
                 s.operands.resize(site.operands.len(), Vec::new());
@@ -243,7 +244,7 @@ impl HostTransferDispatch for TransferExecution<'_> {
         let results = self.run(site, operands);
         let mut fill = Vec::new();
         {
-            let mut state = self.state.lock();
+            let mut state = Ranked::new(SEND_RECV, || self.state.lock());
             let s = state.entry((device, call)).or_default();
             for (&result_channel, bytes) in site.results.iter().zip(results) {
                 match s
@@ -267,7 +268,7 @@ impl HostTransferDispatch for TransferExecution<'_> {
             return; // Unknown channel: the stream is dropped; the plugin reports the error.
         };
         let ready = {
-            let mut state = self.state.lock();
+            let mut state = Ranked::new(SEND_RECV, || self.state.lock());
             let s = state.entry((device, call)).or_default();
             match s.ready.get_mut(&channel).and_then(|q| q.pop_front()) {
                 Some(bytes) => Some((stream, bytes)),
