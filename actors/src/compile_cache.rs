@@ -102,32 +102,34 @@ impl<V: Clone> LruCache<V> {
         }
         let tick = self.clock.fetch_add(1, Ordering::Relaxed);
         let mut map = Ranked::new(COMPILE_CACHE, || self.map.write());
-        map.insert(key, (value, AtomicU64::new(tick)));
+        // What leaves the cache is dropped after the lock (an executable's drop unregisters it
+        // and calls the plugin: nothing to do under the cache's lock, whose rank is a leaf).
+        let mut evicted = Vec::new();
+        evicted.extend(map.insert(key, (value, AtomicU64::new(tick))));
         while map.len() > self.capacity {
             let oldest = map
                 .iter()
                 .min_by_key(|(_, (_, t))| t.load(Ordering::Relaxed))
                 .map(|(k, _)| *k);
             if let Some(k) = oldest {
-                map.remove(&k);
+                evicted.extend(map.remove(&k));
                 bump(&self.stats.memory_evictions);
             }
         }
+        drop(map);
+        drop(evicted);
     }
 
     /// Forgets `key`'s entry; returns whether there was one.
     pub fn remove(&self, key: &CompileKey) -> bool {
-        Ranked::new(COMPILE_CACHE, || self.map.write())
-            .remove(key)
-            .is_some()
+        let removed = Ranked::new(COMPILE_CACHE, || self.map.write()).remove(key);
+        removed.is_some()
     }
 
     /// Empties the cache; returns how many entries it held.
     pub fn clear(&self) -> usize {
-        let mut map = Ranked::new(COMPILE_CACHE, || self.map.write());
-        let n = map.len();
-        map.clear();
-        n
+        let all = std::mem::take(&mut *Ranked::new(COMPILE_CACHE, || self.map.write()));
+        all.len()
     }
 }
 
