@@ -189,6 +189,7 @@ impl Client {
         let (client, dims, explicit_memory) = (self.clone(), dims.to_vec(), memory.is_some());
         async move {
             let (device, memory) = checked?;
+            let (reply, answer) = tokio::sync::oneshot::channel();
             let request = UploadRequest {
                 owner: client.shared.clone(),
                 site,
@@ -198,9 +199,12 @@ impl Client {
                 device,
                 explicit_memory,
                 span: tracing::Span::current(),
+                reply,
             };
-            let core = ask(client.shared.memory_actor(memory), request).await?;
-            Ok(Array::new(core))
+            client.shared.memory_actor(memory).do_send(request);
+            // The reply channel is the request's own: a caller that drops this future is seen
+            // as gone by an upload still waiting for room, which is then never made.
+            Ok(Array::new(answer.await.map_err(|_| Error::ShutDown)??))
         }
     }
 

@@ -7,7 +7,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use pjrt_actors_core::actors::device::{DeviceWorkStats, GetMemoryStats, GetWorkStats};
-use pjrt_actors_core::actors::memory_space::DescribeMemory;
+use pjrt_actors_core::actors::memory_space::{DescribeMemory, SetBudget};
 use pjrt_actors_core::pjrt::{DeviceMemoryStats, NamedValue};
 use pjrt_actors_core::{DeviceSnapshot, MemorySnapshot};
 use pjrt_actors_core::{Error, Result};
@@ -307,6 +307,39 @@ impl MemorySpace {
         async move {
             let (desc, devices) = request.await?;
             Ok((desc.kind, devices))
+        }
+    }
+    /// Bytes this client's arrays hold in this memory space now (their dense sizes: dtype ×
+    /// dims), counted as arrays are made and deleted or dropped. Read without a message.
+    pub fn bytes_held(&self) -> u64 {
+        self.shared.state().memory_accounts[self.index].held()
+    }
+
+    /// The budget set on this memory space, if any.
+    pub fn budget(&self) -> Option<u64> {
+        self.shared.state().memory_accounts[self.index].budget()
+    }
+
+    /// Sets (or, with `None`, clears) a budget on the bytes this client's arrays may hold in
+    /// this memory space, to stop before the plugin runs out of memory. Past it a blocking
+    /// upload fails at once with `Error::MemoryBudget` and allocates nothing; an async upload
+    /// waits, in arrival order, until arrays are freed or the budget is raised (one larger than
+    /// the budget itself fails at once). Arrays an execute or a copy makes are counted, never
+    /// refused. The memory-space actor owns the budget and the waiting uploads.
+    pub fn set_budget(&self, budget: Option<u64>) -> Result<()> {
+        wait(self.set_budget_async(budget))
+    }
+
+    /// The async form of [`set_budget`](Self::set_budget).
+    pub fn set_budget_async(
+        &self,
+        budget: Option<u64>,
+    ) -> impl Future<Output = Result<()>> + use<> {
+        let check = self.shared.state().check_open();
+        let request = ask(self.shared.memory_actor(self.index), SetBudget(budget));
+        async move {
+            check?;
+            request.await
         }
     }
 }

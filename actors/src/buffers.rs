@@ -8,6 +8,7 @@ use std::sync::{Arc, Weak};
 use parking_lot::{RwLock, RwLockReadGuard};
 
 use crate::lock_rank::{BUFFER_SLOT, Ranked};
+use crate::memory_account::MemoryAccount;
 
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
@@ -168,10 +169,17 @@ impl BufferSlot {
 
     /// Deletes the array: every later use fails with `Error::Deleted`. Never waits: the buffer
     /// is freed now if no operation holds it, else as soon as one can tell it is free.
-    pub fn delete(&self) {
-        self.deleted
-            .store(true, std::sync::atomic::Ordering::Release);
+    /// Marks the slot deleted; true the first time.
+    pub fn delete(&self) -> bool {
+        let first = !self.deleted.swap(true, std::sync::atomic::Ordering::AcqRel);
         self.settle();
+        first
+    }
+
+    /// The array's dense size in bytes (dtype × dims), what its memory space's account holds
+    /// for it (0 where the size does not fit a `u64`, which no buffer has).
+    pub fn dense_bytes(&self) -> u64 {
+        crate::dtype::byte_size(self.dtype, &self.dims).map_or(0, |n| n as u64)
     }
 
     pub fn is_deleted(&self) -> bool {
@@ -303,6 +311,8 @@ pub trait ArrayOwner: Send + Sync + 'static {
     fn buffers(&self) -> &BufferRegistry;
     /// `Error::ShutDown` once the owning client was shut down.
     fn check_open(&self) -> Result<()>;
+    /// The account of memory space `memory`, which an array charges while it holds bytes there.
+    fn memory_account(&self, memory: usize) -> &MemoryAccount;
     /// The owner as `Any`, so a handle can get its typed client back from an array it holds
     /// (the client's guard is the only owner outside tests).
     fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
@@ -314,6 +324,9 @@ pub struct ArrayCore {
     pub id: Id,
     pub slot: BufferSlot,
     owner: Arc<dyn ArrayOwner>,
+    /// What it charged its memory space's account (its dense size), credited back once: at
+    /// its delete or its drop.
+    charged: u64,
 }
 
 impl ArrayCore {
@@ -323,6 +336,19 @@ impl ArrayCore {
         slot: BufferSlot,
         site: crate::site::Site,
     ) -> Arc<ArrayCore> {
+        let charged = slot.dense_bytes();
+        owner.memory_account(slot.memory).charge(charged);
+        Self::register_charged(owner, slot, site)
+    }
+
+    /// `register` for an upload that charged its memory space's account already (within its
+    /// budget, before the plugin allocated).
+    pub fn register_charged(
+        owner: Arc<dyn ArrayOwner>,
+        slot: BufferSlot,
+        site: crate::site::Site,
+    ) -> Arc<ArrayCore> {
+        let charged = slot.dense_bytes();
         Arc::new_cyclic(|weak| {
             let entry = BufferEntry {
                 array: weak.clone(),
@@ -335,6 +361,7 @@ impl ArrayCore {
                 id: owner.buffers().insert(slot.device, entry),
                 slot,
                 owner,
+                charged,
             }
         })
     }
@@ -342,7 +369,11 @@ impl ArrayCore {
     /// Frees the device buffer now; later uses fail with `Error::Deleted`, and heap profiles
     /// leave the array out.
     pub fn delete(&self) {
-        self.slot.delete();
+        if self.slot.delete() {
+            self.owner
+                .memory_account(self.slot.memory)
+                .credit(self.charged);
+        }
         self.owner.buffers().update(self.id, |e| e.deleted = true);
     }
 
@@ -390,6 +421,11 @@ impl ArrayCore {
 
 impl Drop for ArrayCore {
     fn drop(&mut self) {
+        if !self.slot.is_deleted() {
+            self.owner
+                .memory_account(self.slot.memory)
+                .credit(self.charged);
+        }
         self.owner.buffers().remove(self.id);
     }
 }

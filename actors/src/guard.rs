@@ -15,6 +15,7 @@ use crate::actors::device::DeviceActor;
 use crate::actors::memory_space::MemorySpaceActor;
 use crate::buffers::{ArrayOwner, BufferRegistry};
 use crate::error::{Error, Result};
+use crate::memory_account::MemoryAccount;
 use crate::runtime::Runtime;
 use crate::state::ClientState;
 use crate::supervision::mailbox_error;
@@ -134,6 +135,10 @@ impl ArrayOwner for ClientGuard {
 
     fn check_open(&self) -> Result<()> {
         self.state.check_open()
+    }
+
+    fn memory_account(&self, memory: usize) -> &MemoryAccount {
+        &self.state.memory_accounts[memory]
     }
 
     fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {

@@ -27,6 +27,7 @@ pub mod heap_profile;
 pub mod hlo_text;
 pub mod kv_store;
 pub mod lock_rank;
+pub mod memory_account;
 pub mod mlir_bytecode;
 pub mod open;
 pub mod program_check;

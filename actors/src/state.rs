@@ -15,6 +15,7 @@ use crate::compile_cache::{CacheStats, CompileKey, MemoryCache};
 use crate::error::{Error, Result};
 use crate::executable::{ExecutableCore, ExecutableMeta, ExecutableRegistry};
 use crate::execute::{ExecuteContext, Outputs};
+use crate::memory_account::MemoryAccount;
 use crate::pjrt::{
     DeviceDescription, HostData, MemoryDescription, NamedValue, PjrtClient, PjrtDevice,
     PjrtLoadedExecutable, PjrtMemory,
@@ -139,6 +140,8 @@ pub struct ClientState {
     pub(crate) devices: Vec<PjrtDevice>,
     pub(crate) memories: Vec<PjrtMemory>,
     pub(crate) buffers: BufferRegistry,
+    /// Per memory space, the bytes our arrays hold there and its budget.
+    pub memory_accounts: Box<[MemoryAccount]>,
     pub(crate) executables: Arc<ExecutableRegistry>,
     /// Read by handles; written only by the compile service.
     pub(crate) memory_cache: MemoryCache,
@@ -182,6 +185,9 @@ impl ClientState {
             devices_with_limits,
             shut_down: AtomicBool::new(false),
             buffers: BufferRegistry::new("array", p.snapshot.devices.len()),
+            memory_accounts: (0..p.memories.len())
+                .map(|_| MemoryAccount::default())
+                .collect(),
             executables: Arc::new(ExecutableRegistry::new("executable", 1)),
             memory_cache: MemoryCache::new(p.memory_cache_entries, p.cache_stats.clone()),
             compile_permits: tokio::sync::Semaphore::new(p.compile_queue_bound),
@@ -285,15 +291,58 @@ impl ClientState {
         site: Site,
     ) -> Result<Arc<ArrayCore>> {
         self.check_open()?;
-        let buffer = self.pjrt.upload(
+        let bytes = crate::dtype::byte_size(dtype, dims)? as u64;
+        (self.memory_accounts[memory].try_charge(bytes)).map_err(|over| Error::MemoryBudget {
+            memory: self.memory_name(memory),
+            asked: over.asked,
+            held: over.held,
+            budget: over.budget,
+        })?;
+        self.upload_charged(
+            owner,
             data,
             dtype,
             dims,
-            &self.devices[device],
-            explicit_memory.then(|| &self.memories[memory]),
-        )?;
+            (device, memory),
+            explicit_memory,
+            site,
+        )
+    }
+
+    /// `upload` for bytes already charged to the memory space's account (the memory-space
+    /// actor admits waiting uploads so); a failed upload credits them back.
+    #[allow(clippy::too_many_arguments)]
+    pub fn upload_charged(
+        &self,
+        owner: Arc<dyn ArrayOwner>,
+        data: HostData<'_>,
+        dtype: crate::dtype::ElementType,
+        dims: &[i64],
+        (device, memory): (usize, usize),
+        explicit_memory: bool,
+        site: Site,
+    ) -> Result<Arc<ArrayCore>> {
+        let uploaded = self.check_open().and_then(|()| {
+            self.pjrt.upload(
+                data,
+                dtype,
+                dims,
+                &self.devices[device],
+                explicit_memory.then(|| &self.memories[memory]),
+            )
+        });
+        let buffer = uploaded.inspect_err(|_| {
+            let bytes = crate::dtype::byte_size(dtype, dims).map_or(0, |n| n as u64);
+            self.memory_accounts[memory].credit(bytes);
+        })?;
         let slot = BufferSlot::new(buffer, dtype, dims.into(), device, memory);
-        Ok(ArrayCore::register(owner, slot, site))
+        Ok(ArrayCore::register_charged(owner, slot, site))
+    }
+
+    /// How errors name memory space `memory`: its kind and id.
+    pub fn memory_name(&self, memory: usize) -> String {
+        let m = &self.snapshot.memories[memory].description;
+        format!("memory space {} ({})", m.id, m.kind)
     }
 
     /// Copies `array` to `device` (its default memory space `memory`) or, with

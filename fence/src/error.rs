@@ -199,6 +199,15 @@ pub enum Error {
     /// A bounded queue is full and the caller asked not to wait.
     #[error("{what} is busy: its queue is full")]
     Busy { what: &'static str },
+    /// An upload would take a memory space past the budget set on it
+    /// (`MemorySpace::set_budget`); nothing was allocated.
+    #[error("{memory}: {asked} more bytes would pass its budget of {budget} ({held} held)")]
+    MemoryBudget {
+        memory: String,
+        asked: u64,
+        held: u64,
+        budget: u64,
+    },
     /// The caller cancelled the request (its token, or by dropping the future).
     #[error("{what} was cancelled by the caller")]
     RequestCancelled { what: &'static str },

@@ -30,6 +30,7 @@ mod jax_parity;
 mod kv_store;
 mod lapack_guards;
 mod memory;
+mod memory_budget;
 mod no_deadlock;
 mod plugin_loading;
 mod red_team;

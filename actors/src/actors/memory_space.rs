@@ -1,14 +1,19 @@
 //! A memory-space actor: owns the order of the async uploads into one memory space and serves
-//! them in arrival order, and answers with its live view of the memory space.
+//! them in arrival order, owns the space's budget and the uploads waiting for room under it,
+//! and answers with its live view of the memory space.
 
 use std::sync::Arc;
 
-use actix::{Actor, Context, Handler, Message};
+use std::collections::VecDeque;
+
+use actix::{Actor, AsyncContext, Context, Handler, Message};
+use tokio::sync::oneshot;
 use tracing::Span;
 
 use crate::buffers::{ArrayCore, ArrayOwner};
 use crate::dtype::ElementType;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::memory_account::MemoryAccount;
 use crate::pjrt::{HostData, MemoryDescription};
 use crate::site::Site;
 use crate::state::ClientState;
@@ -17,11 +22,113 @@ use crate::supervision::guarded;
 pub struct MemorySpaceActor {
     state: Arc<ClientState>,
     index: usize,
+    /// Async uploads that did not fit the budget when they came, oldest first, with their
+    /// callers' reply channels: served in order as room frees (its own, no one else's).
+    waiting: VecDeque<UploadRequest>,
+    /// Whether a retry of `waiting` is scheduled.
+    retry_scheduled: bool,
 }
+
+/// How often waiting uploads look for room: arrays free bytes on any thread, without a message.
+const RETRY_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
 
 impl MemorySpaceActor {
     pub(crate) fn new(state: Arc<ClientState>, index: usize) -> Self {
-        MemorySpaceActor { state, index }
+        MemorySpaceActor {
+            state,
+            index,
+            waiting: VecDeque::new(),
+            retry_scheduled: false,
+        }
+    }
+
+    fn account(&self) -> &MemoryAccount {
+        &self.state.memory_accounts[self.index]
+    }
+
+    /// Serves the waiting uploads that fit now, oldest first (a later one never passes an
+    /// earlier one); answers those whose callers went away with nothing; schedules the next
+    /// look while any wait.
+    fn admit_waiting(&mut self, ctx: &mut Context<Self>) {
+        while let Some(request) = self.waiting.front() {
+            let bytes = upload_bytes(request);
+            if request.reply.is_closed() {
+                self.waiting.pop_front();
+            } else if !self.account().could_fit(bytes) {
+                let request = self.waiting.pop_front().expect("looked at");
+                let refused = self.over_budget(&request);
+                let _ = request.reply.send(Err(refused));
+            } else if self.account().try_charge(bytes).is_ok() {
+                let request = self.waiting.pop_front().expect("looked at");
+                self.upload_charged(request);
+            } else {
+                break;
+            }
+        }
+        if !self.waiting.is_empty() && !self.retry_scheduled {
+            self.retry_scheduled = true;
+            ctx.run_later(RETRY_EVERY, |actor, ctx| {
+                actor.retry_scheduled = false;
+                actor.admit_waiting(ctx);
+            });
+        }
+    }
+
+    /// Uploads a request whose bytes are charged, and answers its caller.
+    fn upload_charged(&self, msg: UploadRequest) {
+        let _span = tracing::debug_span!(
+            parent: &msg.span,
+            "memory_space.upload",
+            memory = self.index,
+            bytes = msg.data.bytes().len()
+        )
+        .entered();
+        let uploaded = guarded("upload", || {
+            self.state.upload_charged(
+                msg.owner,
+                msg.data,
+                msg.dtype,
+                &msg.dims,
+                (msg.device, self.index),
+                msg.explicit_memory,
+                msg.site,
+            )
+        });
+        // A caller that went away drops the array here, which credits the account back.
+        let _ = msg.reply.send(uploaded);
+    }
+
+    fn over_budget(&self, msg: &UploadRequest) -> Error {
+        let account = self.account();
+        Error::MemoryBudget {
+            memory: self.state.memory_name(self.index),
+            asked: upload_bytes(msg),
+            held: account.held(),
+            budget: account.budget().unwrap_or(u64::MAX),
+        }
+    }
+}
+
+/// The bytes an upload charges: its dense size.
+fn upload_bytes(msg: &UploadRequest) -> u64 {
+    crate::dtype::byte_size(msg.dtype, &msg.dims).map_or(u64::MAX, |n| n as u64)
+}
+
+/// Sets or clears the memory space's budget (bytes our arrays may hold there). Uploads past it
+/// fail at once when blocking (`Error::MemoryBudget`) and wait for room when async; arrays an
+/// execute or a copy makes are counted but never refused (the plugin made them already).
+#[derive(Message)]
+#[rtype(result = "Result<()>")]
+pub struct SetBudget(pub Option<u64>);
+
+impl Handler<SetBudget> for MemorySpaceActor {
+    type Result = Result<()>;
+
+    fn handle(&mut self, msg: SetBudget, ctx: &mut Context<Self>) -> Self::Result {
+        self.account().set_budget(msg.0);
+        // A larger budget (or none) may let waiting uploads in now.
+        self.admit_waiting(ctx);
+        Ok(())
     }
 }
 
@@ -60,7 +167,7 @@ impl Handler<DescribeMemory> for MemorySpaceActor {
 /// `device`. The data is owned (no borrowed form), so the plugin may read it for as long as its
 /// semantics allow.
 #[derive(Message)]
-#[rtype(result = "Result<Arc<ArrayCore>>")]
+#[rtype(result = "()")]
 pub struct UploadRequest {
     /// Who owns the new array: the caller's client guard.
     pub owner: Arc<dyn ArrayOwner>,
@@ -72,28 +179,27 @@ pub struct UploadRequest {
     /// Whether the caller named this memory space (else it is the device's default).
     pub explicit_memory: bool,
     pub span: Span,
+    /// The caller's answer: its own channel, so a caller that went away is seen while the
+    /// upload waits for room.
+    pub reply: oneshot::Sender<Result<Arc<ArrayCore>>>,
 }
 
 impl Handler<UploadRequest> for MemorySpaceActor {
-    type Result = Result<Arc<ArrayCore>>;
+    type Result = ();
 
-    fn handle(&mut self, msg: UploadRequest, _: &mut Context<Self>) -> Self::Result {
-        let _span = tracing::debug_span!(parent: &msg.span,
-            "memory_space.upload",
-            memory = self.index,
-            bytes = msg.data.bytes().len()
-        )
-        .entered();
-        guarded("upload", || {
-            self.state.upload(
-                msg.owner,
-                msg.data,
-                msg.dtype,
-                &msg.dims,
-                (msg.device, self.index),
-                msg.explicit_memory,
-                msg.site,
-            )
-        })
+    /// Served at once when it fits the budget and nothing waits before it; else it waits, in
+    /// order, for room (or fails at once if it could never fit).
+    fn handle(&mut self, msg: UploadRequest, ctx: &mut Context<Self>) {
+        let bytes = upload_bytes(&msg);
+        if self.waiting.is_empty() && self.account().try_charge(bytes).is_ok() {
+            return self.upload_charged(msg);
+        }
+        if !self.account().could_fit(bytes) {
+            let refused = self.over_budget(&msg);
+            let _ = msg.reply.send(Err(refused));
+            return;
+        }
+        self.waiting.push_back(msg);
+        self.admit_waiting(ctx);
     }
 }
