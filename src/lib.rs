@@ -1,21 +1,74 @@
 //! pjrt-actors: XLA's PJRT plugins driven as a set of actors, behind cheap `Send + Sync` handles.
 //!
-//! A [`Client`] owns a PJRT client and the actors that serve it (a client actor, one actor per
-//! device and per memory space) on threads it owns; clone the handle freely across threads. Every
-//! call that talks to an actor has a blocking form and an `_async` form (ahead-of-time
-//! `CompileRequest::compile` and `compile_for_topology` block only: run them on a thread of your
-//! own to wait for them asynchronously). Dropping the last handle (of any kind) stops the
-//! actors and joins their threads: it waits for executes in flight and for compiles still
-//! running, the latter up to `ClientBuilder::shutdown_timeout` (120 s by default), after which
-//! they finish unjoined.
+//! A [`Client`] owns a PJRT client and the actors that serve it (a client actor that routes,
+//! one actor per device and per memory space, a buffer-registry actor, a compile service and
+//! its compiler pool) on threads it owns; clone the handle freely across threads.
 //!
-//! ```no_run
-//! let client = pjrt_actors::Client::builder().cpu_device_count(2).open()?;
-//! for device in client.devices() {
-//!     println!("{device}: {} memory spaces", device.memory_spaces().len());
-//! }
-//! # Ok::<(), pjrt_actors::Error>(())
+//! # From open to read-back
+//!
 //! ```
+//! use pjrt_actors::{Client, CompileOptions};
+//!
+//! const ADD: &str = r#"
+//! module @add {
+//!   func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
+//!     %0 = stablehlo.add %a, %b : tensor<4xf32>
+//!     return %0 : tensor<4xf32>
+//!   }
+//! }"#;
+//!
+//! # fn main() -> pjrt_actors::Result<()> {
+//! // Open: finds the plugin (PJRT_PLUGIN_PATH, the bootstrap folder, Python's site-packages),
+//! // reads its devices and memory spaces once, and starts the actors.
+//! let client = Client::builder().cpu_device_count(2).open()?;
+//! let device = &client.devices()[0];
+//!
+//! // Compile: checked, then compiled on the compiler pool (or found in the compile cache).
+//! let exe = client.compile_and_load(ADD, &CompileOptions::default())?;
+//!
+//! // Upload: a typed slice, copied during the call, onto one device.
+//! let x = device.put(&[1f32, 2.0, 3.0, 4.0], &[4])?;
+//!
+//! // Execute on the calling thread: the hot path, no actor hop.
+//! let y = exe.execute(&[&x, &x])?;
+//! // Read back.
+//! assert_eq!(y[0].to_vec::<f32>()?, [2.0, 4.0, 6.0, 8.0]);
+//!
+//! // The same through the actors: the future is served by the device's actor, in order with
+//! // the other async work sent there. (`serving::wait` drives one future on this thread; any
+//! // executor does.)
+//! let z = pjrt_actors::serving::wait(exe.execute_async(&[&y[0], &x]))?;
+//! assert_eq!(z[0].to_vec::<f32>()?, [3.0, 6.0, 9.0, 12.0]);
+//!
+//! // Every live array, as JAX's `live_arrays` lists them.
+//! assert_eq!(client.live_arrays()?.len(), 3);
+//! # Ok(())
+//! # }
+//! // Dropping the last handle stops the actors and joins their threads.
+//! ```
+//!
+//! # When calls wait
+//!
+//! Every call that talks to an actor has a blocking form and an `_async` form taking the same
+//! arguments (the blocking form waits on the async one): compiles, loads, async executes,
+//! uploads, reads, copies, heap profiles, defragments, budgets, topology creation. The
+//! blocking `execute`, `put` and `to_vec` run on the caller's thread instead. A future checks
+//! its arguments and takes the caller's site when it is made; the request is sent when it is
+//! first polled, and dropping it cancels what has not started (a queued compile, an upload
+//! still waiting for room under a memory budget). A blocking call inside a host callback that
+//! would wait on the thread serving it is refused with `Error::BlockingOnRuntimeThread`.
+//!
+//! Dropping the last handle (of any kind) stops the actors and joins their threads: it waits
+//! for executes in flight and for compiles still running, the latter up to
+//! [`ClientBuilder::shutdown_timeout`] (120 s by default), after which they finish unjoined.
+//!
+//! # Backpressure
+//!
+//! The compile queue is bounded ([`ClientBuilder::compile_queue_bound`]: wait, or
+//! `Error::Busy` with `fail_if_busy`); each device's async queue may be
+//! ([`ClientBuilder::device_queue_limit`]: `Error::Busy`); each memory space may have a budget
+//! ([`MemorySpace::set_budget`]: `Error::MemoryBudget`, or an async upload waits); a
+//! [`serving::Batcher`] bounds its own queue.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
