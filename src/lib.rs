@@ -114,6 +114,7 @@ pub use pjrt_actors_core::compile_worker::{
 pub use pjrt_actors_core::config::CACHE_DIR_ENV;
 pub use pjrt_actors_core::disk_cache::DiskCache;
 pub use pjrt_actors_core::dtype::ElementType;
+#[cfg(feature = "redis")]
 pub use pjrt_actors_core::kv_store::RedisKvStore;
 pub use pjrt_actors_core::pjrt::kv::{KvError, KvStore};
 pub use pjrt_actors_core::pjrt::lapack;

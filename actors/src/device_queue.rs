@@ -79,8 +79,9 @@ mod tests {
 
     #[test]
     fn least_loaded_takes_the_shallowest_queue_and_rotates_among_ties() {
-        // (depths, start, choice)
-        let table: &[(&[Option<usize>], usize, Option<usize>)] = &[
+        /// (depths, start, choice)
+        type Case = (&'static [Option<usize>], usize, Option<usize>);
+        let table: &[Case] = &[
             (&[Some(3), Some(1), Some(2)], 0, Some(1)),
             (&[Some(0), Some(0), Some(0)], 0, Some(0)),
             (&[Some(0), Some(0), Some(0)], 1, Some(1)),

@@ -25,6 +25,7 @@ mod flight;
 pub mod guard;
 pub mod heap_profile;
 pub mod hlo_text;
+#[cfg(feature = "redis")]
 pub mod kv_store;
 pub mod lock_rank;
 pub mod memory_account;

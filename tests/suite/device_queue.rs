@@ -120,7 +120,7 @@ mod cpu_plugin {
         }
         assert_eq!(seen.len(), 4, "{seen:?}");
         let not_portable = client
-            .compile_and_load(&crate::common::add_f32x4(), &CompileOptions::default())
+            .compile_and_load(crate::common::add_f32x4(), &CompileOptions::default())
             .unwrap();
         let refused = not_portable.execute_least_loaded(&[&x, &x]).unwrap_err();
         assert!(matches!(refused, Error::InvalidArgument(ref m) if m.contains("not portable")));

@@ -1,6 +1,5 @@
-//! The compile cache's Redis tier, behind memory and disk: entries shared by every process and
-//! machine on one Redis, and single flight across them by a lease (`SET NX PX`, renewed while
-//! the holder compiles). Redis failing in any way means compiling locally, never an error.
+//! The Redis tier itself, on redis-rs (the `redis` feature): one connection manager on a
+//! one-thread tokio runtime, leases renewed in the background, every round trip bounded.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,68 +9,9 @@ use parking_lot::Mutex;
 use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use super::{Lookup, MAX_LEASE, RedisCacheConfig, redact};
 use crate::compile_cache::{CacheStats, CompileKey, bump};
 use crate::error::{Error, Result};
-
-/// The environment variable naming the Redis URL (`redis://` or `rediss://`, user and
-/// password in the URL).
-pub const CACHE_REDIS_ENV: &str = "PJRT_ACTORS_CACHE_REDIS";
-/// Set to `1` for a read-only tier: fetch entries, never write them or take leases.
-pub const CACHE_REDIS_READ_ONLY_ENV: &str = "PJRT_ACTORS_CACHE_REDIS_READ_ONLY";
-/// The compile lease in milliseconds (default 3000; at least 30).
-pub const CACHE_REDIS_LEASE_MS_ENV: &str = "PJRT_ACTORS_CACHE_REDIS_LEASE_MS";
-
-/// How the Redis tier behaves.
-#[derive(Debug, Clone)]
-pub struct RedisCacheConfig {
-    /// `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS.
-    pub url: String,
-    /// Prefix of every key (`{namespace}:exe:{sha256}`, `{namespace}:lease:{sha256}`).
-    pub namespace: String,
-    /// How long a compile lease lasts without renewal (renewed every third of it).
-    pub lease: Duration,
-    /// Longest a process waits for another's compile before compiling itself.
-    pub max_wait: Duration,
-    /// Entries larger than this are neither stored nor loaded.
-    pub max_value_bytes: usize,
-    /// Expiry of stored entries; `None`: only the server's eviction policy removes them.
-    pub ttl: Option<Duration>,
-    /// Fetch only: never store, never lease (for workers that must not write the cache).
-    pub read_only: bool,
-    /// Limit on any one Redis round trip (and on connecting).
-    pub op_timeout: Duration,
-}
-
-impl RedisCacheConfig {
-    /// The defaults for `url`: namespace `pjrt-actors`, a 3 s lease, 60 s longest wait, 256 MiB
-    /// entries, a 7-day TTL, 1 s per round trip.
-    pub fn new(url: impl Into<String>) -> Self {
-        RedisCacheConfig {
-            url: url.into(),
-            namespace: "pjrt-actors".into(),
-            lease: Duration::from_secs(3),
-            max_wait: Duration::from_secs(60),
-            max_value_bytes: 256 << 20,
-            ttl: Some(Duration::from_secs(7 * 24 * 3600)),
-            read_only: false,
-            op_timeout: Duration::from_secs(1),
-        }
-    }
-}
-
-/// What a lookup decided.
-pub enum Lookup {
-    /// An entry to check and load.
-    Hit(Vec<u8>),
-    /// This process holds the lease: compile, then `publish`.
-    Lease(Lease),
-    /// Compile here without a lease (Redis unavailable, read-only, or waited out).
-    Compile,
-}
-
-/// The longest lease any process grants (`RedisCacheConfig::lease` is held to it): a lease
-/// key without an expiry, or with more left than this, was never ours and is taken over.
-pub const MAX_LEASE: Duration = Duration::from_secs(600);
 
 /// Takes the lease key for `token` with expiry ARGV[2] ms: 1 when it was free, 2 when it held
 /// a stale lease (no expiry, or more than ARGV[3] ms left: a foreign or corrupted value that
@@ -443,32 +383,5 @@ impl Drop for Lease {
                 .invoke_async(&mut c)
                 .await
         });
-    }
-}
-
-/// The URL without its password, for messages.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://…@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_never_reach_messages() {
-        let cases = [
-            ("redis://localhost:6379", "redis://localhost:6379"),
-            ("redis://user:secret@cache:6379/2", "redis://…@cache:6379/2"),
-            ("rediss://:secret@cache", "rediss://…@cache"),
-        ];
-        for (url, shown) in cases {
-            assert_eq!(redact(url), shown);
-        }
     }
 }
