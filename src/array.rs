@@ -11,7 +11,7 @@ use pjrt_actors_core::actors::memory_space::UploadRequest;
 use pjrt_actors_core::buffers::{ArrayCore, BufferSlot};
 use pjrt_actors_core::dtype::{ElementType, byte_size};
 use pjrt_actors_core::pjrt::{HostData, NativeType, SharedBytes, zeroed_vec};
-use pjrt_actors_core::registry::Id;
+use pjrt_actors_core::registry::ArrayId;
 use pjrt_actors_core::site::Site;
 use pjrt_actors_core::{Error, Result};
 
@@ -59,9 +59,6 @@ impl<'a> HostBuffer<'a> {
         }
     }
 }
-
-/// A typed id of a live array: registry index plus epoch, so a stale id never names a new array.
-pub type ArrayId = Id;
 
 /// Checks host data against `dtype` × `dims`: its length (without overflowing on huge
 /// shapes), and for `pred` that every byte is 0 or 1 (XLA reads any other byte inconsistently:

@@ -18,7 +18,7 @@ use pjrt_actors_core::envelope::{self, Envelope};
 use pjrt_actors_core::executable::ExecutableCore;
 use pjrt_actors_core::execute::{Outputs as CoreOutputs, caller_context};
 use pjrt_actors_core::pjrt::{ArrayType, CompiledMemoryStats, NamedValue};
-use pjrt_actors_core::registry::Id;
+use pjrt_actors_core::registry::ExecutableId;
 use pjrt_actors_core::{Error, Result};
 
 use crate::handles::{Array, Caller, Client, Device, LoadedExecutable, Shared, wait};
@@ -67,7 +67,7 @@ impl LoadedExecutable {
     }
 
     /// The executable's registry id.
-    pub fn id(&self) -> Id {
+    pub fn id(&self) -> ExecutableId {
         self.core.id
     }
 

@@ -99,7 +99,7 @@ pub mod spmd {
 mod sharded;
 
 pub use ahead_of_time::Executable;
-pub use array::{ArrayId, HostBuffer};
+pub use array::HostBuffer;
 pub use client_builder::ClientBuilder;
 pub use compile::{CancelToken, CompileCacheStats, CompileRequest};
 pub use handles::{Array, Client, Device, LoadedExecutable, MemorySpace};
@@ -125,6 +125,9 @@ pub use pjrt_actors_core::pjrt::{
 pub use pjrt_actors_core::redis_cache::{
     CACHE_REDIS_ENV, CACHE_REDIS_READ_ONLY_ENV, RedisCacheConfig, RedisTier,
 };
+/// Typed ids of index plus epoch, one type per kind (a stale id never names a new thing, and an
+/// array's id is not an executable's).
+pub use pjrt_actors_core::registry::{ArrayId, ExecutableId, Id, kind};
 pub use pjrt_actors_core::sharding::{Mesh, PartitionSpec, Sharding};
 pub use pjrt_actors_core::site::SiteCapture;
 pub use pjrt_actors_core::{Error, PjrtCode, PluginError, Result};

@@ -13,7 +13,7 @@ use crate::memory_account::MemoryAccount;
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
 use crate::pjrt::PjrtBuffer;
-use crate::registry::{Id, Registry};
+use crate::registry::{ArrayId, Registry, kind};
 
 /// A slot's read lock, with its lock rank.
 pub type SlotRead<'a> = Ranked<RwLockReadGuard<'a, SlotState>>;
@@ -254,7 +254,7 @@ impl<'a> MoveHold<'a> {
 
 /// The registry of live arrays. It holds weak links: it lists every live buffer (and can
 /// reach it, e.g. to move it) without keeping any alive; the array handles own them.
-pub type BufferRegistry = Registry<BufferEntry>;
+pub type BufferRegistry = Registry<BufferEntry, kind::Array>;
 
 /// What the buffer registry keeps of one array: a weak link to it, and what a heap profile
 /// counts, so that a profile reads this dense table and touches no array (no upgrade, no
@@ -321,7 +321,7 @@ pub trait ArrayOwner: Send + Sync + 'static {
 /// The core of an array handle: its id and the slot that owns its buffer. Dropping the last
 /// reference unregisters it and frees the buffer.
 pub struct ArrayCore {
-    pub id: Id,
+    pub id: ArrayId,
     pub slot: BufferSlot,
     owner: Arc<dyn ArrayOwner>,
     /// What it charged its memory space's account (its dense size), credited back once: at

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use crate::error::Result;
 use crate::pjrt::{ArrayType, PjrtDevice, PjrtExecutable, PjrtLoadedExecutable};
-use crate::registry::{Id, Registry};
+use crate::registry::{ExecutableId, Registry, kind};
 use crate::site::Site;
 
 /// What is known about a compiled executable, read once right after compiling.
@@ -185,7 +185,7 @@ fn refuse_feeds(module: &pjrt_sys::protos::xla::HloModuleProto) -> Result<()> {
 
 /// A live loaded executable; dropping the last reference unregisters and destroys it.
 pub struct ExecutableCore {
-    pub id: Id,
+    pub id: ExecutableId,
     pub exe: PjrtLoadedExecutable,
     pub meta: ExecutableMeta,
     /// Per device index: the memory-space index of each output. Fixed when the program is
@@ -203,7 +203,7 @@ impl Drop for ExecutableCore {
 }
 
 /// The registry of live executables, holding weak links (it lists, it does not keep alive).
-pub type ExecutableRegistry = Registry<Weak<ExecutableCore>>;
+pub type ExecutableRegistry = Registry<Weak<ExecutableCore>, kind::Executable>;
 
 impl ExecutableCore {
     pub fn register(

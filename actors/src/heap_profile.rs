@@ -9,7 +9,7 @@ use prost::Message;
 
 use crate::buffers::{ArrayCore, BufferEntry, BufferRegistry};
 use crate::executable::ExecutableCore;
-use crate::registry::Id;
+use crate::registry::ArrayId;
 use crate::site::{Frame, Site};
 
 /// The generated pprof messages.
@@ -127,14 +127,14 @@ pub struct BufferTally {
     /// site tend to come together, and then no hashing is needed.
     run: Option<((usize, usize, usize), i64)>,
     /// Arrays whose size no profile has asked the plugin for yet (newly made ones).
-    size_unknown: Vec<(Id, std::sync::Weak<ArrayCore>)>,
+    size_unknown: Vec<(ArrayId, std::sync::Weak<ArrayCore>)>,
 }
 
 impl BufferTally {
     /// Counts one registry entry (each underlying buffer once: clones share one entry).
     /// Deleted arrays hold no memory and are left out. Runs under the shard lock, so it only
     /// notes the arrays whose size is not known yet.
-    pub fn add(&mut self, id: Id, e: &BufferEntry) {
+    pub fn add(&mut self, id: ArrayId, e: &BufferEntry) {
         if e.deleted {
             return;
         }

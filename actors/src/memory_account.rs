@@ -45,10 +45,9 @@ impl MemoryAccount {
 
     /// Sets or clears the budget: the memory-space actor's to call.
     pub(crate) fn set_budget(&self, budget: Option<u64>) {
-        (self.budget).store(
-            budget.unwrap_or(u64::MAX).min(u64::MAX - 1),
-            Ordering::Relaxed,
-        );
+        // `u64::MAX` means none, so a budget is held just below it.
+        let stored = budget.map_or(u64::MAX, |b| b.min(u64::MAX - 1));
+        self.budget.store(stored, Ordering::Relaxed);
     }
 
     /// Charges `bytes` if they fit the budget (an upload, before the plugin allocates); else

@@ -3,6 +3,7 @@
 //! the executable registry are both one.
 
 use std::fmt;
+use std::marker::PhantomData;
 
 use parking_lot::{Mutex, MutexGuard};
 use slab::Slab;
@@ -10,15 +11,79 @@ use slab::Slab;
 use crate::error::{Error, Result};
 use crate::lock_rank::{REGISTRY_SHARD, Ranked};
 
-/// A registry id: shard, slab index, and the epoch it was issued in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Id {
+/// The kinds of thing a registry holds, as id markers (wgpu-core's `id::markers`): an
+/// `Id<kind::Array>` cannot be passed where an executable's id is wanted.
+pub mod kind {
+    /// Arrays (the buffer registry).
+    #[derive(Debug)]
+    pub enum Array {}
+    /// Loaded executables.
+    #[derive(Debug)]
+    pub enum Executable {}
+}
+
+/// A live array's id.
+pub type ArrayId = Id<kind::Array>;
+/// A loaded executable's id.
+pub type ExecutableId = Id<kind::Executable>;
+
+/// A registry id: shard, slab index, and the epoch it was issued in, typed by the kind of
+/// registry that issued it (`K`; `()` for an untyped registry).
+pub struct Id<K = ()> {
     shard: u16,
     index: u32,
     epoch: u32,
+    kind: PhantomData<fn() -> K>,
 }
 
-impl Id {
+// By hand, not derived: a derive would ask the marker `K` for each trait.
+impl<K> Clone for Id<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<K> Copy for Id<K> {}
+impl<K> PartialEq for Id<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+impl<K> Eq for Id<K> {}
+impl<K> std::hash::Hash for Id<K> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
+}
+impl<K> PartialOrd for Id<K> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<K> Ord for Id<K> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+impl<K> fmt::Debug for Id<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Id({self})")
+    }
+}
+
+impl<K> Id<K> {
+    fn new(shard: u16, index: u32, epoch: u32) -> Self {
+        Id {
+            shard,
+            index,
+            epoch,
+            kind: PhantomData,
+        }
+    }
+
+    fn key(self) -> (u16, u32, u32) {
+        (self.shard, self.index, self.epoch)
+    }
+
     pub fn shard(self) -> u16 {
         self.shard
     }
@@ -30,7 +95,7 @@ impl Id {
     }
 }
 
-impl fmt::Display for Id {
+impl<K> fmt::Display for Id<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}.{}v{}", self.shard, self.index, self.epoch)
     }
@@ -60,12 +125,13 @@ impl<T> Shard<T> {
 
 /// A slab of `T` addressed by epoch-checked ids, in shards (one per device for buffers) so
 /// threads on different devices do not contend. Insert and remove are O(1) under a short lock.
-pub struct Registry<T> {
+pub struct Registry<T, K = ()> {
     shards: Box<[Shard<T>]>,
     what: &'static str,
+    kind: PhantomData<fn() -> K>,
 }
 
-impl<T: Clone> Registry<T> {
+impl<T: Clone, K> Registry<T, K> {
     pub fn new(what: &'static str, shards: usize) -> Self {
         Registry {
             shards: (0..shards.clamp(1, u16::MAX as usize))
@@ -77,29 +143,26 @@ impl<T: Clone> Registry<T> {
                 })
                 .collect(),
             what,
+            kind: PhantomData,
         }
     }
 
     /// Inserts into the shard `shard_hint` maps to.
-    pub fn insert(&self, shard_hint: usize, value: T) -> Id {
+    pub fn insert(&self, shard_hint: usize, value: T) -> Id<K> {
         let shard = shard_hint % self.shards.len();
         let mut entries = self.shards[shard].lock();
         let epoch = entries.next_epoch;
         entries.next_epoch = epoch.wrapping_add(1).max(1);
         let index = entries.slab.insert(Entry { epoch, value });
-        Id {
-            shard: shard as u16,
-            index: index as u32,
-            epoch,
-        }
+        Id::new(shard as u16, index as u32, epoch)
     }
 
-    fn shard(&self, id: Id) -> Option<&Shard<T>> {
+    fn shard(&self, id: Id<K>) -> Option<&Shard<T>> {
         self.shards.get(id.shard as usize)
     }
 
     /// Removes the entry if `id` is still current; a stale id removes nothing.
-    pub fn remove(&self, id: Id) -> Option<T> {
+    pub fn remove(&self, id: Id<K>) -> Option<T> {
         let mut entries = self.shard(id)?.lock();
         match entries.slab.get(id.index as usize) {
             Some(e) if e.epoch == id.epoch => Some(entries.slab.remove(id.index as usize).value),
@@ -108,12 +171,12 @@ impl<T: Clone> Registry<T> {
     }
 
     /// The entry behind `id`, or `Error::StaleId` if it was removed (even if the index is reused).
-    pub fn get(&self, id: Id) -> Result<T> {
+    pub fn get(&self, id: Id<K>) -> Result<T> {
         self.get_with(id, T::clone)
     }
 
     /// `f` of the entry behind `id`, read under the shard lock, or `Error::StaleId`.
-    pub fn get_with<R>(&self, id: Id, f: impl FnOnce(&T) -> R) -> Result<R> {
+    pub fn get_with<R>(&self, id: Id<K>, f: impl FnOnce(&T) -> R) -> Result<R> {
         let stale = || Error::StaleId {
             what: self.what,
             id: id.to_string(),
@@ -126,7 +189,7 @@ impl<T: Clone> Registry<T> {
     }
 
     /// Changes the entry behind `id` if it is still current; false for a stale id.
-    pub fn update(&self, id: Id, f: impl FnOnce(&mut T)) -> bool {
+    pub fn update(&self, id: Id<K>, f: impl FnOnce(&mut T)) -> bool {
         let Some(shard) = self.shard(id) else {
             return false;
         };
@@ -141,17 +204,13 @@ impl<T: Clone> Registry<T> {
 
     /// Visits every entry, shard by shard in index order, under the shard's lock (the same
     /// rule as [`collect`](Self::collect) for `f`).
-    pub fn for_each(&self, mut f: impl FnMut(Id, &T)) {
+    pub fn for_each(&self, mut f: impl FnMut(Id<K>, &T)) {
         for (shard, s) in self.shards.iter().enumerate() {
             let entries = s.lock();
             // `take` stops at the last entry instead of reading the vacant tail a burst of
             // short-lived arrays leaves behind.
             for (index, e) in entries.slab.iter().take(entries.slab.len()) {
-                let id = Id {
-                    shard: shard as u16,
-                    index: index as u32,
-                    epoch: e.epoch,
-                };
+                let id = Id::new(shard as u16, index as u32, e.epoch);
                 f(id, &e.value);
             }
         }

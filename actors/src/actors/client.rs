@@ -22,7 +22,7 @@ use crate::device_queue::{DeviceQueue, least_loaded};
 use crate::error::{Error, Result};
 use crate::executable::ExecutableCore;
 use crate::pjrt::{NamedValue, PjrtTopology};
-use crate::registry::Id;
+use crate::registry::ExecutableId;
 use crate::site::Site;
 use crate::state::ClientState;
 use crate::supervision::{guarded, mailbox_error};
@@ -47,7 +47,7 @@ pub struct ClientActor {
     state: Arc<ClientState>,
     routes: Arc<Routes>,
     /// Per live executable, the callbacks it was last bound to. Weak: the handles own them.
-    callbacks: HashMap<Id, Weak<CallbackSet>>,
+    callbacks: HashMap<ExecutableId, Weak<CallbackSet>>,
     /// Where the next least-loaded choice starts looking, so idle devices take turns.
     next_device: usize,
 }
