@@ -12,7 +12,7 @@ use pjrt_actors_core::pjrt::{DmaMapping, Layout, NamedValue, SharedBytes};
 use pjrt_actors_core::{ClientSnapshot, ClientState, Error, Result, TopologyDescription};
 
 use crate::client_builder::ClientBuilder;
-use crate::handles::{Array, Client, Device, wait, yield_once};
+use crate::handles::{Array, Client, Device, ask, wait, yield_once};
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -212,11 +212,12 @@ impl Client {
         wait(self.heap_profile_async())
     }
 
-    /// The async form of [`heap_profile`](Self::heap_profile): the request goes through the
-    /// client actor to the buffer-registry actor.
+    /// The async form of [`heap_profile`](Self::heap_profile): the request goes straight to
+    /// the buffer-registry actor, which owns whole-registry work (a profile is not routed: the
+    /// client actor would only forward it).
     pub fn heap_profile_async(&self) -> impl Future<Output = Result<Vec<u8>>> + use<> {
         let span = tracing::Span::current();
-        self.shared.route(HeapProfile { span })
+        ask(self.shared.registry_actor(), HeapProfile { span })
     }
 
     /// Moves every live buffer, on any backend: copies each to host, frees its device copy,

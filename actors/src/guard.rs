@@ -13,6 +13,7 @@ use actix::{Addr, Handler, Message};
 use crate::actors::client::{ClientActor, Routes};
 use crate::actors::device::DeviceActor;
 use crate::actors::memory_space::MemorySpaceActor;
+use crate::actors::registry::BufferRegistryActor;
 use crate::buffers::{ArrayOwner, BufferRegistry};
 use crate::error::{Error, Result};
 use crate::memory_account::MemoryAccount;
@@ -120,6 +121,11 @@ impl ClientGuard {
             return Err(Error::BlockingOnRuntimeThread);
         }
         Ok(())
+    }
+
+    /// The buffer-registry actor.
+    pub fn registry_actor(&self) -> &Addr<BufferRegistryActor> {
+        &self.routes.buffer_registry
     }
 
     /// The actor of memory space `index`.

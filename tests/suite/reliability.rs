@@ -523,6 +523,9 @@ fn cases() -> Vec<Case> {
                 let exe =
                     client.compile_and_load(common::add_f32x4(), &CompileOptions::default())?;
                 let a = client.devices()[0].put(&[1f32; 4], &[4])?;
+                let memory = client.devices()[1].default_memory_space()?;
+                let topology = client.topology()?;
+                use pjrt_actors::serving::wait;
                 client.shutdown();
                 assert!(client.is_shut_down());
                 let calls: Vec<Result<(), Error>> = vec![
@@ -550,6 +553,26 @@ fn cases() -> Vec<Case> {
                     exe.cost_analysis().map(|_| ()),
                     exe.compiled_memory_stats().map(|_| ()),
                     exe.optimized_program_text().map(|_| ()),
+                    wait(exe.execute_async(&[&a, &a])).map(|_| ()),
+                    wait(a.to_bytes_async()).map(|_| ()),
+                    wait(a.copy_to_device_async(&client.devices()[1])).map(|_| ()),
+                    a.copy_to_memory(&memory).map(|_| ()),
+                    wait(a.copy_to_memory_async(&memory)).map(|_| ()),
+                    memory.set_budget(Some(1)),
+                    client.devices()[0].work_stats().map(|_| ()),
+                    (client.compile_request(common::add_f32x4()))
+                        .compile()
+                        .map(|_| ()),
+                    client
+                        .compile_for_topology(
+                            common::add_f32x4(),
+                            &CompileOptions::default(),
+                            &topology,
+                        )
+                        .map(|_| ()),
+                    client.create_topology("cpu", &[]).map(|_| ()),
+                    client.clear_compile_cache().map(|_| ()),
+                    client.live_executables().map(|_| ()),
                 ];
                 for (i, c) in calls.into_iter().enumerate() {
                     assert!(matches!(c, Err(Error::ShutDown)), "call {i}: {c:?}");

@@ -1,5 +1,5 @@
-//! The client actor: the control plane's router. Compiles, loads, async executes, heap
-//! profiles, defragments and compile-cache clears enter here and go on to the actor that owns
+//! The client actor: the control plane's router. Compiles, loads, async executes,
+//! defragments and compile-cache clears enter here and go on to the actor that owns
 //! the work (the compile service, the compiler pool, a device actor, the buffer-registry
 //! actor). It owns that route table and the host-callback registrations: which callbacks each
 //! live executable was last bound to, so a listed executable runs with them.
@@ -16,7 +16,7 @@ use super::compile_service::{ClearMemoryCache, CompileService, ForgetCompiled, S
 use super::compiler::{CompileAhead, CompiledAhead, CompilerActor, DeserializeJob};
 use super::device::{DeviceActor, ExecuteRequest};
 use super::memory_space::MemorySpaceActor;
-use super::registry::{BufferRegistryActor, Defragment, DefragmentReport, HeapProfile};
+use super::registry::{BufferRegistryActor, Defragment, DefragmentReport};
 use crate::callbacks::{CallbackSet, HostCallback};
 use crate::device_queue::{DeviceQueue, least_loaded};
 use crate::error::{Error, Result};
@@ -218,14 +218,6 @@ impl Handler<ExecuteRequest> for ClientActor {
                 })));
             }
         }
-    }
-}
-
-impl Handler<HeapProfile> for ClientActor {
-    type Result = ResponseFuture<Result<Vec<u8>>>;
-
-    fn handle(&mut self, msg: HeapProfile, _: &mut Context<Self>) -> Self::Result {
-        forward(&self.routes.buffer_registry, msg)
     }
 }
 
