@@ -13,6 +13,7 @@ use pjrt_actors_core::dtype::{ElementType, byte_size};
 use pjrt_actors_core::pjrt::{HostData, NativeType, SharedBytes, zeroed_vec};
 use pjrt_actors_core::registry::ArrayId;
 use pjrt_actors_core::site::Site;
+use pjrt_actors_core::state::Upload;
 use pjrt_actors_core::{Error, Result};
 
 use crate::handles::{Array, Client, Device, MemorySpace, Shared, ask, guard_of};
@@ -130,15 +131,15 @@ pub(crate) fn upload(
 ) -> Result<Array> {
     check_host_data(dtype, dims, data.bytes())?;
     let placement = placement(shared, device, memory)?;
-    let core = shared.state().upload(
-        shared.clone(),
-        data.into_host_data(),
+    let core = shared.state().upload(Upload {
+        owner: shared.clone(),
+        data: data.into_host_data(),
         dtype,
         dims,
         placement,
-        memory.is_some(),
+        explicit_memory: memory.is_some(),
         site,
-    )?;
+    })?;
     Ok(Array::new(core))
 }
 

@@ -34,6 +34,21 @@ pub struct DeviceSnapshot {
     pub default_memory: Option<usize>,
 }
 
+/// One upload: host data checked against its dtype and dims, where it goes, and who owns the
+/// array it makes. The blocking path builds it from the caller's borrow; the memory-space actor
+/// from its request.
+pub struct Upload<'a> {
+    pub owner: Arc<dyn ArrayOwner>,
+    pub data: HostData<'a>,
+    pub dtype: crate::dtype::ElementType,
+    pub dims: &'a [i64],
+    /// Device index, and the memory space's (the device's default unless `explicit_memory`).
+    pub placement: (usize, usize),
+    /// Whether the caller named the memory space.
+    pub explicit_memory: bool,
+    pub site: Site,
+}
+
 /// The immutable facts of one memory space, read once at open.
 #[derive(Debug, Clone)]
 pub struct MemorySnapshot {
@@ -276,52 +291,34 @@ impl ClientState {
         ExecutableCore::register(&self.executables, exe, meta, self.devices.len(), site)
     }
 
-    /// Uploads host data (its length already checked against dtype and dims) to `device`, into
-    /// `memory` or the device's default memory space, and registers the new array under
-    /// `owner`. The blocking handles call it inline, the memory-space actor for the async form.
-    #[allow(clippy::too_many_arguments)]
-    pub fn upload(
-        &self,
-        owner: Arc<dyn ArrayOwner>,
-        data: HostData<'_>,
-        dtype: crate::dtype::ElementType,
-        dims: &[i64],
-        (device, memory): (usize, usize),
-        explicit_memory: bool,
-        site: Site,
-    ) -> Result<Arc<ArrayCore>> {
+    /// Uploads host data (its length already checked against dtype and dims) and registers the
+    /// new array, within its memory space's budget (`Error::MemoryBudget` past it, before the
+    /// plugin allocates). The blocking handles call it inline.
+    pub fn upload(&self, upload: Upload<'_>) -> Result<Arc<ArrayCore>> {
         self.check_open()?;
-        let bytes = crate::dtype::byte_size(dtype, dims)? as u64;
+        let bytes = crate::dtype::byte_size(upload.dtype, upload.dims)? as u64;
+        let memory = upload.placement.1;
         (self.memory_accounts[memory].try_charge(bytes)).map_err(|over| Error::MemoryBudget {
             memory: self.memory_name(memory),
             asked: over.asked,
             held: over.held,
             budget: over.budget,
         })?;
-        self.upload_charged(
-            owner,
-            data,
-            dtype,
-            dims,
-            (device, memory),
-            explicit_memory,
-            site,
-        )
+        self.upload_charged(upload)
     }
 
     /// `upload` for bytes already charged to the memory space's account (the memory-space
     /// actor admits waiting uploads so); a failed upload credits them back.
-    #[allow(clippy::too_many_arguments)]
-    pub fn upload_charged(
-        &self,
-        owner: Arc<dyn ArrayOwner>,
-        data: HostData<'_>,
-        dtype: crate::dtype::ElementType,
-        dims: &[i64],
-        (device, memory): (usize, usize),
-        explicit_memory: bool,
-        site: Site,
-    ) -> Result<Arc<ArrayCore>> {
+    pub fn upload_charged(&self, upload: Upload<'_>) -> Result<Arc<ArrayCore>> {
+        let Upload {
+            owner,
+            data,
+            dtype,
+            dims,
+            placement: (device, memory),
+            explicit_memory,
+            site,
+        } = upload;
         let uploaded = self.check_open().and_then(|()| {
             self.pjrt.upload(
                 data,

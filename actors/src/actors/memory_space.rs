@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::memory_account::MemoryAccount;
 use crate::pjrt::{HostData, MemoryDescription};
 use crate::site::Site;
-use crate::state::ClientState;
+use crate::state::{ClientState, Upload};
 use crate::supervision::guarded;
 
 pub struct MemorySpaceActor {
@@ -84,15 +84,15 @@ impl MemorySpaceActor {
         )
         .entered();
         let uploaded = guarded("upload", || {
-            self.state.upload_charged(
-                msg.owner,
-                msg.data,
-                msg.dtype,
-                &msg.dims,
-                (msg.device, self.index),
-                msg.explicit_memory,
-                msg.site,
-            )
+            self.state.upload_charged(Upload {
+                owner: msg.owner,
+                data: msg.data,
+                dtype: msg.dtype,
+                dims: &msg.dims,
+                placement: (msg.device, self.index),
+                explicit_memory: msg.explicit_memory,
+                site: msg.site,
+            })
         });
         // A caller that went away drops the array here, which credits the account back.
         let _ = msg.reply.send(uploaded);
