@@ -77,6 +77,7 @@ mod ahead_of_time;
 mod array;
 mod client;
 mod client_builder;
+mod client_metrics;
 mod compile;
 mod device;
 mod executable;

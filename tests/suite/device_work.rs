@@ -41,3 +41,55 @@ fn each_device_actor_counts_the_async_work_it_served() {
     assert!(after.queue_wait >= after.max_queue_wait);
     assert_eq!(other, before.1, "device 1 served nothing");
 }
+
+/// The value of the one sample of `metric` whose labels contain `labels`.
+fn sample(text: &str, metric: &str, labels: &str) -> f64 {
+    let found: Vec<f64> = (text.lines())
+        .filter(|l| l.starts_with(&format!("{metric}{{")) && l.contains(labels))
+        .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(found.len(), 1, "{metric} {labels} in\n{text}");
+    found[0]
+}
+
+#[test]
+fn the_client_metrics_are_what_its_device_and_memory_actors_own() {
+    let client = Client::open().unwrap();
+    let devices = client.devices();
+    let (program, dims) = crate::common::distinct_module(4, 1);
+    let options = CompileOptions {
+        devices: Some(vec![devices[0].id()]),
+        ..Default::default()
+    };
+    let exe = client.compile_and_load(&program, &options).unwrap();
+    let n: i64 = dims.iter().product();
+    let a = devices[0].put(&vec![1f32; n as usize], &dims).unwrap();
+    let runs: Vec<_> = (0..3).map(|_| exe.execute_async(&[&a, &a])).collect();
+    let outputs: Vec<_> = runs.into_iter().map(|r| wait(r).unwrap()).collect();
+    let memory = devices[0].default_memory_space().unwrap();
+    memory.set_budget(Some(1 << 20)).unwrap();
+    let text = client.metrics().unwrap();
+    let device = format!("device=\"{}\"", devices[0].id());
+    let stats = devices[0].work_stats().unwrap();
+    assert_eq!(sample(&text, "pjrt_device_executes_total", &device), 3.0);
+    assert_eq!(stats.executes, 3);
+    assert_eq!(sample(&text, "pjrt_device_failed_total", &device), 0.0);
+    assert!(sample(&text, "pjrt_device_busy_seconds_total", &device) > 0.0);
+    assert_eq!(sample(&text, "pjrt_device_in_flight", &device), 0.0);
+    let other = format!("device=\"{}\"", devices[1].id());
+    assert_eq!(sample(&text, "pjrt_device_executes_total", &other), 0.0);
+    let labels = format!("memory=\"{}\"", memory.id());
+    let held = sample(&text, "pjrt_memory_bytes_held", &labels);
+    assert_eq!(held as u64, memory.bytes_held());
+    assert_eq!(
+        held as u64,
+        4 * 4 * n as u64,
+        "the argument and three outputs"
+    );
+    assert_eq!(
+        sample(&text, "pjrt_memory_budget_bytes", &labels),
+        (1 << 20) as f64
+    );
+    assert!(text.contains("# TYPE pjrt_device_executes_total counter"));
+    drop(outputs);
+}

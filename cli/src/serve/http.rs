@@ -128,13 +128,19 @@ async fn model_ready(State(app): State<App>, Path(model): Path<String>) -> Respo
     }
 }
 
+/// The server's and batchers' metrics, then the client's own (its device and memory-space
+/// actors'; a client that cannot answer leaves them out, and the scrape still succeeds).
 async fn metrics(State(app): State<App>) -> Response {
+    let mut text = app.models.metrics_text();
+    if let Ok(client) = app.models.client.metrics_async().await {
+        text += &client;
+    }
     (
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; version=0.0.4"),
         )],
-        app.models.metrics_text(),
+        text,
     )
         .into_response()
 }

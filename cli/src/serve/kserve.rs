@@ -168,6 +168,8 @@ pub struct Answered {
 /// The models served, the readiness flag, and the request metrics.
 pub struct Models {
     pub by_name: BTreeMap<String, ServedModel>,
+    /// The client the models run on, for its own metrics.
+    pub client: pjrt_actors::Client,
     pub ready: AtomicBool,
     metrics: Mutex<BTreeMap<(String, &'static str, &'static str), Latencies>>,
 }
@@ -185,8 +187,9 @@ struct Latencies {
 }
 
 impl Models {
-    pub fn new(models: Vec<ServedModel>) -> Models {
+    pub fn new(client: pjrt_actors::Client, models: Vec<ServedModel>) -> Models {
         Models {
+            client,
             by_name: models.into_iter().map(|m| (m.name.clone(), m)).collect(),
             ready: AtomicBool::new(true),
             metrics: Mutex::new(BTreeMap::new()),

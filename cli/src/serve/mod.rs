@@ -106,7 +106,7 @@ pub fn serve(cli: &Cli, spec: &ServeArgs) -> Result<()> {
     let served = (sources.iter())
         .map(|s| models::load(&client, s))
         .collect::<Result<Vec<_>>>()?;
-    let models = Arc::new(Models::new(served));
+    let models = Arc::new(Models::new(client.clone(), served));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -1,0 +1,127 @@
+//! The client's own metrics in the Prometheus text format: what each device actor served and
+//! holds in flight, and what each memory space's account holds against its budget.
+
+use std::fmt::Write as _;
+use std::future::Future;
+
+use pjrt_actors_core::Result;
+use pjrt_actors_core::actors::device::DeviceWorkStats;
+
+use crate::handles::{Client, wait};
+
+impl Client {
+    /// The client's metrics, in the Prometheus text exposition format: per addressable device
+    /// (label `device`, its id), the async executes its actor ran and failed, its reads, busy
+    /// and queue-wait seconds, its longest queue wait and the runs in flight; per memory space
+    /// (labels `memory` and `kind`), the bytes our arrays hold and its budget where one is set.
+    /// `pjrt-actors serve` adds them to its `/metrics`.
+    pub fn metrics(&self) -> Result<String> {
+        wait(self.metrics_async())
+    }
+
+    /// The async form of [`metrics`](Self::metrics): each device actor is asked for its
+    /// statistics.
+    pub fn metrics_async(&self) -> impl Future<Output = Result<String>> + use<> {
+        let devices = self.local_devices();
+        let asked: Vec<_> = devices.iter().map(|d| d.work_stats_async()).collect();
+        let client = self.clone();
+        async move {
+            let mut stats = Vec::with_capacity(asked.len());
+            for (device, ask) in devices.iter().zip(asked) {
+                stats.push((device.id(), ask.await?));
+            }
+            Ok(render(&client, &stats))
+        }
+    }
+}
+
+/// Each device metric: name, type, help, and its value from a device's statistics.
+type DeviceMetric = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&DeviceWorkStats) -> f64,
+);
+
+const DEVICE_METRICS: [DeviceMetric; 7] = [
+    (
+        "pjrt_device_executes_total",
+        "counter",
+        "Async executes the device's actor ran.",
+        |s| s.executes as f64,
+    ),
+    (
+        "pjrt_device_failed_total",
+        "counter",
+        "Of those, the ones that failed.",
+        |s| s.failed as f64,
+    ),
+    (
+        "pjrt_device_reads_total",
+        "counter",
+        "Async reads to the host.",
+        |s| s.reads as f64,
+    ),
+    (
+        "pjrt_device_busy_seconds_total",
+        "counter",
+        "Time the actor spent serving them.",
+        |s| s.busy.as_secs_f64(),
+    ),
+    (
+        "pjrt_device_queue_wait_seconds_total",
+        "counter",
+        "Time executes waited in the mailbox.",
+        |s| s.queue_wait.as_secs_f64(),
+    ),
+    (
+        "pjrt_device_max_queue_wait_seconds",
+        "gauge",
+        "The longest such wait.",
+        |s| s.max_queue_wait.as_secs_f64(),
+    ),
+    (
+        "pjrt_device_in_flight",
+        "gauge",
+        "Async executes sent and not yet computed.",
+        |s| s.in_flight as f64,
+    ),
+];
+
+fn render(client: &Client, stats: &[(i32, DeviceWorkStats)]) -> String {
+    let mut out = String::new();
+    for (name, kind, help, value) in DEVICE_METRICS {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (id, s) in stats {
+            let _ = writeln!(out, "{name}{{device=\"{id}\"}} {}", value(s));
+        }
+    }
+    let mut memories: Vec<_> = (client.local_devices().iter())
+        .flat_map(|d| d.memory_spaces())
+        .collect();
+    memories.sort_by_key(|m| m.id());
+    memories.dedup();
+    let labels = |m: &crate::MemorySpace| format!("memory=\"{}\",kind=\"{}\"", m.id(), m.kind());
+    let _ = writeln!(
+        out,
+        "# HELP pjrt_memory_bytes_held Bytes this client's arrays hold in the memory space.\n# TYPE pjrt_memory_bytes_held gauge"
+    );
+    for m in &memories {
+        let _ = writeln!(
+            out,
+            "pjrt_memory_bytes_held{{{}}} {}",
+            labels(m),
+            m.bytes_held()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP pjrt_memory_budget_bytes The budget set on the memory space.\n# TYPE pjrt_memory_budget_bytes gauge"
+    );
+    for m in &memories {
+        if let Some(budget) = m.budget() {
+            let _ = writeln!(out, "pjrt_memory_budget_bytes{{{}}} {budget}", labels(m));
+        }
+    }
+    out
+}
