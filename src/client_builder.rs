@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use pjrt_actors_core::pjrt::NamedValue;
-use pjrt_actors_core::{ClientConfig, Error, Result};
+use pjrt_actors_core::{ClientConfig, Result};
 
 use crate::handles::Client;
 
@@ -197,19 +197,6 @@ impl ClientBuilder {
 
     /// The async form of [`open`](Self::open): the plugin work runs on a helper thread.
     pub async fn open_async(self) -> Result<Client> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        std::thread::Builder::new()
-            .name("pjrt-actors-open".into())
-            .spawn(move || {
-                let _ = tx.send(self.open());
-            })
-            .map_err(|e| Error::ThreadSpawn {
-                what: "client open",
-                reason: e.to_string(),
-            })?;
-        rx.await.map_err(|_| Error::ThreadSpawn {
-            what: "client open",
-            reason: "it ended without an answer".into(),
-        })?
+        crate::handles::on_thread("pjrt-actors-open", "client open", move || self.open()).await
     }
 }

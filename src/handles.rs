@@ -45,6 +45,30 @@ where
     async move { request.await.map_err(mailbox_error)? }
 }
 
+/// Runs `work` on a thread of its own named `name`, and resolves to its answer: the async form of
+/// a call whose work blocks in the plugin or on many requests (opening a client, starting a
+/// batcher), so no executor thread is held while it runs.
+pub(crate) async fn on_thread<T: Send + 'static>(
+    name: &str,
+    what: &'static str,
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let _ = tx.send(work());
+        })
+        .map_err(|e| pjrt_actors_core::Error::ThreadSpawn {
+            what,
+            reason: e.to_string(),
+        })?;
+    rx.await.map_err(|_| pjrt_actors_core::Error::ThreadSpawn {
+        what,
+        reason: "it ended without an answer".into(),
+    })?
+}
+
 /// Runs the async form of a call on the calling thread: the blocking façade.
 pub(crate) fn wait<T>(fut: impl Future<Output = Result<T>>) -> Result<T> {
     block_on(fut)?

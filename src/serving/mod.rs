@@ -232,6 +232,19 @@ impl Batcher {
         })
     }
 
+    /// The async form of [`start`](Self::start): compiling, uploading and warming run on a
+    /// thread of their own (`batcher-start`), so no executor thread waits for them.
+    pub fn start_async(
+        client: &Client,
+        model: BatchModel,
+        config: BatcherConfig,
+    ) -> impl Future<Output = Result<Batcher>> + use<> {
+        let client = client.clone();
+        crate::handles::on_thread("batcher-start", "batcher start", move || {
+            Batcher::start(&client, model, config)
+        })
+    }
+
     /// The model's name.
     pub fn name(&self) -> &str {
         &self.inner.name

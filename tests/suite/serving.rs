@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use pjrt_actors::host_data::HostData;
 use pjrt_actors::serving::{
-    BatchModel, Batcher, BatcherConfig, InferRequest, ModelServer, Priority, ShutdownMode,
+    BatchModel, Batcher, BatcherConfig, InferRequest, ModelServer, Priority, ShutdownMode, wait,
 };
 use pjrt_actors::{ArrayType, CallbackKind, Client, ElementType, Error, HostCallback};
 
@@ -152,15 +152,17 @@ fn every_caller_gets_its_own_rows_under_load_from_threads() {
 #[test]
 fn async_callers_are_served_and_dropping_a_future_cancels_its_request() {
     let client = Client::open().unwrap();
-    let batcher = Batcher::start(
-        &client,
-        affine_model("affine", None),
-        config(64, Duration::from_micros(200)),
-    )
-    .unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .build()
+        .unwrap();
+    // Started from async code: the compiles and warm-up run on a thread of their own.
+    let batcher = rt
+        .block_on(Batcher::start_async(
+            &client,
+            affine_model("affine", None),
+            config(64, Duration::from_micros(200)),
+        ))
         .unwrap();
     let b = batcher.clone();
     rt.block_on(async move {
@@ -371,6 +373,14 @@ fn bad_requests_and_unknown_models_are_typed_errors_before_queueing() {
     let err = server
         .infer("nope", InferRequest::new(vec![request_of(1, 1).0]))
         .unwrap_err();
+    let unknown = server.infer_async("nope", InferRequest::new(vec![request_of(1, 1).0]));
+    assert!(matches!(
+        wait(unknown),
+        Err(Error::NotFound { what: "model", .. })
+    ));
+    let (x, want) = request_of(3, 1);
+    let answer = wait(server.infer_async("affine", InferRequest::new(vec![x]))).unwrap();
+    assert_eq!(values_of(&answer.outputs[0]), want);
     assert!(
         matches!(&err, Error::NotFound { what: "model", key } if key.contains("affine")),
         "{err}"
