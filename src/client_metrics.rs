@@ -43,7 +43,7 @@ type DeviceMetric = (
     fn(&DeviceWorkStats) -> f64,
 );
 
-const DEVICE_METRICS: [DeviceMetric; 7] = [
+const DEVICE_METRICS: [DeviceMetric; 9] = [
     (
         "pjrt_device_executes_total",
         "counter",
@@ -85,6 +85,18 @@ const DEVICE_METRICS: [DeviceMetric; 7] = [
         "gauge",
         "Async executes sent and not yet computed.",
         |s| s.in_flight as f64,
+    ),
+    (
+        "pjrt_device_frees_deferred_total",
+        "counter",
+        "Deleted arrays whose buffer was in use, freed by the device's actor later.",
+        |s| s.frees_deferred as f64,
+    ),
+    (
+        "pjrt_device_pending_frees",
+        "gauge",
+        "Of those, the ones still in use.",
+        |s| s.pending_frees as f64,
     ),
 ];
 

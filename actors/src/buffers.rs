@@ -74,15 +74,18 @@ impl BufferSlot {
         Error::Deleted { what: self.what() }
     }
 
-    /// Frees the buffer of a deleted array if no operation holds it; never waits.
-    fn settle(&self) {
+    /// Frees the buffer of a deleted array if no operation holds it; never waits. True when a
+    /// deleted array's buffer is freed now (or was before).
+    pub fn settle(&self) -> bool {
         if self.is_deleted()
             && let Some(mut state) = Ranked::try_new(BUFFER_SLOT, || self.state.try_write())
         {
             let old = std::mem::replace(&mut *state, SlotState::Deleted);
             drop(state);
             drop(old);
+            return true;
         }
+        false
     }
 
     /// The read lock, refusing a deleted array (whose buffer may still be held by an
@@ -313,6 +316,9 @@ pub trait ArrayOwner: Send + Sync + 'static {
     fn check_open(&self) -> Result<()>;
     /// The account of memory space `memory`, which an array charges while it holds bytes there.
     fn memory_account(&self, memory: usize) -> &MemoryAccount;
+    /// Hands a deleted array whose buffer an operation still holds to its device's actor,
+    /// which frees the buffer as soon as the operation lets go.
+    fn defer_free(&self, device: usize, array: Weak<ArrayCore>);
     /// The owner as `Any`, so a handle can get its typed client back from an array it holds
     /// (the client's guard is the only owner outside tests).
     fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
@@ -368,13 +374,20 @@ impl ArrayCore {
 
     /// Frees the device buffer now; later uses fail with `Error::Deleted`, and heap profiles
     /// leave the array out.
-    pub fn delete(&self) {
-        if self.slot.delete() {
+    pub fn delete(self: &Arc<Self>) {
+        let first = self.slot.delete();
+        if first {
             self.owner
                 .memory_account(self.slot.memory)
                 .credit(self.charged);
         }
         self.owner.buffers().update(self.id, |e| e.deleted = true);
+        // An operation holds the buffer (an execute running, a callback inside it): its device
+        // actor frees it once the operation ends, not whenever the array is next touched.
+        if first && !self.slot.settle() {
+            self.owner
+                .defer_free(self.slot.device, Arc::downgrade(self));
+        }
     }
 
     pub fn owner(&self) -> &Arc<dyn ArrayOwner> {

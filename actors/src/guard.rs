@@ -11,10 +11,10 @@ use actix::dev::ToEnvelope;
 use actix::{Addr, Handler, Message};
 
 use crate::actors::client::{ClientActor, Routes};
-use crate::actors::device::DeviceActor;
+use crate::actors::device::{DeferFree, DeviceActor};
 use crate::actors::memory_space::MemorySpaceActor;
 use crate::actors::registry::BufferRegistryActor;
-use crate::buffers::{ArrayOwner, BufferRegistry};
+use crate::buffers::{ArrayCore, ArrayOwner, BufferRegistry};
 use crate::error::{Error, Result};
 use crate::memory_account::MemoryAccount;
 use crate::runtime::Runtime;
@@ -145,6 +145,12 @@ impl ArrayOwner for ClientGuard {
 
     fn memory_account(&self, memory: usize) -> &MemoryAccount {
         &self.state.memory_accounts[memory]
+    }
+
+    fn defer_free(&self, device: usize, array: std::sync::Weak<ArrayCore>) {
+        if let Some(Some(actor)) = self.routes.devices.get(device) {
+            actor.do_send(DeferFree(array));
+        }
     }
 
     fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {

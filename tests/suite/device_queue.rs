@@ -82,6 +82,41 @@ fn a_device_past_its_queue_limit_refuses_async_runs_until_a_slot_frees() {
     assert_eq!(device.work_stats().unwrap().in_flight, 0);
 }
 
+#[test]
+fn a_buffer_deleted_while_a_run_holds_it_is_freed_by_its_device_actor_when_the_run_ends() {
+    let client = Client::open().unwrap();
+    let device = &client.devices()[0];
+    let (exe, tokens) = held_program(&client);
+    let x = device.put(&[1f32, 2.0, 3.0, 4.0], &[4]).unwrap();
+    let run = exe.execute_on_async(device, &[&x]);
+    let run = std::thread::spawn(move || wait(run)?[0].to_vec::<f32>());
+    wait_for_depth(device, 1);
+    // The run holds its argument: the delete marks it, and its device actor frees it later.
+    x.delete();
+    assert!(x.is_deleted());
+    assert!(matches!(x.to_vec::<f32>(), Err(Error::Deleted { .. })));
+    release(&tokens, 1);
+    assert_eq!(run.join().unwrap().unwrap(), [2.0, 4.0, 6.0, 8.0]);
+    let give_up = Instant::now() + Duration::from_secs(20);
+    let stats = loop {
+        let stats = device.work_stats().unwrap();
+        if stats.pending_frees == 0 || Instant::now() > give_up {
+            break stats;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    assert_eq!(
+        (stats.frees_deferred, stats.pending_frees),
+        (1, 0),
+        "{stats:?}"
+    );
+    // The handle lives on; a later delete of an array no one uses is freed at once.
+    let y = device.put(&[1f32; 4], &[4]).unwrap();
+    y.delete();
+    assert_eq!(device.work_stats().unwrap().frees_deferred, 1);
+    drop(x);
+}
+
 /// Needs several devices in one client: the CPU plugin's `cpu_device_count`.
 mod cpu_plugin {
     use super::*;

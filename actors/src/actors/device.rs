@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use actix::{Actor, Context, Handler, Message};
+use actix::{Actor, AsyncContext, Context, Handler, Message};
 use tokio::sync::oneshot;
 use tracing::Span;
 
@@ -27,6 +27,10 @@ pub struct DeviceActor {
     stats: DeviceWorkStats,
     /// Its work in flight: senders reserve a slot, this actor's handlers release it.
     queue: Arc<DeviceQueue>,
+    /// Deleted arrays of this device whose buffers an operation still held: freed here as
+    /// soon as it lets go (its own list; looked at every millisecond while not empty).
+    deferred_frees: Vec<std::sync::Weak<ArrayCore>>,
+    retry_scheduled: bool,
 }
 
 /// What a device actor served: the async executes and reads sent to it (blocking executes run
@@ -46,6 +50,10 @@ pub struct DeviceWorkStats {
     pub max_queue_wait: std::time::Duration,
     /// Async executes sent to it and not yet computed, when asked.
     pub in_flight: usize,
+    /// Deleted arrays whose buffers an operation held at their delete, handed to this actor
+    /// to free; and of those, the ones not freed yet, when asked.
+    pub frees_deferred: u64,
+    pub pending_frees: usize,
 }
 
 impl DeviceActor {
@@ -55,6 +63,8 @@ impl DeviceActor {
             index,
             stats: DeviceWorkStats::default(),
             queue,
+            deferred_frees: Vec::new(),
+            retry_scheduled: false,
         }
     }
 }
@@ -70,6 +80,7 @@ impl Handler<GetWorkStats> for DeviceActor {
     fn handle(&mut self, _: GetWorkStats, _: &mut Context<Self>) -> Self::Result {
         Ok(DeviceWorkStats {
             in_flight: self.queue.depth(),
+            pending_frees: self.deferred_frees.len(),
             ..self.stats
         })
     }
@@ -180,7 +191,36 @@ impl Handler<ExecuteRequest> for DeviceActor {
     }
 }
 
+/// A deleted array of this device whose buffer an operation still holds, to free once it lets
+/// go.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct DeferFree(pub std::sync::Weak<ArrayCore>);
+
+impl Handler<DeferFree> for DeviceActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: DeferFree, ctx: &mut Context<Self>) {
+        self.stats.frees_deferred += 1;
+        self.deferred_frees.push(msg.0);
+        self.free_deferred(ctx);
+    }
+}
+
 impl DeviceActor {
+    /// Frees the deferred buffers no operation holds now (an array whose last handle went
+    /// freed its own); looks again in a millisecond while any remain.
+    fn free_deferred(&mut self, ctx: &mut Context<Self>) {
+        (self.deferred_frees).retain(|array| array.upgrade().is_some_and(|a| !a.slot.settle()));
+        if !self.deferred_frees.is_empty() && !self.retry_scheduled {
+            self.retry_scheduled = true;
+            ctx.run_later(std::time::Duration::from_millis(1), |actor, ctx| {
+                actor.retry_scheduled = false;
+                actor.free_deferred(ctx);
+            });
+        }
+    }
+
     /// The arguments of a run placed here by the router, each copied to this device where it
     /// lives on another (the copies are dropped with the request).
     fn placed_here(
