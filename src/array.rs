@@ -287,14 +287,14 @@ impl Array {
 
     /// The array's layout on its device.
     pub fn layout(&self) -> Result<pjrt_actors_core::pjrt::Layout> {
-        self.open_slot()?.with_buffer(|b| b.layout())
+        self.open_slot()?.with_buffer(|b| Ok(b.layout()?))
     }
 
     /// The address of the array's device memory, as a number (py_client's
     /// `unsafe_buffer_pointer`): to check zero-copy sharing or hand to other libraries. It is
     /// valid while the array lives and is not moved by a defragment.
     pub fn unsafe_buffer_pointer(&self) -> Result<usize> {
-        self.open_slot()?.with_buffer(|b| b.device_address())
+        self.open_slot()?.with_buffer(|b| Ok(b.device_address()?))
     }
 
     /// Whether a failed defragment left this array's bytes in host memory (readable; the next
@@ -311,7 +311,7 @@ impl Array {
 
     /// Blocks until the array's contents are computed; a failed computation's error comes back.
     pub fn block_until_ready(&self) -> Result<()> {
-        self.open_slot()?.with_buffer(|b| b.wait_ready())
+        self.open_slot()?.with_buffer(|b| Ok(b.wait_ready()?))
     }
 
     /// Reads the array into a caller's slice of exactly `element_count()` values of its type.

@@ -134,13 +134,13 @@ impl LoadedExecutable {
     /// XLA's cost analysis (`flops`, `bytes accessed`, `transcendentals`, ...).
     pub fn cost_analysis(&self) -> Result<Vec<(String, NamedValue)>> {
         self.shared.state().check_open()?;
-        self.core.exe.cost_analysis()
+        Ok(self.core.exe.cost_analysis()?)
     }
 
     /// Memory the compiled program needs (arguments, outputs, temporaries, code).
     pub fn compiled_memory_stats(&self) -> Result<CompiledMemoryStats> {
         self.shared.state().check_open()?;
-        self.core.exe.compiled_memory_stats()
+        Ok(self.core.exe.compiled_memory_stats()?)
     }
 
     /// Serializes the executable (see [`Client::deserialize_executable`]).

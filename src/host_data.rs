@@ -256,7 +256,7 @@ pub fn parse_literal(text: &str) -> Result<HostData> {
                 .ok_or_else(|| bad(&what, format!("`{d}` is not a dimension")))
         })
         .collect::<Result<Vec<_>>>()?;
-    let size = byte_size(dtype, &dims).map_err(|e| bad(&what, e.detail()))?;
+    let size = byte_size(dtype, &dims).map_err(|e| bad(&what, Error::from(e).detail()))?;
     // A single value fills the shape: without a bound, a few characters could ask for
     // terabytes (found by fuzzing).
     if size > LITERAL_LIMIT {

@@ -126,7 +126,7 @@ impl BufferSlot {
     pub fn read_bytes(&self, dst: &mut [u8]) -> Result<()> {
         let guard = self.read_live()?;
         match &*guard {
-            SlotState::Live(b) => b.read_into(dst, self.dims.len()),
+            SlotState::Live(b) => Ok(b.read_into(dst, self.dims.len())?),
             SlotState::OnHost(bytes) if bytes.len() == dst.len() => {
                 dst.copy_from_slice(bytes);
                 Ok(())
@@ -147,8 +147,13 @@ impl BufferSlot {
         }
         let guard = self.read_live()?;
         match &*guard {
-            SlotState::Live(b) => crate::pjrt::read_typed(b, self.dtype, self.dims.len(), dst),
-            SlotState::OnHost(bytes) => crate::pjrt::copy_typed(bytes, dst),
+            SlotState::Live(b) => Ok(crate::pjrt::read_typed(
+                b,
+                self.dtype,
+                self.dims.len(),
+                dst,
+            )?),
+            SlotState::OnHost(bytes) => Ok(crate::pjrt::copy_typed(bytes, dst)?),
             SlotState::Deleted => Err(self.deleted_error()),
         }
     }
@@ -301,7 +306,7 @@ impl BufferRegistry {
         if let Ok(Some(size)) = self.get_with(array.id, |e| e.size()) {
             return Ok(size);
         }
-        let size = array.slot.with_buffer(|b| b.on_device_size())?;
+        let size = array.slot.with_buffer(|b| Ok(b.on_device_size()?))?;
         self.update(array.id, |e| e.set_size(size));
         Ok(size)
     }
@@ -415,13 +420,16 @@ impl ArrayCore {
     pub fn wait_ready_until(&self, deadline: std::time::Instant) -> Result<bool> {
         let (ready, fired) = crossbeam_channel::bounded(1);
         self.slot.with_buffer(|b| {
-            b.ready_event()?.on_ready(Box::new(move || {
+            Ok(b.ready_event()?.on_ready(Box::new(move || {
                 let _ = ready.send(());
-            }))
+            }))?)
         })?;
         match fired.recv_deadline(deadline) {
             // Ready: the wait returns at once, with the computation's error if it failed.
-            Ok(()) => self.slot.with_buffer(|b| b.wait_ready()).map(|()| true),
+            Ok(()) => self
+                .slot
+                .with_buffer(|b| Ok(b.wait_ready()?))
+                .map(|()| true),
             Err(_) => Ok(false),
         }
     }

@@ -320,13 +320,13 @@ impl ClientState {
             site,
         } = upload;
         let uploaded = self.check_open().and_then(|()| {
-            self.pjrt.upload(
+            Ok(self.pjrt.upload(
                 data,
                 dtype,
                 dims,
                 &self.devices[device],
                 explicit_memory.then(|| &self.memories[memory]),
-            )
+            )?)
         });
         let buffer = uploaded.inspect_err(|_| {
             let bytes = crate::dtype::byte_size(dtype, dims).map_or(0, |n| n as u64);
@@ -354,9 +354,9 @@ impl ClientState {
         self.check_open()?;
         let buffer = array.slot.with_buffer(|b| {
             if to_memory {
-                b.copy_to_memory(&self.memories[memory])
+                Ok(b.copy_to_memory(&self.memories[memory])?)
             } else {
-                b.copy_to_device(&self.devices[device])
+                Ok(b.copy_to_device(&self.devices[device])?)
             }
         })?;
         let slot = BufferSlot::new(
@@ -413,7 +413,7 @@ impl ClientState {
         device: usize,
     ) -> Result<(Vec<crate::pjrt::MemoryKind>, Option<usize>)> {
         self.check_open()?;
-        self.devices[device].memory_kinds()
+        Ok(self.devices[device].memory_kinds()?)
     }
 
     /// The plugin's default layout for `dtype` × `dims`.
@@ -424,13 +424,13 @@ impl ClientState {
     ) -> Result<crate::pjrt::Layout> {
         self.check_open()?;
         crate::dtype::byte_size(dtype, dims)?;
-        self.pjrt.default_layout(dtype, dims)
+        Ok(self.pjrt.default_layout(dtype, dims)?)
     }
 
     /// Maps host memory for DMA; see `PjrtClient::dma_map`.
     pub fn dma_map(&self, memory: crate::pjrt::SharedBytes) -> Result<crate::pjrt::DmaMapping> {
         self.check_open()?;
-        self.pjrt.dma_map(memory)
+        Ok(self.pjrt.dma_map(memory)?)
     }
 
     /// The compile-cache key of `program` compiled with `options` (a serialized

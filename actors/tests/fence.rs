@@ -200,7 +200,7 @@ fn an_executable_reports_its_compile_options_where_the_plugin_can() {
         Err(err) => {
             assert!(plugin.api_version() < (0, 100), "{err}");
             assert!(
-                matches!(err, pjrt_actors_core::Error::Unsupported { .. }),
+                matches!(err, pjrt_actors_core::pjrt::Error::Unsupported { .. }),
                 "{err}"
             );
         }

@@ -1,5 +1,6 @@
-//! The one error type of the runtime: every failure says which operation failed and why, and a
-//! PJRT failure keeps the plugin's code, its message and the C function that returned it.
+//! The plugin layer's errors: loading a plugin, and a PJRT failure with the plugin's code, its
+//! message and the C function that returned it. The runtime's one error type for users,
+//! `pjrt_actors_core::Error`, takes these and adds the errors of the layers above.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -130,7 +131,10 @@ pub enum PluginError {
     },
 }
 
-/// Every error the runtime returns.
+/// What the plugin layer itself returns: loading a plugin, a C API call that failed, a function
+/// or extension the plugin lacks, and an argument refused before a C call. Everything above the
+/// plugin (compiles, caches, serving, the actors) has its error in `pjrt_actors_core::Error`,
+/// which takes each of these as the variant of the same name.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -149,153 +153,16 @@ pub enum Error {
     /// The plugin does not offer this function or extension.
     #[error("{what} is not supported by this plugin{hint}")]
     Unsupported { what: &'static str, hint: String },
-    /// A create option has a value the plugin would abort on, or is otherwise unusable.
-    #[error("invalid client option `{name}`: {reason}")]
-    InvalidOption { name: String, reason: String },
     /// An argument was rejected before the plugin saw it.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    /// An id that no longer names a live entry (its entry was removed, maybe its index reused).
-    #[error("stale {what} id {id}: it no longer names a live {what}")]
-    StaleId { what: &'static str, id: String },
-    /// The array was deleted (explicitly, or its buffer was donated).
-    #[error("the {what} has been deleted")]
-    Deleted { what: String },
-    /// The array's bytes are in host memory after a failed defragment; reading it works,
-    /// running it needs the next `defragment` to put it back on the device.
-    #[error("the {what} is held in host memory after a failed defragment; run defragment again")]
-    OnHost { what: String },
-    /// A defragment could not put every buffer back on its device. No data was lost: the
-    /// arrays listed are held in host memory (readable; the next defragment retries them).
-    #[error("defragment moved {moved} buffers; {} are held in host memory: {reason}", on_host.len())]
-    Defragment {
-        moved: usize,
-        /// Ids of the arrays left in host memory.
-        on_host: Vec<String>,
-        reason: String,
-    },
-    /// An execute argument failed validation.
-    #[error("argument {index} of `{executable}`: {reason}{}", context.as_ref().map(|c| format!(" (in {c})")).unwrap_or_default())]
-    BadArgument {
-        executable: String,
-        index: usize,
-        reason: String,
-        /// The tracing span the caller was in, as py_client's user-context scope names it.
-        context: Option<String>,
-    },
-    /// Serialized executable bytes that are not ours, are damaged, or are cut short. They never
-    /// reach the plugin.
-    #[error("cannot load the serialized executable: {reason}")]
-    Deserialize { reason: String },
-    /// Serialized by a different plugin, plugin version or platform than this client's.
-    #[error("the executable was serialized by {serialized_by}; this client is {this_client}")]
-    ForeignExecutable {
-        serialized_by: String,
-        this_client: String,
-    },
-    /// No client here has the topology an executable was compiled for.
-    #[error("no client matches the topology: {reason}")]
-    TopologyMismatch { reason: String },
-    /// A bounded queue is full and the caller asked not to wait.
-    #[error("{what} is busy: its queue is full")]
-    Busy { what: &'static str },
-    /// An upload would take a memory space past the budget set on it
-    /// (`MemorySpace::set_budget`); nothing was allocated.
-    #[error("{memory}: {asked} more bytes would pass its budget of {budget} ({held} held)")]
-    MemoryBudget {
-        memory: String,
-        asked: u64,
-        held: u64,
-        budget: u64,
-    },
-    /// The caller cancelled the request (its token, or by dropping the future).
-    #[error("{what} was cancelled by the caller")]
-    RequestCancelled { what: &'static str },
-    /// A queued request's deadline passed before it ran: it was answered, never executed.
-    #[error("{what} expired after {waited:?} in the queue; it was not executed")]
-    Expired {
-        what: &'static str,
-        waited: std::time::Duration,
-    },
-    /// The service a request was sent to has stopped (shut down, or shutting down and not
-    /// taking work): the request was not run.
-    #[error("{what} has stopped; the request was not run")]
-    Stopped { what: String },
-    /// A compile-cache directory could not be used.
-    #[error("compile cache at {path}: {reason}")]
-    Cache { path: String, reason: String },
-    /// A host callback failed, returned values of the wrong type, or panicked; the execution
-    /// that called it failed with it.
-    #[error("host callback `{name}` failed: {reason}")]
-    Callback { name: String, reason: String },
-    /// A program calls a host callback it was not given.
-    #[error(
-        "the program calls host callback #{id}, which was not given (pass it when compiling or loading)"
-    )]
-    UnknownCallback { id: i64 },
-    /// A lookup by id found nothing.
-    #[error("no {what} with {key}")]
-    NotFound { what: &'static str, key: String },
-    /// The client's actors have shut down; nothing more can be done with this handle.
-    #[error("the client has shut down")]
-    ShutDown,
-    /// The handler serving the request panicked. The request failed; the actor lives on (a
-    /// device actor is restarted by its supervisor first, so no state the panic left serves
-    /// the next request).
-    #[error("{what} panicked: {reason}")]
-    Panicked { what: String, reason: String },
-    /// A blocking call was made on one of the runtime's own threads (inside a host callback
-    /// run by an actor, say), where waiting would deadlock on its own mailbox.
-    #[error("a blocking call was made on a runtime thread; use the async form there")]
-    BlockingOnRuntimeThread,
-    /// The operating system refused a thread the runtime needs.
-    #[error("cannot start the {what} thread: {reason}")]
-    ThreadSpawn { what: &'static str, reason: String },
-    /// The compiler crashed on this program, in an isolated compile worker: the worker died
-    /// (killed by `signal`, or exiting with `status`), was restarted, and nothing else was
-    /// affected. In-process, the same program would have ended the whole process.
-    #[error(
-        "the compiler crashed on this program ({how}); its worker process was restarted{}",
-        in_context(context)
-    )]
-    CompilerCrashed {
-        /// The signal that killed the worker (6: SIGABRT, a failed CHECK; 11: SIGSEGV), if any.
-        signal: Option<i32>,
-        /// How the worker ended, in words.
-        how: String,
-        /// Whose request failed: the caller's tracing span and call site, where known.
-        context: Option<String>,
-    },
-    /// A program written for a newer StableHLO than the plugin parses (ops such as
-    /// `stablehlo.composite` around `chlo.sinh`, which current JAX emits).
-    #[error(
-        "the program needs a newer StableHLO than this plugin parses (the plugin's is {plugin}{}): run it on a newer plugin (the 0.115 CPU plugin parses StableHLO 1.20.0: PJRT_PLUGIN_PATH=.pjrt/xla_cpu_0115/pjrt_c_api_cpu_plugin.so), or export it for an older target; the plugin said: {message}",
-        artifact.as_ref().map(|a| format!("; the artifact was written by {a}")).unwrap_or_default()
-    )]
-    StableHloTooNew {
-        /// The newest StableHLO version the plugin parses.
-        plugin: String,
-        /// The producer a bytecode artifact names (`StableHLO_v1.15.0`), where it names one.
-        artifact: Option<String>,
-        message: String,
-    },
-    /// A program did not finish within the time its caller gave it. It is not cancelled (PJRT
-    /// cannot stop a running program): it runs to its end and its results are dropped.
-    #[error("`{what}` did not finish within {after:?}; it runs on to its end, its results dropped")]
-    DeadlineExceeded {
-        what: String,
-        after: std::time::Duration,
-    },
-    /// The plugin reported something the runtime cannot place (a fact that broke an
-    /// assumption, not bad input); the message says which.
-    #[error("internal error: {0}")]
-    Internal(String),
 }
 
 /// The most of a plugin message an error keeps: its head and its tail, with how much was cut.
 pub const MESSAGE_LIMIT: usize = 4096;
 
-fn in_context(context: &Option<String>) -> String {
+/// ` (in CONTEXT)` where a context is known.
+pub fn in_context(context: &Option<String>) -> String {
     context
         .as_ref()
         .map(|c| format!(" (in {c})"))
@@ -324,29 +191,6 @@ pub fn cut_message(message: String) -> String {
 }
 
 impl Error {
-    /// Attaches whose request failed (the caller's span and call site) to an error from the
-    /// plugin or the compiler, where none is attached yet.
-    pub fn with_context(mut self, caller: impl FnOnce() -> String) -> Self {
-        match &mut self {
-            Error::Pjrt { context, .. } | Error::CompilerCrashed { context, .. }
-                if context.is_none() =>
-            {
-                *context = Some(caller());
-            }
-            _ => {}
-        }
-        self
-    }
-
-    /// The error's own words, without the prefix its kind adds (for an error that another
-    /// message wraps: "input `x`: …" rather than "input `x`: invalid argument: …").
-    pub fn detail(&self) -> String {
-        match self {
-            Error::InvalidArgument(message) => message.clone(),
-            other => other.to_string(),
-        }
-    }
-
     /// The plugin's own message for an error from the plugin; else the whole error's words.
     pub fn detail_of_plugin(&self) -> String {
         match self {
@@ -378,22 +222,6 @@ mod tests {
         assert!(cut.len() < MESSAGE_LIMIT + 100, "{}", cut.len());
         assert!(cut.starts_with("head ") && cut.ends_with(" tail"));
         assert!(cut.contains("bytes cut"));
-    }
-
-    #[test]
-    fn context_is_attached_once_and_shown() {
-        let e = Error::Pjrt {
-            function: "PJRT_Client_Compile",
-            code: PjrtCode::InvalidArgument,
-            message: "bad".into(),
-            context: None,
-        };
-        let e = e.with_context(|| "serve at main.rs:3".into());
-        let e = e.with_context(|| "somewhere else".into());
-        assert_eq!(
-            e.to_string(),
-            "PJRT_Client_Compile failed with INVALID_ARGUMENT: bad (in serve at main.rs:3)"
-        );
     }
 }
 

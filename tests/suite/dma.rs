@@ -61,7 +61,7 @@ fn mapped_staging_is_an_upload_source_and_a_read_back_target() {
     let y = twice.execute(&[&x, &x]).unwrap().remove(0);
     // While an array aliases the staging memory it may not be written, nor unmapped.
     assert!(matches!(
-        mapping.memory_mut(),
+        mapping.memory_mut().map_err(Error::from),
         Err(Error::InvalidArgument(_))
     ));
     drop(x);

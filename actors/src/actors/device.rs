@@ -111,7 +111,7 @@ impl Handler<GetMemoryStats> for DeviceActor {
             tracing::debug_span!(parent: &msg.span, "device.memory_stats", device = self.index)
                 .entered();
         serve::<Self, _>(ctx, "memory_stats", || {
-            self.state.devices[self.index].memory_stats()
+            Ok(self.state.devices[self.index].memory_stats()?)
         })
     }
 }
@@ -253,7 +253,7 @@ fn release_when_computed(outputs: &Outputs, slot: QueueSlot) {
     let mut slot = Some(slot);
     let _ = last.slot.with_buffer(|b| {
         let release = slot.take();
-        b.ready_event()?.on_ready(Box::new(move || drop(release)))
+        Ok(b.ready_event()?.on_ready(Box::new(move || drop(release)))?)
     });
     // Where the event could not be had, the slot goes now (dropped with `slot`).
 }

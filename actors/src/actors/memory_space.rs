@@ -157,7 +157,7 @@ impl Handler<DescribeMemory> for MemorySpaceActor {
                 .devices()?
                 .iter()
                 .map(|d| d.description().map(|d| d.id))
-                .collect::<Result<Vec<_>>>()?;
+                .collect::<crate::pjrt::Result<Vec<_>>>()?;
             Ok((description, devices))
         })
     }

@@ -257,13 +257,13 @@ impl BufferRegistryActor {
             });
         }
         let res = &self.state;
-        res.pjrt.upload(
+        Ok(res.pjrt.upload(
             HostData::Borrowed(bytes),
             slot.dtype,
             &slot.dims,
             &res.devices[slot.device],
             Some(&res.memories[slot.memory]),
-        )
+        )?)
     }
 
     /// Compaction as the allocators see it: the largest free block over the free bytes in the
