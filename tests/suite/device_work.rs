@@ -2,20 +2,28 @@
 //! sent to its device are counted there, with the time they took and waited, and no other
 //! device's counts move.
 
-use pjrt_actors::{Client, CompileOptions, serving::wait};
+use pjrt_actors::{Array, Client, CompileOptions, LoadedExecutable, serving::wait};
 
-#[test]
-fn each_device_actor_counts_the_async_work_it_served() {
+/// A client, a distinct two-argument program `seed` compiled for its device 0, and an argument
+/// of ones there.
+fn on_device_0(seed: usize) -> (Client, LoadedExecutable, Array) {
     let client = Client::open().unwrap();
-    let devices = client.devices();
-    let (program, dims) = crate::common::distinct_module(3, 1);
+    let device = client.devices()[0].clone();
+    let (program, dims) = crate::common::distinct_module(seed, 1);
     let options = CompileOptions {
-        devices: Some(vec![devices[0].id()]),
+        devices: Some(vec![device.id()]),
         ..Default::default()
     };
     let exe = client.compile_and_load(&program, &options).unwrap();
     let n: i64 = dims.iter().product();
-    let a = devices[0].put(&vec![1f32; n as usize], &dims).unwrap();
+    let a = device.put(&vec![1f32; n as usize], &dims).unwrap();
+    (client, exe, a)
+}
+
+#[test]
+fn each_device_actor_counts_the_async_work_it_served() {
+    let (client, exe, a) = on_device_0(3);
+    let devices = client.devices();
     let before = (
         devices[0].work_stats().unwrap(),
         devices[1].work_stats().unwrap(),
@@ -54,16 +62,9 @@ fn sample(text: &str, metric: &str, labels: &str) -> f64 {
 
 #[test]
 fn the_client_metrics_are_what_its_device_and_memory_actors_own() {
-    let client = Client::open().unwrap();
+    let (client, exe, a) = on_device_0(4);
     let devices = client.devices();
-    let (program, dims) = crate::common::distinct_module(4, 1);
-    let options = CompileOptions {
-        devices: Some(vec![devices[0].id()]),
-        ..Default::default()
-    };
-    let exe = client.compile_and_load(&program, &options).unwrap();
-    let n: i64 = dims.iter().product();
-    let a = devices[0].put(&vec![1f32; n as usize], &dims).unwrap();
+    let n = a.element_count() as u64;
     let runs: Vec<_> = (0..3).map(|_| exe.execute_async(&[&a, &a])).collect();
     let outputs: Vec<_> = runs.into_iter().map(|r| wait(r).unwrap()).collect();
     let memory = devices[0].default_memory_space().unwrap();
