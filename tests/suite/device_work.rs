@@ -82,11 +82,7 @@ fn the_client_metrics_are_what_its_device_and_memory_actors_own() {
     let labels = format!("memory=\"{}\"", memory.id());
     let held = sample(&text, "pjrt_memory_bytes_held", &labels);
     assert_eq!(held as u64, memory.bytes_held());
-    assert_eq!(
-        held as u64,
-        4 * 4 * n as u64,
-        "the argument and three outputs"
-    );
+    assert_eq!(held as u64, 4 * 4 * n, "the argument and three outputs");
     assert_eq!(
         sample(&text, "pjrt_memory_budget_bytes", &labels),
         (1 << 20) as f64
