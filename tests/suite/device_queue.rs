@@ -13,8 +13,17 @@ use crate::callbacks::{program_around, pure_map};
 /// before it answers each element (a run takes four: `release`), so the runs it is in stay in
 /// flight for as long as the test likes.
 fn held_program(client: &Client) -> (LoadedExecutable, Sender<()>) {
+    let (exe, tokens, _) = held_program_told(client);
+    (exe, tokens)
+}
+
+/// [`held_program`], also telling on the returned receiver each time its callback is entered
+/// (its run then holds its arguments).
+fn held_program_told(client: &Client) -> (LoadedExecutable, Sender<()>, Receiver<()>) {
     let (sender, tokens): (Sender<()>, Receiver<()>) = crossbeam_channel::unbounded();
+    let (tell, entered) = crossbeam_channel::unbounded();
     let cb = pure_map("held", 4, move |x| {
+        let _ = tell.send(());
         let _ = tokens.recv_timeout(Duration::from_secs(10));
         x
     });
@@ -26,7 +35,7 @@ fn held_program(client: &Client) -> (LoadedExecutable, Sender<()>) {
         .callbacks(&[cb])
         .load()
         .unwrap();
-    (exe, sender)
+    (exe, sender, entered)
 }
 
 /// Lets `runs` runs of a [`held_program`] finish.
@@ -82,44 +91,48 @@ fn a_device_past_its_queue_limit_refuses_async_runs_until_a_slot_frees() {
     assert_eq!(device.work_stats().unwrap().in_flight, 0);
 }
 
-#[test]
-fn a_buffer_deleted_while_a_run_holds_it_is_freed_by_its_device_actor_when_the_run_ends() {
-    let client = Client::open().unwrap();
-    let device = &client.devices()[0];
-    let (exe, tokens) = held_program(&client);
-    let x = device.put(&[1f32, 2.0, 3.0, 4.0], &[4]).unwrap();
-    let run = exe.execute_on_async(device, &[&x]);
-    let run = std::thread::spawn(move || wait(run)?[0].to_vec::<f32>());
-    wait_for_depth(device, 1);
-    // The run holds its argument: the delete marks it, and its device actor frees it later.
-    x.delete();
-    assert!(x.is_deleted());
-    assert!(matches!(x.to_vec::<f32>(), Err(Error::Deleted { .. })));
-    release(&tokens, 1);
-    assert_eq!(run.join().unwrap().unwrap(), [2.0, 4.0, 6.0, 8.0]);
-    let give_up = Instant::now() + Duration::from_secs(20);
-    let stats = loop {
-        let stats = device.work_stats().unwrap();
-        if stats.pending_frees == 0 || Instant::now() > give_up {
-            break stats;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    assert_eq!(
-        (stats.frees_deferred, stats.pending_frees),
-        (1, 0),
-        "{stats:?}"
-    );
-    // The handle lives on; a later delete of an array no one uses is freed at once.
-    let y = device.put(&[1f32; 4], &[4]).unwrap();
-    y.delete();
-    assert_eq!(device.work_stats().unwrap().frees_deferred, 1);
-    drop(x);
-}
-
-/// Needs several devices in one client: the CPU plugin's `cpu_device_count`.
+/// Needs the CPU plugin: several devices in one client (`cpu_device_count`), and runs that hold
+/// their arguments while their callbacks run.
 mod cpu_plugin {
     use super::*;
+
+    /// On the CPU plugin a run holds its arguments while its callback runs (a GPU plugin's
+    /// callback runs after the execute call has returned, when nothing holds them).
+    #[test]
+    fn a_buffer_deleted_while_a_run_holds_it_is_freed_by_its_device_actor_when_the_run_ends() {
+        let client = Client::open().unwrap();
+        let device = &client.devices()[0];
+        let (exe, tokens, entered) = held_program_told(&client);
+        let x = device.put(&[1f32, 2.0, 3.0, 4.0], &[4]).unwrap();
+        let run = exe.execute_on_async(device, &[&x]);
+        let run = std::thread::spawn(move || wait(run)?[0].to_vec::<f32>());
+        // Inside the callback, so inside the execute that holds `x`.
+        entered.recv_timeout(Duration::from_secs(20)).unwrap();
+        // The run holds its argument: the delete marks it, and its device actor frees it later.
+        x.delete();
+        assert!(x.is_deleted());
+        assert!(matches!(x.to_vec::<f32>(), Err(Error::Deleted { .. })));
+        release(&tokens, 1);
+        assert_eq!(run.join().unwrap().unwrap(), [2.0, 4.0, 6.0, 8.0]);
+        let give_up = Instant::now() + Duration::from_secs(20);
+        let stats = loop {
+            let stats = device.work_stats().unwrap();
+            if stats.pending_frees == 0 || Instant::now() > give_up {
+                break stats;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        assert_eq!(
+            (stats.frees_deferred, stats.pending_frees),
+            (1, 0),
+            "{stats:?}"
+        );
+        // The handle lives on; a later delete of an array no one uses is freed at once.
+        let y = device.put(&[1f32; 4], &[4]).unwrap();
+        y.delete();
+        assert_eq!(device.work_stats().unwrap().frees_deferred, 1);
+        drop(x);
+    }
 
     #[test]
     fn a_portable_run_that_names_no_device_goes_to_the_least_loaded_one() {
