@@ -169,7 +169,8 @@ impl ClientBuilder {
 
     /// How long shutting the client down waits for compiles still running on its compile
     /// workers (default 120 s): `shutdown`, and dropping the last handle, return by then and
-    /// leave a compile still running to finish unjoined.
+    /// leave a compile still running to finish unjoined. Let such a compile end before the
+    /// process exits: an exit tears the plugin down under the thread still compiling in it.
     pub fn shutdown_timeout(mut self, wait: std::time::Duration) -> Self {
         self.config.shutdown_timeout = Some(wait);
         self
