@@ -349,17 +349,17 @@ impl ArrayCore {
     ) -> Arc<ArrayCore> {
         let charged = slot.dense_bytes();
         owner.memory_account(slot.memory).charge(charged);
-        Self::register_charged(owner, slot, site)
+        Self::register_charged(owner, slot, site, charged)
     }
 
-    /// `register` for an upload that charged its memory space's account already (within its
-    /// budget, before the plugin allocated).
+    /// `register` for an upload that charged its memory space's account `charged` bytes already
+    /// (its dense size, within the budget, before the plugin allocated).
     pub fn register_charged(
         owner: Arc<dyn ArrayOwner>,
         slot: BufferSlot,
         site: crate::site::Site,
+        charged: u64,
     ) -> Arc<ArrayCore> {
-        let charged = slot.dense_bytes();
         Arc::new_cyclic(|weak| {
             let entry = BufferEntry {
                 array: weak.clone(),

@@ -15,7 +15,7 @@ use crate::compile_cache::{CacheStats, CompileKey, MemoryCache};
 use crate::error::{Error, Result};
 use crate::executable::{ExecutableCore, ExecutableMeta, ExecutableRegistry};
 use crate::execute::{ExecuteContext, Outputs};
-use crate::memory_account::MemoryAccount;
+use crate::memory_account::{MemoryAccount, OverBudget};
 use crate::pjrt::{
     DeviceDescription, HostData, MemoryDescription, NamedValue, PjrtClient, PjrtDevice,
     PjrtLoadedExecutable, PjrtMemory,
@@ -298,18 +298,14 @@ impl ClientState {
         self.check_open()?;
         let bytes = crate::dtype::byte_size(upload.dtype, upload.dims)? as u64;
         let memory = upload.placement.1;
-        (self.memory_accounts[memory].try_charge(bytes)).map_err(|over| Error::MemoryBudget {
-            memory: self.memory_name(memory),
-            asked: over.asked,
-            held: over.held,
-            budget: over.budget,
-        })?;
-        self.upload_charged(upload)
+        (self.memory_accounts[memory].try_charge(bytes))
+            .map_err(|over| self.over_budget(memory, over))?;
+        self.upload_charged(upload, bytes)
     }
 
-    /// `upload` for bytes already charged to the memory space's account (the memory-space
-    /// actor admits waiting uploads so); a failed upload credits them back.
-    pub fn upload_charged(&self, upload: Upload<'_>) -> Result<Arc<ArrayCore>> {
+    /// `upload` for `bytes` (its dense size) already charged to the memory space's account
+    /// (the memory-space actor admits waiting uploads so); a failed upload credits them back.
+    pub fn upload_charged(&self, upload: Upload<'_>, bytes: u64) -> Result<Arc<ArrayCore>> {
         let Upload {
             owner,
             data,
@@ -328,18 +324,24 @@ impl ClientState {
                 explicit_memory.then(|| &self.memories[memory]),
             )?)
         });
-        let buffer = uploaded.inspect_err(|_| {
-            let bytes = crate::dtype::byte_size(dtype, dims).map_or(0, |n| n as u64);
-            self.memory_accounts[memory].credit(bytes);
-        })?;
+        let buffer = uploaded.inspect_err(|_| self.memory_accounts[memory].credit(bytes))?;
         let slot = BufferSlot::new(buffer, dtype, dims.into(), device, memory);
-        Ok(ArrayCore::register_charged(owner, slot, site))
+        Ok(ArrayCore::register_charged(owner, slot, site, bytes))
     }
 
-    /// How errors name memory space `memory`: its kind and id.
-    pub fn memory_name(&self, memory: usize) -> String {
-        let m = &self.snapshot.memories[memory].description;
-        format!("memory space {} ({})", m.id, m.kind)
+    /// The error for an upload that does not fit memory space `memory`'s budget: the one
+    /// `Error::MemoryBudget`, for the blocking refusal and the memory-space actor's alike.
+    pub fn over_budget(&self, memory: usize, over: OverBudget) -> Error {
+        Error::MemoryBudget {
+            // Named by its id and kind.
+            memory: {
+                let m = &self.snapshot.memories[memory].description;
+                format!("memory space {} ({})", m.id, m.kind)
+            },
+            asked: over.asked,
+            held: over.held,
+            budget: over.budget,
+        }
     }
 
     /// Copies `array` to `device` (its default memory space `memory`) or, with

@@ -13,7 +13,7 @@ use tracing::Span;
 use crate::buffers::{ArrayCore, ArrayOwner};
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
-use crate::memory_account::MemoryAccount;
+use crate::memory_account::{MemoryAccount, OverBudget};
 use crate::pjrt::{HostData, MemoryDescription};
 use crate::site::Site;
 use crate::state::{ClientState, Upload};
@@ -60,7 +60,7 @@ impl MemorySpaceActor {
                 let _ = request.reply.send(Err(refused));
             } else if self.account().try_charge(bytes).is_ok() {
                 let request = self.waiting.pop_front().expect("looked at");
-                self.upload_charged(request);
+                self.upload_charged(request, bytes);
             } else {
                 break;
             }
@@ -74,8 +74,8 @@ impl MemorySpaceActor {
         }
     }
 
-    /// Uploads a request whose bytes are charged, and answers its caller.
-    fn upload_charged(&self, msg: UploadRequest) {
+    /// Uploads a request whose `bytes` are charged, and answers its caller.
+    fn upload_charged(&self, msg: UploadRequest, bytes: u64) {
         let _span = tracing::debug_span!(
             parent: &msg.span,
             "memory_space.upload",
@@ -84,15 +84,18 @@ impl MemorySpaceActor {
         )
         .entered();
         let uploaded = guarded("upload", || {
-            self.state.upload_charged(Upload {
-                owner: msg.owner,
-                data: msg.data,
-                dtype: msg.dtype,
-                dims: &msg.dims,
-                placement: (msg.device, self.index),
-                explicit_memory: msg.explicit_memory,
-                site: msg.site,
-            })
+            self.state.upload_charged(
+                Upload {
+                    owner: msg.owner,
+                    data: msg.data,
+                    dtype: msg.dtype,
+                    dims: &msg.dims,
+                    placement: (msg.device, self.index),
+                    explicit_memory: msg.explicit_memory,
+                    site: msg.site,
+                },
+                bytes,
+            )
         });
         // A caller that went away drops the array here, which credits the account back.
         let _ = msg.reply.send(uploaded);
@@ -100,12 +103,12 @@ impl MemorySpaceActor {
 
     fn over_budget(&self, msg: &UploadRequest) -> Error {
         let account = self.account();
-        Error::MemoryBudget {
-            memory: self.state.memory_name(self.index),
+        let over = OverBudget {
             asked: upload_bytes(msg),
             held: account.held(),
             budget: account.budget().unwrap_or(u64::MAX),
-        }
+        };
+        self.state.over_budget(self.index, over)
     }
 }
 
@@ -192,7 +195,7 @@ impl Handler<UploadRequest> for MemorySpaceActor {
     fn handle(&mut self, msg: UploadRequest, ctx: &mut Context<Self>) {
         let bytes = upload_bytes(&msg);
         if self.waiting.is_empty() && self.account().try_charge(bytes).is_ok() {
-            return self.upload_charged(msg);
+            return self.upload_charged(msg, bytes);
         }
         if !self.account().could_fit(bytes) {
             let refused = self.over_budget(&msg);
