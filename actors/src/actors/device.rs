@@ -5,10 +5,11 @@
 
 use std::sync::Arc;
 
-use actix::{Actor, AsyncContext, Context, Handler, Message};
+use actix::{Actor, Context, Handler, Message};
 use tokio::sync::oneshot;
 use tracing::Span;
 
+use super::LookAgain;
 use crate::buffers::{ArrayCore, ArrayOwner};
 use crate::callbacks::CallbackSet;
 use crate::device_queue::{DeviceQueue, QueueSlot};
@@ -30,7 +31,7 @@ pub struct DeviceActor {
     /// Deleted arrays of this device whose buffers an operation still held: freed here as
     /// soon as it lets go (its own list; looked at every millisecond while not empty).
     deferred_frees: Vec<std::sync::Weak<ArrayCore>>,
-    retry_scheduled: bool,
+    look_again: LookAgain,
 }
 
 /// What a device actor served: the async executes and reads sent to it (blocking executes run
@@ -64,7 +65,7 @@ impl DeviceActor {
             stats: DeviceWorkStats::default(),
             queue,
             deferred_frees: Vec::new(),
-            retry_scheduled: false,
+            look_again: LookAgain::default(),
         }
     }
 }
@@ -212,12 +213,8 @@ impl DeviceActor {
     /// freed its own); looks again in a millisecond while any remain.
     fn free_deferred(&mut self, ctx: &mut Context<Self>) {
         (self.deferred_frees).retain(|array| array.upgrade().is_some_and(|a| !a.slot.settle()));
-        if !self.deferred_frees.is_empty() && !self.retry_scheduled {
-            self.retry_scheduled = true;
-            ctx.run_later(std::time::Duration::from_millis(1), |actor, ctx| {
-                actor.retry_scheduled = false;
-                actor.free_deferred(ctx);
-            });
+        if !self.deferred_frees.is_empty() {
+            LookAgain::schedule(self, ctx, |a| &mut a.look_again, Self::free_deferred);
         }
     }
 

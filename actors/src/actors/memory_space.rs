@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use std::collections::VecDeque;
 
-use actix::{Actor, AsyncContext, Context, Handler, Message};
+use actix::{Actor, Context, Handler, Message};
 use tokio::sync::oneshot;
 use tracing::Span;
 
+use super::LookAgain;
 use crate::buffers::{ArrayCore, ArrayOwner};
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
@@ -25,12 +26,10 @@ pub struct MemorySpaceActor {
     /// Async uploads that did not fit the budget when they came, oldest first, with their
     /// callers' reply channels: served in order as room frees (its own, no one else's).
     waiting: VecDeque<UploadRequest>,
-    /// Whether a retry of `waiting` is scheduled.
-    retry_scheduled: bool,
+    /// Waiting uploads look for room every millisecond: arrays free bytes on any thread,
+    /// without a message.
+    look_again: LookAgain,
 }
-
-/// How often waiting uploads look for room: arrays free bytes on any thread, without a message.
-const RETRY_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
 
 impl MemorySpaceActor {
     pub(crate) fn new(state: Arc<ClientState>, index: usize) -> Self {
@@ -38,7 +37,7 @@ impl MemorySpaceActor {
             state,
             index,
             waiting: VecDeque::new(),
-            retry_scheduled: false,
+            look_again: LookAgain::default(),
         }
     }
 
@@ -65,12 +64,8 @@ impl MemorySpaceActor {
                 break;
             }
         }
-        if !self.waiting.is_empty() && !self.retry_scheduled {
-            self.retry_scheduled = true;
-            ctx.run_later(RETRY_EVERY, |actor, ctx| {
-                actor.retry_scheduled = false;
-                actor.admit_waiting(ctx);
-            });
+        if !self.waiting.is_empty() {
+            LookAgain::schedule(self, ctx, |a| &mut a.look_again, Self::admit_waiting);
         }
     }
 
