@@ -88,11 +88,11 @@ impl Client {
         options: &CompileOptions,
         topology: &TopologyDescription,
     ) -> impl Future<Output = Result<Executable>> + use<P> {
-        let program = Arc::new(program.as_ref().to_vec());
+        // The request's copy of the program serves the ahead-of-time path too: one copy.
+        let request = self.compile_request(program).options(options);
         let own = (self.topology()).map(|t| t.matches(topology));
         let ahead = (own.as_ref().map_err(Error::clone))
-            .and_then(|&own| compile_ahead(self, &program, options, topology, own));
-        let request = self.compile_request(program.as_slice()).options(options);
+            .and_then(|&own| compile_ahead(self, &request.program, options, topology, own));
         let platform = self.platform().to_string();
         async move {
             let own = own?;
