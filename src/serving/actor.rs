@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
+use super::admission::Admission;
 use super::metrics::{Metrics, Outcome};
 use super::queue::{BatchQueue, Taken, When};
 use super::request::{Msg, Pending, answer_expired, fail_all, stopped};
@@ -15,6 +16,7 @@ use super::{BatcherConfig, ShutdownMode};
 pub(crate) struct Actor {
     config: BatcherConfig,
     metrics: Arc<Metrics>,
+    admission: Arc<Admission>,
     queue: BatchQueue<Pending>,
     /// Each device worker's batch channel and thread.
     workers: Vec<(Sender<Vec<Pending>>, std::thread::JoinHandle<()>)>,
@@ -29,12 +31,14 @@ impl Actor {
     pub(crate) fn new(
         config: BatcherConfig,
         metrics: Arc<Metrics>,
+        admission: Arc<Admission>,
         workers: Vec<(Sender<Vec<Pending>>, std::thread::JoinHandle<()>)>,
     ) -> Actor {
         let free = (0..workers.len()).rev().collect();
         Actor {
             config,
             metrics,
+            admission,
             queue: BatchQueue::new(),
             workers,
             free,
@@ -77,6 +81,7 @@ impl Actor {
             }
             if grace_ends.is_some_and(|end| Instant::now() >= end) {
                 self.give_up();
+                self.refuse_late(&rx);
                 return;
             }
         }
@@ -84,6 +89,26 @@ impl Actor {
             drop(batches);
             let _ = thread.join();
         }
+        self.refuse_late(&rx);
+    }
+
+    /// Answers `Stopped` to requests that reached the mailbox after the actor stopped taking
+    /// them: a submitter can pass the gate just before `shutdown` closes it and send just after
+    /// the actor's last look. Closing here too makes `settle` end even when the last handle's
+    /// drop, not `shutdown`, stopped the actor.
+    fn refuse_late(&self, rx: &Receiver<Msg>) {
+        self.admission.close();
+        self.admission.settle();
+        let late: Vec<Pending> = (rx.try_iter())
+            .filter_map(|msg| match msg {
+                Msg::Submit(p, _) => Some(p),
+                Msg::DeviceFree(_) | Msg::Shutdown(_) => None,
+            })
+            .collect();
+        self.metrics
+            .queued
+            .fetch_sub(late.len(), std::sync::atomic::Ordering::AcqRel);
+        fail_all(late, stopped(), &self.metrics);
     }
 
     /// The shutdown grace has passed with batches still running (a program that does not

@@ -3,6 +3,7 @@
 //! pads to an allowed size, executes once per batch and hands each caller its own rows.
 
 mod actor;
+mod admission;
 mod batch_model;
 mod device;
 mod metrics;
@@ -10,7 +11,7 @@ mod model;
 mod queue;
 mod request;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,7 @@ use tokio::sync::oneshot;
 
 use crate::host_data::HostData;
 use crate::{ArrayType, Client, Error, Result};
+use admission::Admission;
 pub use batch_model::BatchModel;
 use metrics::{Metrics, Outcome};
 pub use queue::Priority;
@@ -185,7 +187,8 @@ struct Inner {
     signature: Signature,
     max_rows: usize,
     max_queued: usize,
-    accepting: Arc<AtomicBool>,
+    /// Whether requests are taken: submitters pass it, `stop` closes it, the actor settles it.
+    admission: Arc<Admission>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -216,8 +219,8 @@ impl Batcher {
             plan.config.max_queued,
         );
         let metrics = Arc::new(Metrics::new(&name, &plan.config.allowed_batch_sizes));
-        let accepting = Arc::new(AtomicBool::new(true));
-        let (tx, thread) = plan.spawn(metrics.clone())?;
+        let admission = Arc::new(Admission::new());
+        let (tx, thread) = plan.spawn(metrics.clone(), admission.clone())?;
         Ok(Batcher {
             inner: Arc::new(Inner {
                 name,
@@ -226,7 +229,7 @@ impl Batcher {
                 signature,
                 max_rows,
                 max_queued,
-                accepting,
+                admission,
                 thread: Mutex::new(Some(thread)),
             }),
         })
@@ -285,11 +288,12 @@ impl Batcher {
             metrics.count(Outcome::Rejected, 1);
             Err(e)
         };
-        if !inner.accepting.load(Ordering::Acquire) {
+        // Held until the request is sent, so the actor answers it even if it stops meanwhile.
+        let Some(_admitted) = inner.admission.enter() else {
             return refuse(Error::Stopped {
                 what: format!("the batcher for `{}`", inner.name),
             });
-        }
+        };
         let rows = match model::check_request(&inner.signature, inner.max_rows, &request.inputs) {
             Ok(rows) => rows,
             Err(e) => return refuse(e),
@@ -358,7 +362,7 @@ impl Batcher {
 
 impl Inner {
     fn stop(&self, mode: ShutdownMode) {
-        self.accepting.store(false, Ordering::Release);
+        self.admission.close();
         let _ = self.tx.send(Msg::Shutdown(mode));
         let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(thread) = thread {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crossbeam_channel::Sender;
 
 use super::actor::Actor;
+use super::admission::Admission;
 use super::device::{DeviceModel, Target};
 use super::metrics::Metrics;
 use super::request::{Msg, Pending};
@@ -267,6 +268,7 @@ impl Plan {
     pub(crate) fn spawn(
         self,
         metrics: Arc<Metrics>,
+        admission: Arc<Admission>,
     ) -> Result<(Sender<Msg>, std::thread::JoinHandle<()>)> {
         let (tx, rx) = crossbeam_channel::unbounded::<Msg>();
         let mut workers = Vec::new();
@@ -304,7 +306,7 @@ impl Plan {
         let config = self.config;
         let thread = std::thread::Builder::new()
             .name(format!("batcher-{}", self.name))
-            .spawn(move || Actor::new(config, metrics, workers).run(rx))
+            .spawn(move || Actor::new(config, metrics, admission, workers).run(rx))
             .map_err(|e| Error::ThreadSpawn {
                 what: "batcher",
                 reason: e.to_string(),

@@ -143,3 +143,43 @@ fn a_program_that_never_ends_cannot_hang_shutdown() {
         drop(stuck);
     }
 }
+
+/// A request whose caller saw the batcher accepting, then lost the CPU while `shutdown` ran,
+/// reached the actor after it had gone and was dropped unanswered (a clean clone's CI run).
+/// Many rounds of callers racing an immediate shutdown: each is answered or refused `Stopped`.
+#[test]
+fn a_request_racing_shutdown_is_answered_or_refused_never_dropped() {
+    let client = Client::open().unwrap();
+    for round in 0..400 {
+        let mode = [ShutdownMode::Drain, ShutdownMode::Fail][round % 2];
+        let batcher = Batcher::start(
+            &client,
+            affine_model("affine", None),
+            config(4, Duration::from_micros(100)),
+        )
+        .unwrap();
+        within(Duration::from_secs(30), {
+            let batcher = batcher.clone();
+            move || {
+                std::thread::scope(|s| {
+                    for t in 0..6u32 {
+                        let batcher = &batcher;
+                        s.spawn(move || {
+                            for i in 0.. {
+                                let (x, want) = request_of(t * 100_000 + i, 1);
+                                match batcher.infer(InferRequest::new(vec![x])) {
+                                    Ok(a) => assert_eq!(values_of(&a.outputs[0]), want),
+                                    Err(Error::Stopped { .. }) => return,
+                                    Err(e) => panic!("round {round} ({mode:?}): {e}"),
+                                }
+                            }
+                        });
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                    batcher.shutdown(mode);
+                });
+            }
+        });
+        assert_eq!(batcher.queue_depth(), 0, "round {round} ({mode:?})");
+    }
+}
