@@ -35,7 +35,8 @@ pub(crate) fn set_overrides(
     flags: &str,
 ) {
     for (name, value) in JAX_DEBUG_OPTIONS {
-        if !flags.contains(&format!("--{name}")) {
+        let in_flags = (flags.match_indices(name)).any(|(at, _)| flags[..at].ends_with("--"));
+        if !in_flags {
             (overrides.entry(name.into())).or_insert(OptionOverrideProto {
                 value: Some(OverrideValue::BoolField(value)),
             });
@@ -59,7 +60,8 @@ pub(crate) fn set_overrides(
 pub fn encode_options(proto: &CompileOptionsProto) -> Vec<u8> {
     let mut rest = proto.clone();
     let overrides = std::mem::take(&mut rest.env_option_overrides);
-    let mut bytes = rest.encode_to_vec();
+    let mut bytes = Vec::with_capacity(proto.encoded_len());
+    rest.encode(&mut bytes).expect("a Vec grows as needed");
     let mut names: Vec<_> = overrides.into_iter().collect();
     names.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, value) in names {
