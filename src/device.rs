@@ -310,7 +310,9 @@ impl MemorySpace {
         }
     }
     /// Bytes this client's arrays hold in this memory space now (their dense sizes: dtype ×
-    /// dims), counted as arrays are made and deleted or dropped. Read without a message.
+    /// dims), counted as arrays are made and as their buffers are freed: an array deleted
+    /// while a run still holds it counts until its device actor frees it, as the device
+    /// still holds its memory. Read without a message.
     pub fn bytes_held(&self) -> u64 {
         self.shared.state().memory_accounts[self.index].held()
     }

@@ -335,9 +335,12 @@ pub struct ArrayCore {
     pub id: ArrayId,
     pub slot: BufferSlot,
     owner: Arc<dyn ArrayOwner>,
-    /// What it charged its memory space's account (its dense size), credited back once: at
-    /// its delete or its drop.
+    /// What it charged its memory space's account (its dense size), credited back once, when
+    /// its buffer is freed: at a delete no operation holds up, when its device actor frees a
+    /// deferred one, or at its drop.
     charged: u64,
+    /// Whether `charged` was credited back.
+    credited: std::sync::atomic::AtomicBool,
 }
 
 impl ArrayCore {
@@ -373,23 +376,40 @@ impl ArrayCore {
                 slot,
                 owner,
                 charged,
+                credited: std::sync::atomic::AtomicBool::new(false),
             }
         })
+    }
+
+    /// Credits the array's charge back to its memory space's account, the first time only.
+    fn credit_once(&self) {
+        if !self
+            .credited
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            (self.owner.memory_account(self.slot.memory)).credit(self.charged);
+        }
+    }
+
+    /// Frees a deleted array's buffer if no operation holds it now, crediting its charge back;
+    /// false while one does (its device actor asks again).
+    pub fn free_if_deleted(&self) -> bool {
+        let freed = self.slot.settle();
+        if freed {
+            self.credit_once();
+        }
+        freed
     }
 
     /// Frees the device buffer now; later uses fail with `Error::Deleted`, and heap profiles
     /// leave the array out.
     pub fn delete(self: &Arc<Self>) {
         let first = self.slot.delete();
-        if first {
-            self.owner
-                .memory_account(self.slot.memory)
-                .credit(self.charged);
-        }
         self.owner.buffers().update(self.id, |e| e.deleted = true);
         // An operation holds the buffer (an execute running, a callback inside it): its device
-        // actor frees it once the operation ends, not whenever the array is next touched.
-        if first && !self.slot.settle() {
+        // actor frees it once the operation ends, not whenever the array is next touched, and
+        // the account holds its bytes until then, as the device does.
+        if first && !self.free_if_deleted() {
             self.owner
                 .defer_free(self.slot.device, Arc::downgrade(self));
         }
@@ -442,11 +462,7 @@ impl ArrayCore {
 
 impl Drop for ArrayCore {
     fn drop(&mut self) {
-        if !self.slot.is_deleted() {
-            self.owner
-                .memory_account(self.slot.memory)
-                .credit(self.charged);
-        }
+        self.credit_once();
         self.owner.buffers().remove(self.id);
     }
 }

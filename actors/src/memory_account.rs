@@ -4,7 +4,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bytes held by this client's arrays in one memory space, and its budget. Arrays charge it as
-/// they are registered and credit it when deleted or dropped (`ArrayCore`); only the
+/// they are registered and credit it when their buffers are freed (`ArrayCore`: at a delete
+/// no run holds up, when the device actor frees a deferred one, or at the drop); only the
 /// memory-space actor sets the budget (`SetBudget`), and it holds the uploads that wait for
 /// room. Atomics, not a message: a blocking upload must be refused on its caller's thread
 /// before the plugin allocates, and every array's birth and death touch it.

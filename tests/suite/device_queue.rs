@@ -103,6 +103,8 @@ mod cpu_plugin {
         let client = Client::open().unwrap();
         let device = &client.devices()[0];
         let (exe, tokens, entered) = held_program_told(&client);
+        let memory = device.default_memory_space().unwrap();
+        let before = memory.bytes_held();
         let x = device.put(&[1f32, 2.0, 3.0, 4.0], &[4]).unwrap();
         let run = exe.execute_on_async(device, &[&x]);
         let run = std::thread::spawn(move || wait(run)?[0].to_vec::<f32>());
@@ -112,6 +114,12 @@ mod cpu_plugin {
         x.delete();
         assert!(x.is_deleted());
         assert!(matches!(x.to_vec::<f32>(), Err(Error::Deleted { .. })));
+        // Its buffer is still on the device, so its bytes stay in the account.
+        assert_eq!(
+            memory.bytes_held(),
+            before + 16,
+            "held while the run holds it"
+        );
         release(&tokens, 1);
         assert_eq!(run.join().unwrap().unwrap(), [2.0, 4.0, 6.0, 8.0]);
         let give_up = Instant::now() + Duration::from_secs(20);
@@ -127,11 +135,19 @@ mod cpu_plugin {
             (1, 0),
             "{stats:?}"
         );
+        // Freed, and credited once: the run's output is gone too.
+        assert_eq!(memory.bytes_held(), before, "credited when freed");
         // The handle lives on; a later delete of an array no one uses is freed at once.
         let y = device.put(&[1f32; 4], &[4]).unwrap();
         y.delete();
         assert_eq!(device.work_stats().unwrap().frees_deferred, 1);
+        assert_eq!(memory.bytes_held(), before, "y is credited at its delete");
         drop(x);
+        assert_eq!(
+            memory.bytes_held(),
+            before,
+            "x's drop credits nothing twice"
+        );
     }
 
     #[test]

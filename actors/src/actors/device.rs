@@ -212,7 +212,7 @@ impl DeviceActor {
     /// Frees the deferred buffers no operation holds now (an array whose last handle went
     /// freed its own); looks again in a millisecond while any remain.
     fn free_deferred(&mut self, ctx: &mut Context<Self>) {
-        (self.deferred_frees).retain(|array| array.upgrade().is_some_and(|a| !a.slot.settle()));
+        (self.deferred_frees).retain(|array| array.upgrade().is_some_and(|a| !a.free_if_deleted()));
         if !self.deferred_frees.is_empty() {
             LookAgain::schedule(self, ctx, |a| &mut a.look_again, Self::free_deferred);
         }
