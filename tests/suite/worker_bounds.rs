@@ -171,8 +171,10 @@ fn a_compile_that_outgrows_the_workers_memory_is_a_crash_not_a_machine_filled() 
         Err(Error::CompilerCrashed { .. }) => {}
         other => panic!("expected CompilerCrashed, got {:?}", other.map(|_| ())),
     }
+    // A guard against a worker left to thrash, not a speed goal: the crash comes after about
+    // 20 s on an idle 2-core machine, and took 33 s with six tests at once on its two cores.
     assert!(
-        start.elapsed() < Duration::from_secs(30),
+        start.elapsed() < Duration::from_secs(120),
         "{:?}",
         start.elapsed()
     );
