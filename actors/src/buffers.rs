@@ -175,13 +175,11 @@ impl BufferSlot {
         matches!(*state, SlotState::OnHost(_))
     }
 
-    /// Deletes the array: every later use fails with `Error::Deleted`. Never waits: the buffer
-    /// is freed now if no operation holds it, else as soon as one can tell it is free.
-    /// Marks the slot deleted; true the first time.
-    pub fn delete(&self) -> bool {
-        let first = !self.deleted.swap(true, std::sync::atomic::Ordering::AcqRel);
-        self.settle();
-        first
+    /// Marks the array deleted: every later use fails with `Error::Deleted`. True the first
+    /// time. The buffer is freed by [`settle`](Self::settle), which `ArrayCore::delete` calls
+    /// next (and credits the account when it frees).
+    pub fn mark_deleted(&self) -> bool {
+        !self.deleted.swap(true, std::sync::atomic::Ordering::AcqRel)
     }
 
     /// The array's dense size in bytes (dtype × dims), what its memory space's account holds
@@ -404,12 +402,13 @@ impl ArrayCore {
     /// Frees the device buffer now; later uses fail with `Error::Deleted`, and heap profiles
     /// leave the array out.
     pub fn delete(self: &Arc<Self>) {
-        let first = self.slot.delete();
+        let first = self.slot.mark_deleted();
         self.owner.buffers().update(self.id, |e| e.deleted = true);
-        // An operation holds the buffer (an execute running, a callback inside it): its device
-        // actor frees it once the operation ends, not whenever the array is next touched, and
-        // the account holds its bytes until then, as the device does.
-        if first && !self.free_if_deleted() {
+        // Never waits: the buffer is freed now if no operation holds it (an execute running, a
+        // callback inside it); else its device actor frees it once the operation ends, not
+        // whenever the array is next touched, and the account holds its bytes until then, as
+        // the device does.
+        if !self.free_if_deleted() && first {
             self.owner
                 .defer_free(self.slot.device, Arc::downgrade(self));
         }
