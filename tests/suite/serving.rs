@@ -404,6 +404,19 @@ fn bad_requests_and_unknown_models_are_typed_errors_before_queueing() {
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
 }
 
+/// Caller `t` sends one-row requests until the batcher refuses one `Stopped`, checking every
+/// answer; any other error (a request dropped unanswered among them) panics, saying `what`.
+pub(crate) fn infer_until_stopped(batcher: &Batcher, t: u32, what: &str) {
+    for i in 0.. {
+        let (x, want) = request_of(t * 100_000 + i, 1);
+        match batcher.infer(InferRequest::new(vec![x])) {
+            Ok(a) => assert_eq!(values_of(&a.outputs[0]), want, "{what}"),
+            Err(Error::Stopped { .. }) => return,
+            Err(e) => panic!("{what}: {e}"),
+        }
+    }
+}
+
 #[test]
 fn shutdown_under_load_never_hangs_and_answers_everyone() {
     let client = Client::open().unwrap();
@@ -414,27 +427,13 @@ fn shutdown_under_load_never_hangs_and_answers_everyone() {
             config(16, Duration::from_micros(500)),
         )
         .unwrap();
-        let answered = Arc::new(std::sync::atomic::AtomicU64::new(0));
         within(Duration::from_secs(30), {
-            let (batcher, answered) = (batcher.clone(), answered.clone());
+            let batcher = batcher.clone();
             move || {
                 std::thread::scope(|s| {
                     for t in 0..8u32 {
-                        let (batcher, answered) = (&batcher, &answered);
-                        s.spawn(move || {
-                            for i in 0.. {
-                                let (x, want) = request_of(t * 100_000 + i, 1);
-                                match batcher.infer(InferRequest::new(vec![x])) {
-                                    Ok(a) => assert_eq!(values_of(&a.outputs[0]), want),
-                                    Err(Error::Stopped { .. }) => {
-                                        answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                                        return;
-                                    }
-                                    Err(e) => panic!("{e}"),
-                                }
-                                answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            }
-                        });
+                        let batcher = &batcher;
+                        s.spawn(move || infer_until_stopped(batcher, t, &format!("{mode:?}")));
                     }
                     std::thread::sleep(Duration::from_millis(200));
                     batcher.shutdown(mode);

@@ -8,7 +8,7 @@ use pjrt_actors::serving::{Batcher, BatcherConfig, InferRequest, ShutdownMode};
 use pjrt_actors::{Client, Error};
 
 use crate::common::within;
-use crate::serving::{affine_model, config, request_of, values_of};
+use crate::serving::{affine_model, config, infer_until_stopped, request_of, values_of};
 
 #[test]
 fn sizes_that_cannot_be_served_are_refused_at_start_and_say_the_limit() {
@@ -165,14 +165,7 @@ fn a_request_racing_shutdown_is_answered_or_refused_never_dropped() {
                     for t in 0..6u32 {
                         let batcher = &batcher;
                         s.spawn(move || {
-                            for i in 0.. {
-                                let (x, want) = request_of(t * 100_000 + i, 1);
-                                match batcher.infer(InferRequest::new(vec![x])) {
-                                    Ok(a) => assert_eq!(values_of(&a.outputs[0]), want),
-                                    Err(Error::Stopped { .. }) => return,
-                                    Err(e) => panic!("round {round} ({mode:?}): {e}"),
-                                }
-                            }
+                            infer_until_stopped(batcher, t, &format!("round {round} ({mode:?})"))
                         });
                     }
                     std::thread::sleep(Duration::from_millis(2));
