@@ -135,10 +135,7 @@ impl Metrics {
     }
 
     fn labels(&self) -> String {
-        format!(
-            "model=\"{}\"",
-            self.model.replace('\\', "\\\\").replace('"', "\\\"")
-        )
+        format!("model=\"{}\"", label_value(&self.model))
     }
 
     fn histograms(&self) -> [&Histogram; 4] {
@@ -168,6 +165,22 @@ const HISTOGRAMS: [(&str, &str); 4] = [
 ];
 
 /// The Prometheus text exposition of every metric of these batchers: each family's HELP and
+/// `text` as a Prometheus label value: backslash, double quote and newline escaped, as the
+/// text format asks, so that no name (a model folder named `a"b`) breaks the page or forges a
+/// label.
+pub fn label_value(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// TYPE once, then one sample set per model, labelled with its name.
 pub(crate) fn render(all: &[&Metrics]) -> String {
     let mut out = String::new();
@@ -261,5 +274,16 @@ mod tests {
     fn a_model_name_is_escaped_in_labels() {
         let m = Metrics::new("a\"b", &[1]);
         assert!(render(&[&m]).contains("model=\"a\\\"b\""));
+        // Each character the text format escapes, and nothing else.
+        let cases = [
+            ("lm", "lm"),
+            ("a\"b", "a\\\"b"),
+            ("a\\b", "a\\\\b"),
+            ("a\nb", "a\\nb"),
+            ("é", "é"),
+        ];
+        for (name, want) in cases {
+            assert_eq!(label_value(name), want, "{name:?}");
+        }
     }
 }

@@ -22,6 +22,7 @@ use crate::host_data::HostData;
 use crate::{ArrayType, Client, Error, Result};
 use admission::Admission;
 pub use batch_model::BatchModel;
+pub use metrics::label_value;
 use metrics::{Metrics, Outcome};
 pub use queue::Priority;
 use request::{Msg, Pending};

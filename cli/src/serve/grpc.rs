@@ -1,75 +1,157 @@
-//! KServe v2 over gRPC (tonic): the `inference.GRPCInferenceService` methods that match the
-//! HTTP endpoints, routed by path as tonic's generated servers do (the messages are in
-//! messages.rs).
+//! KServe v2 over gRPC: the `inference.GRPCInferenceService` methods that match the HTTP
+//! endpoints, routed by path as tonic's generated servers do (the messages are in
+//! messages.rs). An inference message is decoded by us, off the runtime threads when large.
 // tonic's `Status` (176 bytes) is what every gRPC method returns: the protocol's error type.
 #![allow(clippy::result_large_err)]
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
+use bytes::{Buf, Bytes};
+use prost::Message;
+use tonic::codec::{Codec, DecodeBuf, Decoder, ProstCodec};
 use tonic::codegen::{BoxFuture, Service, http};
 use tonic::{Request, Response, Status};
 
-use super::kserve::{GivenInput, Models, RequestParams, ServeError, datatype_name};
+use super::grpc_contents::read_contents;
+use super::infer::{Asked, infer};
+use super::kserve::{
+    InputHead, Models, RequestParams, ServeError, VERSION, datatype_name, outcome_of_grpc, shown,
+};
+use super::limits::{OFF_THREAD_BYTES, off_thread};
 use super::messages::*;
 
 fn status(e: ServeError) -> Status {
     Status::new(e.grpc_code(), e.message())
 }
 
-/// A typed contents message as little-endian bytes.
-fn contents_bytes(c: &InferTensorContents) -> Vec<u8> {
-    let mut b = Vec::new();
-    b.extend(c.bool_contents.iter().map(|&v| v as u8));
-    b.extend(c.int_contents.iter().flat_map(|v| v.to_le_bytes()));
-    b.extend(c.int64_contents.iter().flat_map(|v| v.to_le_bytes()));
-    b.extend(c.uint_contents.iter().flat_map(|v| v.to_le_bytes()));
-    b.extend(c.uint64_contents.iter().flat_map(|v| v.to_le_bytes()));
-    b.extend(c.fp32_contents.iter().flat_map(|v| v.to_le_bytes()));
-    b.extend(c.fp64_contents.iter().flat_map(|v| v.to_le_bytes()));
-    b
+fn invalid(why: String) -> Status {
+    status(ServeError::Invalid(format!("inference request: {why}")))
 }
 
+/// A request parameter as a whole number from 0, if given.
+fn whole(
+    params: &std::collections::HashMap<String, InferParameter>,
+    name: &str,
+) -> Result<Option<u64>, Status> {
+    let Some(p) = params.get(name) else {
+        return Ok(None);
+    };
+    match &p.choice {
+        Some(ParameterChoice::Int64(n)) if *n >= 0 => Ok(Some(*n as u64)),
+        Some(ParameterChoice::Uint64(n)) => Ok(Some(*n)),
+        other => Err(invalid(format!(
+            "parameter `{name}` is {}; it takes a whole number from 0 (int64_param or uint64_param)",
+            match other {
+                Some(ParameterChoice::Int64(n)) => format!("int64_param {n}"),
+                Some(ParameterChoice::Bool(b)) => format!("bool_param {b}"),
+                Some(ParameterChoice::String(s)) => format!("string_param `{}`", shown(s)),
+                Some(ParameterChoice::Double(d)) => format!("double_param {d}"),
+                Some(ParameterChoice::Uint64(n)) => format!("uint64_param {n}"),
+                None => "empty".into(),
+            }
+        ))),
+    }
+}
+
+/// One `ModelInfer`: the message decoded, checked against the model, run, answered. `label`
+/// learns the model's metrics label as soon as the message names it.
 async fn model_infer(
     models: Arc<Models>,
-    r: ModelInferRequest,
-) -> Result<ModelInferResponse, Status> {
+    message: Bytes,
+    label: Arc<Mutex<String>>,
+) -> Result<Response<ModelInferResponse>, Status> {
+    models.check_ready().map_err(status)?;
+    let big = message.len() >= OFF_THREAD_BYTES;
+    let message_held = (models.memory)
+        .reserve(message.len(), "the request message")
+        .await
+        .map_err(status)?;
+    let r = (off_thread(big, move || ModelInferRequest::decode(message)).await)
+        .map_err(status)?
+        .map_err(|e| invalid(format!("not a ModelInferRequest message: {e}")))?;
+    *label.lock().unwrap_or_else(|p| p.into_inner()) = models.label(&r.model_name);
+    let m = models
+        .model(&r.model_name, &r.model_version)
+        .map_err(status)?;
+    let params = RequestParams {
+        priority: whole(&r.parameters, "priority")?,
+        timeout_us: whole(&r.parameters, "timeout")?,
+    };
     let raw = r.raw_input_contents;
-    if !raw.is_empty() && raw.len() != r.inputs.len() {
-        return Err(status(ServeError::Invalid(format!(
-            "{} raw input contents for {} inputs",
+    let typed = r.inputs.iter().any(|i| i.contents.is_some());
+    if !raw.is_empty() && (raw.len() != r.inputs.len() || typed) {
+        return Err(invalid(format!(
+            "{} raw_input_contents for {} inputs{}: give every input's data there, or each in its contents",
             raw.len(),
-            r.inputs.len()
-        ))));
+            r.inputs.len(),
+            if typed {
+                ", and typed contents too"
+            } else {
+                ""
+            }
+        )));
     }
-    let mut raw = raw.into_iter();
-    let inputs = (r.inputs.into_iter())
-        .map(|i| GivenInput {
-            bytes: match raw.next() {
-                Some(bytes) => bytes,
-                None => i.contents.as_ref().map(contents_bytes).unwrap_or_default(),
-            },
+    let mut heads = Vec::with_capacity(r.inputs.len());
+    let mut contents = Vec::with_capacity(r.inputs.len());
+    for i in r.inputs {
+        if let Some(d) = i.shape.iter().find(|&&d| d < 0) {
+            return Err(invalid(format!(
+                "input `{}` has a dim of {d}; dims are whole numbers from 0",
+                shown(&i.name)
+            )));
+        }
+        contents.push(i.contents);
+        heads.push(InputHead {
             name: i.name,
             datatype: i.datatype,
             shape: i.shape,
-        })
-        .collect();
-    let params = RequestParams {
-        priority: r
-            .parameters
-            .get("priority")
-            .and_then(InferParameter::as_u64),
-        timeout_us: r.parameters.get("timeout").and_then(InferParameter::as_u64),
+        });
+    }
+    for o in &r.outputs {
+        if o.parameters.contains_key("classification") {
+            return Err(invalid(format!(
+                "output `{}` asks for classification, which this server does not serve",
+                shown(&o.name)
+            )));
+        }
+    }
+    let names: Vec<String> = heads.iter().map(|h| h.name.clone()).collect();
+    let asked = Asked {
+        heads,
+        wanted: r.outputs.into_iter().map(|o| o.name).collect(),
+        params,
     };
-    let wanted: Vec<String> = r.outputs.into_iter().map(|o| o.name).collect();
-    let answered = (models
-        .infer("grpc", &r.model_name, inputs, params, &wanted)
-        .await)
-        .map_err(status)?;
+    let read = move |plan: &super::kserve::Plan| -> Result<Vec<Vec<u8>>, String> {
+        let mut raw = raw.into_iter();
+        (plan.slots.iter().zip(contents).zip(&names))
+            .map(|((&(_, dtype, count), typed), name)| match (raw.next(), typed) {
+                (Some(bytes), _) => {
+                    let want = count * dtype.byte_size();
+                    match bytes.len() == want {
+                        true => Ok(bytes),
+                        false => Err(format!(
+                            "input `{name}` has {} bytes of raw contents; {count} {} values are {want}",
+                            bytes.len(),
+                            datatype_name(dtype).unwrap_or("?")
+                        )),
+                    }
+                }
+                (None, Some(c)) => read_contents(&c, dtype, count)
+                    .map_err(|why| format!("input `{name}`: {why}")),
+                (None, None) if count == 0 => Ok(Vec::new()),
+                (None, None) => Err(format!("input `{name}` has no contents")),
+            })
+            .collect()
+    };
+    let (answered, held) =
+        (infer(&models, m, asked, big, |_| false, read).await).map_err(status)?;
+    drop(message_held);
     let mut response = ModelInferResponse {
         model_name: r.model_name,
-        model_version: "1".into(),
+        model_version: VERSION.into(),
         id: r.id,
         ..Default::default()
     };
@@ -81,11 +163,13 @@ async fn model_infer(
         });
         response.raw_output_contents.push(a.data.bytes);
     }
+    let mut response = Response::new(response);
+    response.extensions_mut().insert(held);
     Ok(response)
 }
 
-fn metadata(models: &Models, name: &str) -> Result<ModelMetadataResponse, Status> {
-    let m = models.model(name).map_err(status)?;
+fn metadata(models: &Models, r: &ModelRef) -> Result<ModelMetadataResponse, Status> {
+    let m = models.model(&r.name, &r.version).map_err(status)?;
     let specs = |specs: &[super::kserve::TensorSpec]| {
         (specs.iter())
             .map(|s| TensorMetadata {
@@ -97,7 +181,7 @@ fn metadata(models: &Models, name: &str) -> Result<ModelMetadataResponse, Status
     };
     Ok(ModelMetadataResponse {
         name: m.name.clone(),
-        versions: vec!["1".into()],
+        versions: vec![VERSION.into()],
         platform: m.platform.into(),
         inputs: specs(&m.inputs),
         outputs: specs(&m.outputs),
@@ -120,7 +204,7 @@ struct Unary<F>(F);
 impl<Req, Resp, F, Fut> Service<Request<Req>> for Unary<F>
 where
     F: FnMut(Req) -> Fut,
-    Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
+    Fut: Future<Output = Result<Response<Resp>, Status>> + Send + 'static,
 {
     type Response = Response<Resp>;
     type Error = Status;
@@ -131,29 +215,103 @@ where
     }
 
     fn call(&mut self, request: Request<Req>) -> Self::Future {
-        let answer = (self.0)(request.into_inner());
-        Box::pin(async move { answer.await.map(Response::new) })
+        Box::pin((self.0)(request.into_inner()))
     }
 }
 
-/// Decodes the request with prost, runs `f`, encodes its answer.
-fn unary<B, Req, Resp, F, Fut>(
+/// The request message's bytes, undecoded: `ModelInfer` decodes them itself.
+#[derive(Default)]
+struct RawRequest;
+
+struct BytesDecoder;
+
+impl Decoder for BytesDecoder {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
+        Ok(Some(buf.copy_to_bytes(buf.remaining())))
+    }
+}
+
+impl Codec for RawRequest {
+    type Encode = ModelInferResponse;
+    type Decode = Bytes;
+    type Encoder = <ProstCodec<ModelInferResponse, Empty> as Codec>::Encoder;
+    type Decoder = BytesDecoder;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        ProstCodec::<ModelInferResponse, Empty>::default().encoder()
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        BytesDecoder
+    }
+}
+
+/// Runs `f` on the request `codec` reads, within the message size limit both ways.
+fn unary<B, C, F, Fut>(
     request: http::Request<B>,
+    codec: C,
+    limit: usize,
     f: F,
+) -> BoxFuture<http::Response<tonic::body::Body>, std::convert::Infallible>
+where
+    B: tonic::codegen::Body + Send + 'static,
+    B::Error: Into<tonic::codegen::StdError> + Send + 'static,
+    C: Codec + Send + 'static,
+    F: FnMut(C::Decode) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<Response<C::Encode>, Status>> + Send + 'static,
+{
+    Box::pin(async move {
+        Ok(tonic::server::Grpc::new(codec)
+            .max_decoding_message_size(limit)
+            .max_encoding_message_size(limit)
+            .unary(Unary(f), request)
+            .await)
+    })
+}
+
+/// A plain method: prost both ways, `f` answering at once.
+fn plain<B, Req, Resp>(
+    request: http::Request<B>,
+    limit: usize,
+    f: impl FnOnce(Req) -> Result<Resp, Status> + Send + 'static,
 ) -> BoxFuture<http::Response<tonic::body::Body>, std::convert::Infallible>
 where
     B: tonic::codegen::Body + Send + 'static,
     B::Error: Into<tonic::codegen::StdError> + Send + 'static,
     Req: prost::Message + Default + Send + 'static,
     Resp: prost::Message + Send + 'static,
-    F: FnMut(Req) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
 {
-    Box::pin(async move {
-        let codec = tonic::codec::ProstCodec::<Resp, Req>::default();
-        Ok(tonic::server::Grpc::new(codec)
-            .unary(Unary(f), request)
-            .await)
+    let mut f = Some(f);
+    unary(
+        request,
+        ProstCodec::<Resp, Req>::default(),
+        limit,
+        move |req: Req| {
+            let answer = match f.take() {
+                Some(f) => f(req).map(Response::new),
+                None => Err(Status::internal("a unary method was called twice")),
+            };
+            async move { answer }
+        },
+    )
+}
+
+/// The client's `grpc-timeout` header (gRPC's `<digits><unit>`), if any.
+fn client_deadline(headers: &http::HeaderMap) -> Option<Duration> {
+    let text = headers.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = text.split_at(text.len().checked_sub(1)?);
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n.saturating_mul(3600)),
+        "M" => Duration::from_secs(n.saturating_mul(60)),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
     })
 }
 
@@ -172,6 +330,7 @@ where
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let m = self.models.clone();
+        let limit = m.limits.body_bytes;
         let method = req
             .uri()
             .path()
@@ -180,31 +339,81 @@ where
             .unwrap_or("")
             .to_string();
         match method.as_str() {
-            "ServerLive" => unary(req, |_: Empty| async { Ok(Flag { value: true }) }),
-            "ServerReady" => unary(req, move |_: Empty| {
-                let ready = m.is_ready();
-                async move { Ok(Flag { value: ready }) }
+            "ServerLive" => plain(req, limit, |_: Empty| Ok(Flag { value: true })),
+            "ServerReady" => plain(req, limit, move |_: Empty| {
+                Ok(Flag {
+                    value: m.is_ready(),
+                })
             }),
-            "ModelReady" => unary(req, move |r: ModelRef| {
-                let ready = m.model(&r.name).map(|_| m.is_ready()).map_err(status);
-                async move { ready.map(|value| Flag { value }) }
+            "ModelReady" => plain(req, limit, move |r: ModelRef| {
+                (m.model(&r.name, &r.version).map_err(status)).map(|_| Flag {
+                    value: m.is_ready(),
+                })
             }),
-            "ServerMetadata" => unary(req, |_: Empty| async {
+            "ServerMetadata" => plain(req, limit, |_: Empty| {
                 Ok(ServerMetadataResponse {
                     name: "pjrt-actors".into(),
                     version: env!("CARGO_PKG_VERSION").into(),
                     extensions: vec!["binary_tensor_data".into()],
                 })
             }),
-            "ModelMetadata" => unary(req, move |r: ModelRef| {
-                let answer = metadata(&m, &r.name);
-                async move { answer }
-            }),
-            "ModelInfer" => unary(req, move |r: ModelInferRequest| model_infer(m.clone(), r)),
+            "ModelMetadata" => plain(req, limit, move |r: ModelRef| metadata(&m, &r)),
+            "ModelInfer" => self.infer(req),
             other => {
-                let status = Status::unimplemented(format!("{other} is not served"));
+                let status = Status::unimplemented(format!("{} is not served", shown(other)));
                 Box::pin(async move { Ok(status.into_http()) })
             }
         }
+    }
+}
+
+impl InferenceService {
+    /// `ModelInfer` within the server's time limit (or the client's deadline, if sooner),
+    /// the message's arrival included, counted under its outcome whatever it is.
+    fn infer<B>(
+        &self,
+        req: http::Request<B>,
+    ) -> BoxFuture<http::Response<tonic::body::Body>, std::convert::Infallible>
+    where
+        B: tonic::codegen::Body + Send + 'static,
+        B::Error: Into<tonic::codegen::StdError> + Send + 'static,
+    {
+        let models = self.models.clone();
+        let server_limit = models.limits.request_time;
+        let limit = client_deadline(req.headers()).map_or(server_limit, |c| c.min(server_limit));
+        let label = Arc::new(Mutex::new(String::from("(unknown)")));
+        let (m, l) = (models.clone(), label.clone());
+        let call = unary(
+            req,
+            RawRequest,
+            models.limits.body_bytes,
+            move |message: Bytes| model_infer(m.clone(), message, l.clone()),
+        );
+        Box::pin(async move {
+            let start = Instant::now();
+            let response = match tokio::time::timeout(limit, call).await {
+                Ok(Ok(response)) => response,
+                Ok(Err(never)) => match never {},
+                Err(_) => {
+                    let past = match limit < server_limit {
+                        true => ServeError::Expired(format!(
+                            "the request took longer than its own deadline ({limit:?}, grpc-timeout)"
+                        )),
+                        false => ServeError::past_time_limit(server_limit),
+                    };
+                    status(past).into_http()
+                }
+            };
+            // An error is the whole answer, its status in the headers; a success says OK in
+            // its trailers.
+            let code = (response.headers().get("grpc-status"))
+                .and_then(|v| v.to_str().ok()?.parse::<i32>().ok())
+                .map_or(tonic::Code::Ok, tonic::Code::from);
+            let label = label.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            models
+                .metrics
+                .record(label, "grpc", outcome_of_grpc(code), start.elapsed());
+            Ok(response)
+        })
     }
 }

@@ -3,39 +3,29 @@
 //! `{"error": "..."}` with the protocol's status.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::Instant;
 
 use axum::Router;
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use pjrt_actors::ElementType;
-use pjrt_actors::host_data::{HostData, json_values, parse_value};
+use pjrt_actors::host_data::json_values;
 use serde_json::{Value, json};
 
-use super::kserve::{
-    Answered, GivenInput, Models, RequestParams, ServeError, datatype_name, datatype_of,
-};
+use super::infer::{Asked, HeldMemory, infer};
+use super::json_request::{DataSpan, HttpRequest};
+use super::kserve::{Answered, Models, ServeError, VERSION, datatype_name, shown};
+use super::limits::OFF_THREAD_BYTES;
+use super::tensor_data::read_json_data;
 
 /// The binary extension's header: the length of the JSON part of the body.
 const HEADER_LENGTH: &str = "inference-header-content-length";
 
-/// Limits on each HTTP request.
-#[derive(Clone, Copy)]
-pub struct Limits {
-    pub body_bytes: usize,
-    pub request_time: Duration,
-}
+type App = Arc<Models>;
 
-#[derive(Clone)]
-struct App {
-    models: Arc<Models>,
-    limits: Limits,
-}
-
-pub fn router(models: Arc<Models>, limits: Limits) -> Router {
+pub fn router(models: Arc<Models>) -> Router {
     Router::new()
         .route("/v2/health/live", get(|| async { StatusCode::OK }))
         .route("/v2/health/ready", get(ready))
@@ -50,11 +40,11 @@ pub fn router(models: Arc<Models>, limits: Limits) -> Router {
             "/v2/models/{model}/versions/{version}/ready",
             get(model_ready_v),
         )
-        .route("/v2/models/{model}/infer", post(infer))
+        .route("/v2/models/{model}/infer", post(infer_latest))
         .route("/v2/models/{model}/versions/{version}/infer", post(infer_v))
         .route("/metrics", get(metrics))
         .fallback(|| async { error(ServeError::NotFound("no such endpoint".into())) })
-        .with_state(App { models, limits })
+        .with_state(models)
 }
 
 fn error(e: ServeError) -> Response {
@@ -73,7 +63,7 @@ fn json_body(v: &Value) -> ([(header::HeaderName, HeaderValue); 1], String) {
 }
 
 async fn ready(State(app): State<App>) -> StatusCode {
-    match app.models.is_ready() {
+    match app.is_ready() {
         true => StatusCode::OK,
         false => StatusCode::SERVICE_UNAVAILABLE,
     }
@@ -88,12 +78,19 @@ async fn server_metadata() -> Response {
     .into_response()
 }
 
-async fn model_metadata_v(app: State<App>, Path((model, _)): Path<(String, String)>) -> Response {
-    model_metadata(app, Path(model)).await
+async fn model_metadata_v(
+    app: State<App>,
+    Path((model, version)): Path<(String, String)>,
+) -> Response {
+    metadata_at(&app, &model, &version)
 }
 
-async fn model_metadata(State(app): State<App>, Path(model): Path<String>) -> Response {
-    match app.models.model(&model) {
+async fn model_metadata(app: State<App>, Path(model): Path<String>) -> Response {
+    metadata_at(&app, &model, "")
+}
+
+fn metadata_at(app: &Models, model: &str, version: &str) -> Response {
+    match app.model(model, version) {
         Ok(m) => {
             let specs = |specs: &[super::kserve::TensorSpec]| -> Vec<Value> {
                 (specs.iter())
@@ -105,7 +102,7 @@ async fn model_metadata(State(app): State<App>, Path(model): Path<String>) -> Re
             };
             json_body(&json!({
                 "name": m.name,
-                "versions": ["1"],
+                "versions": [VERSION],
                 "platform": m.platform,
                 "inputs": specs(&m.inputs),
                 "outputs": specs(&m.outputs),
@@ -116,13 +113,20 @@ async fn model_metadata(State(app): State<App>, Path(model): Path<String>) -> Re
     }
 }
 
-async fn model_ready_v(app: State<App>, Path((model, _)): Path<(String, String)>) -> Response {
-    model_ready(app, Path(model)).await
+async fn model_ready_v(
+    app: State<App>,
+    Path((model, version)): Path<(String, String)>,
+) -> Response {
+    ready_at(&app, &model, &version)
 }
 
-async fn model_ready(State(app): State<App>, Path(model): Path<String>) -> Response {
-    match app.models.model(&model) {
-        Ok(_) if app.models.is_ready() => StatusCode::OK.into_response(),
+async fn model_ready(app: State<App>, Path(model): Path<String>) -> Response {
+    ready_at(&app, &model, "")
+}
+
+fn ready_at(app: &Models, model: &str, version: &str) -> Response {
+    match app.model(model, version) {
+        Ok(_) if app.is_ready() => StatusCode::OK.into_response(),
         Ok(_) => StatusCode::SERVICE_UNAVAILABLE.into_response(),
         Err(e) => error(e),
     }
@@ -131,8 +135,8 @@ async fn model_ready(State(app): State<App>, Path(model): Path<String>) -> Respo
 /// The server's and batchers' metrics, then the client's own (its device and memory-space
 /// actors'; a client that cannot answer leaves them out, and the scrape still succeeds).
 async fn metrics(State(app): State<App>) -> Response {
-    let mut text = app.models.metrics_text();
-    if let Ok(client) = app.models.client.metrics_async().await {
+    let mut text = app.metrics_text();
+    if let Ok(client) = app.client.metrics_async().await {
         text += &client;
     }
     (
@@ -146,179 +150,223 @@ async fn metrics(State(app): State<App>) -> Response {
 }
 
 async fn infer_v(
-    app: State<App>,
-    Path((model, _)): Path<(String, String)>,
+    State(app): State<App>,
+    Path((model, version)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    infer(app, Path(model), headers, body).await
+    infer_at(app, model, version, headers, body).await
 }
 
-/// The whole request, body included, within the request time limit: a client that sends
-/// slowly is cut off.
-async fn infer(
+async fn infer_latest(
     State(app): State<App>,
     Path(model): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let limits = app.limits;
-    let run = async {
-        let bytes = axum::body::to_bytes(body, limits.body_bytes)
-            .await
-            .map_err(|e| {
-                ServeError::Invalid(format!(
-                    "the request body could not be read within {} bytes: {e}",
-                    limits.body_bytes
-                ))
-            })?;
-        let (inputs, params, wanted, binary_out) = parse_request(&headers, &bytes)?;
-        let answered = app
-            .models
-            .infer("http", &model, inputs, params, &wanted)
-            .await?;
-        Ok::<Response, ServeError>(respond(&model, answered, &binary_out))
-    };
-    match tokio::time::timeout(limits.request_time, run).await {
-        Ok(Ok(response)) => response,
-        Ok(Err(e)) => error(e),
-        Err(_) => error(ServeError::Expired(format!(
-            "the request took longer than the server's {:?} limit",
-            limits.request_time
+    infer_at(app, model, String::new(), headers, body).await
+}
+
+/// The whole request, body included, within the request time limit (a client that sends
+/// slowly is cut off), counted under its outcome whatever it is.
+async fn infer_at(
+    app: App,
+    model: String,
+    version: String,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let start = Instant::now();
+    let limit = app.limits.request_time;
+    let answer =
+        match tokio::time::timeout(limit, answer(&app, &model, &version, &headers, body)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(ServeError::past_time_limit(limit)),
+        };
+    let outcome = answer.as_ref().map_or_else(|e| e.outcome(), |_| "ok");
+    app.metrics
+        .record(app.label(&model), "http", outcome, start.elapsed());
+    answer.unwrap_or_else(error)
+}
+
+/// A `Content-Length` the client declared, if any.
+fn declared_length(headers: &HeaderMap) -> Result<Option<usize>, ServeError> {
+    match headers.get(header::CONTENT_LENGTH) {
+        None => Ok(None),
+        Some(v) => (v.to_str().ok().and_then(|s| s.trim().parse().ok()))
+            .map(Some)
+            .ok_or_else(|| ServeError::Invalid("Content-Length is not a length".into())),
+    }
+}
+
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, ServeError> {
+    use http_body_util::BodyExt;
+    match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(past_body_limit(limit))
+        }
+        Err(e) => Err(ServeError::Invalid(format!(
+            "the request body could not be read: {e}"
         ))),
     }
 }
 
-/// Which outputs to return in binary: by name, or all (`binary_data_output`).
-struct BinaryOut {
-    all: bool,
-    named: Vec<String>,
+fn past_body_limit(limit: usize) -> ServeError {
+    ServeError::TooLarge(format!(
+        "the request body is larger than the server's {limit} bytes (--max-body-bytes)"
+    ))
 }
 
-type Parsed = (Vec<GivenInput>, RequestParams, Vec<String>, BinaryOut);
-
-fn parse_request(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, ServeError> {
-    let bad = |why: String| ServeError::Invalid(format!("inference request: {why}"));
+async fn answer(
+    app: &App,
+    model: &str,
+    version: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ServeError> {
+    app.check_ready()?;
+    let m = app.model(model, version)?;
+    let limit = app.limits.body_bytes;
+    // Refused before any of the body is read, so before hyper says `100 Continue`.
+    let declared = declared_length(headers)?;
+    if declared.is_some_and(|n| n > limit) {
+        return Err(past_body_limit(limit));
+    }
+    let body_held = (app.memory)
+        .reserve(declared.unwrap_or(limit), "the request body")
+        .await?;
+    let bytes = read_body(body, limit).await?;
     let json_len = match headers.get(HEADER_LENGTH) {
-        Some(v) => (v.to_str().ok().and_then(|s| s.parse::<usize>().ok()))
-            .filter(|&n| n <= body.len())
-            .ok_or_else(|| bad(format!("{HEADER_LENGTH} is not a length within the body")))?,
-        None => body.len(),
+        Some(v) => (v.to_str().ok().and_then(|s| s.trim().parse::<usize>().ok()))
+            .filter(|&n| n <= bytes.len())
+            .ok_or_else(|| {
+                ServeError::Invalid(format!(
+                    "inference request: {HEADER_LENGTH} is `{}`, not a length within the {}-byte body",
+                    shown(v.to_str().unwrap_or("?")),
+                    bytes.len()
+                ))
+            })?,
+        None => bytes.len(),
     };
-    let request: Value = serde_json::from_slice(&body[..json_len])
-        .map_err(|e| bad(format!("the request is not JSON: {e}")))?;
-    let mut binary = &body[json_len..];
-    let params = &request["parameters"];
-    let mut inputs = Vec::new();
-    for input in request["inputs"]
-        .as_array()
-        .ok_or_else(|| bad("no `inputs` list".into()))?
-    {
-        let name = input["name"]
-            .as_str()
-            .ok_or_else(|| bad("an input without a name".into()))?;
-        let datatype = input["datatype"].as_str().unwrap_or("").to_string();
-        let shape: Vec<i64> = (input["shape"].as_array())
-            .map(|s| s.iter().map(|d| d.as_i64().unwrap_or(-1)).collect())
-            .ok_or_else(|| bad(format!("input `{name}` has no shape")))?;
-        let bytes = match input["parameters"]["binary_data_size"].as_u64() {
-            Some(n) => {
-                let n = n as usize;
-                if n > binary.len() {
-                    return Err(bad(format!(
-                        "input `{name}` says {n} bytes of binary data; {} remain",
-                        binary.len()
-                    )));
+    let big = bytes.len() >= OFF_THREAD_BYTES;
+    let body = bytes.clone();
+    let mut request =
+        (super::limits::off_thread(big, move || super::json_request::parse(&body, json_len))
+            .await?)
+            .map_err(ServeError::Invalid)?;
+    let (binary_all, id) = (request.binary_all, request.id.take());
+    let binary_named: Vec<String> = (request.outputs.iter())
+        .filter(|(_, binary)| *binary)
+        .map(|(n, _)| n.clone())
+        .collect();
+    let as_binary = move |name: &str| binary_all || binary_named.iter().any(|n| n == name);
+    let HttpRequest {
+        params,
+        inputs,
+        outputs,
+        ..
+    } = request;
+    let (heads, spans): (Vec<_>, Vec<_>) = inputs.into_iter().unzip();
+    let shapes: Vec<Vec<i64>> = heads.iter().map(|h| h.shape.clone()).collect();
+    let asked = Asked {
+        heads,
+        wanted: outputs.into_iter().map(|(n, _)| n).collect(),
+        params,
+    };
+    let read = move |plan: &super::kserve::Plan| read_inputs(&bytes, &spans, &shapes, plan);
+    let binary = as_binary.clone();
+    let (answered, held) = infer(app, m, asked, big, |n| !binary(n), read).await?;
+    drop(body_held);
+    let name = m.name.clone();
+    let answer_big = answered.iter().map(|a| a.data.bytes.len()).sum::<usize>() >= OFF_THREAD_BYTES;
+    let mut response = (super::limits::off_thread(answer_big, move || {
+        respond(&name, id.as_deref(), answered, &as_binary)
+    })
+    .await?)
+        .into_response();
+    response.extensions_mut().insert::<HeldMemory>(held);
+    Ok(response)
+}
+
+/// Each input's data, read from the body as the plan places it.
+fn read_inputs(
+    body: &[u8],
+    spans: &[DataSpan],
+    shapes: &[Vec<i64>],
+    plan: &super::kserve::Plan,
+) -> Result<Vec<Vec<u8>>, String> {
+    (spans.iter().zip(shapes).zip(&plan.slots))
+        .map(|((span, shape), &(_, dtype, count))| match span {
+            DataSpan::Json(at) => {
+                let text = std::str::from_utf8(&body[at.clone()])
+                    .map_err(|e| format!("an input's data is not UTF-8: {e}"))?;
+                let mut out = Vec::new();
+                read_json_data(text, dtype, shape, &mut out)?;
+                Ok(out)
+            }
+            DataSpan::Binary(at) => {
+                let want = count * dtype.byte_size();
+                match at.len() == want {
+                    true => Ok(body[at.clone()].to_vec()),
+                    false => Err(format!(
+                        "an input has {} bytes of binary data; {}{shape:?} is {want}",
+                        at.len(),
+                        datatype_name(dtype).unwrap_or("?")
+                    )),
                 }
-                let (mine, rest) = binary.split_at(n);
-                binary = rest;
-                mine.to_vec()
             }
-            None => {
-                let t = datatype_of(&datatype).ok_or_else(|| {
-                    bad(format!(
-                        "input `{name}` has datatype `{datatype}`, which is not served"
-                    ))
-                })?;
-                encode_json(&input["data"], t)
-                    .map_err(|why| bad(format!("input `{name}`: {why}")))?
-            }
-        };
-        inputs.push(GivenInput {
-            name: name.to_string(),
-            datatype,
-            shape,
-            bytes,
-        });
-    }
-    if !binary.is_empty() {
-        return Err(bad(format!(
-            "{} bytes of binary data no input claims",
-            binary.len()
-        )));
-    }
-    let mut wanted = Vec::new();
-    let mut named = Vec::new();
-    for o in request["outputs"].as_array().into_iter().flatten() {
-        let name = o["name"].as_str().unwrap_or("").to_string();
-        if o["parameters"]["binary_data"].as_bool() == Some(true) {
-            named.push(name.clone());
-        }
-        wanted.push(name);
-    }
-    let request_params = RequestParams {
-        priority: params["priority"].as_u64(),
-        timeout_us: params["timeout"].as_u64(),
-    };
-    let all = params["binary_data_output"].as_bool() == Some(true);
-    Ok((inputs, request_params, wanted, BinaryOut { all, named }))
+        })
+        .collect()
 }
 
-/// A JSON `data` array (flat, or nested as the shape) as little-endian bytes of `t`, each
-/// value read as the input literals read theirs.
-fn encode_json(data: &Value, t: ElementType) -> Result<Vec<u8>, String> {
-    fn walk<'a>(v: &'a Value, out: &mut Vec<&'a Value>) {
-        match v {
-            Value::Array(items) => items.iter().for_each(|i| walk(i, out)),
-            other => out.push(other),
-        }
-    }
-    let mut flat = Vec::new();
-    walk(data, &mut flat);
-    let mut bytes = Vec::with_capacity(flat.len() * t.byte_size());
-    for v in flat {
-        parse_value(t, &v.to_string(), &mut bytes)?;
-    }
-    Ok(bytes)
+fn json_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
-/// Host data as JSON values (numbers; booleans for BOOL), as `run --json` writes them.
-fn decode_json(h: &HostData) -> Value {
-    serde_json::from_str(&json_values(h)).unwrap_or(Value::Null)
-}
-
-fn respond(model: &str, answered: Vec<Answered>, binary: &BinaryOut) -> Response {
-    let mut outputs = Vec::new();
+/// The answer: JSON text written straight from the outputs' bytes (no JSON values are built
+/// and parsed back, so every value is the one computed), binary outputs after it.
+fn respond(
+    model: &str,
+    id: Option<&str>,
+    answered: Vec<Answered>,
+    as_binary: &impl Fn(&str) -> bool,
+) -> Response {
+    let mut text = format!(
+        "{{\"model_name\":{},\"model_version\":\"{VERSION}\"",
+        json_string(model)
+    );
+    if let Some(id) = id {
+        text += &format!(",\"id\":{}", json_string(id));
+    }
+    text += ",\"outputs\":[";
     let mut tail: Vec<u8> = Vec::new();
-    for a in answered {
-        let mut o = json!({
-            "name": a.spec.name,
-            "datatype": datatype_name(a.data.dtype),
-            "shape": a.data.dims,
-        });
+    for (k, a) in answered.iter().enumerate() {
+        let datatype = datatype_name(a.data.dtype);
+        text += &format!(
+            "{}{{\"name\":{},\"datatype\":\"{}\",\"shape\":{:?}",
+            if k > 0 { "," } else { "" },
+            json_string(&a.spec.name),
+            datatype.unwrap_or(""),
+            a.data.dims
+        );
         // Binary where asked, and for a type the protocol has no JSON form of.
-        let as_binary = binary.all
-            || binary.named.contains(&a.spec.name)
-            || datatype_name(a.data.dtype).is_none();
-        if as_binary {
-            o["parameters"] = json!({"binary_data_size": a.data.bytes.len()});
+        if as_binary(&a.spec.name) || datatype.is_none() {
+            text += &format!(
+                ",\"parameters\":{{\"binary_data_size\":{}}}}}",
+                a.data.bytes.len()
+            );
             tail.extend(&a.data.bytes);
         } else {
-            o["data"] = decode_json(&a.data);
+            text += ",\"data\":";
+            text += &json_values(&a.data);
+            text += "}";
         }
-        outputs.push(o);
     }
-    let text = json!({"model_name": model, "model_version": "1", "outputs": outputs}).to_string();
+    text += "]}";
     if tail.is_empty() {
         let json = HeaderValue::from_static("application/json");
         return ([(header::CONTENT_TYPE, json)], text).into_response();

@@ -1,15 +1,17 @@
-//! The KServe v2 protocol's core, shared by HTTP and gRPC: tensor datatypes, a request's
-//! inputs checked against the served model and turned into one batcher request, the errors
-//! with their HTTP status and gRPC code, and per-model request metrics.
+//! The KServe v2 protocol's core, shared by HTTP and gRPC: tensor datatypes, the errors with
+//! their HTTP status and gRPC code, and a served model's checks: which version, which inputs
+//! (names, datatypes, shapes, rows) and outputs a request may name, and its queue parameters.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pjrt_actors::host_data::HostData;
 use pjrt_actors::serving::{Batcher, InferRequest, Priority};
 use pjrt_actors::{ElementType, Error};
+
+use super::limits::{Limits, MemoryBudget};
+use super::metrics::RequestMetrics;
 
 /// The protocol's datatype names for our element types.
 const DATATYPES: &[(&str, ElementType)] = &[
@@ -32,20 +34,35 @@ pub fn datatype_name(t: ElementType) -> Option<&'static str> {
     DATATYPES.iter().find(|(_, e)| *e == t).map(|(n, _)| *n)
 }
 
-pub fn datatype_of(name: &str) -> Option<ElementType> {
-    DATATYPES.iter().find(|(n, _)| *n == name).map(|(_, e)| *e)
+/// The one version each model has.
+pub const VERSION: &str = "1";
+
+/// The most of a client's text (a name, a value) an error message repeats: a message goes
+/// into a gRPC trailer, and a 100 KB name would make the whole answer too large to read.
+const SHOWN_CHARS: usize = 64;
+
+/// `text` as a message shows it: whole, or its start and how long it was.
+pub fn shown(text: &str) -> String {
+    match text.char_indices().nth(SHOWN_CHARS) {
+        None => text.to_string(),
+        Some((cut, _)) => format!("{}… ({} bytes)", &text[..cut], text.len()),
+    }
 }
 
 /// An error as the protocol reports it.
 #[derive(Debug)]
 pub enum ServeError {
-    /// An unknown model (404, NOT_FOUND).
+    /// An unknown model or version (404, NOT_FOUND).
     NotFound(String),
-    /// A request that does not fit the model (400, INVALID_ARGUMENT).
+    /// A request that does not fit the model, or is not well formed (400, INVALID_ARGUMENT).
     Invalid(String),
+    /// A request, or the answer it asks for, past the server's size bounds (413, OUT_OF_RANGE:
+    /// what tonic answers for a message past its limit).
+    TooLarge(String),
     /// The model's queue is full, or the server is draining (503, UNAVAILABLE).
     Unavailable(String),
-    /// The request's deadline passed before it ran (504, DEADLINE_EXCEEDED).
+    /// The request's deadline passed before it ran, or the server's time limit (504,
+    /// DEADLINE_EXCEEDED).
     Expired(String),
     /// The model failed (500, INTERNAL).
     Internal(String),
@@ -56,6 +73,7 @@ impl ServeError {
         match self {
             ServeError::NotFound(_) => 404,
             ServeError::Invalid(_) => 400,
+            ServeError::TooLarge(_) => 413,
             ServeError::Unavailable(_) => 503,
             ServeError::Expired(_) => 504,
             ServeError::Internal(_) => 500,
@@ -66,6 +84,7 @@ impl ServeError {
         match self {
             ServeError::NotFound(_) => tonic::Code::NotFound,
             ServeError::Invalid(_) => tonic::Code::InvalidArgument,
+            ServeError::TooLarge(_) => tonic::Code::OutOfRange,
             ServeError::Unavailable(_) => tonic::Code::Unavailable,
             ServeError::Expired(_) => tonic::Code::DeadlineExceeded,
             ServeError::Internal(_) => tonic::Code::Internal,
@@ -76,6 +95,7 @@ impl ServeError {
         match self {
             ServeError::NotFound(m)
             | ServeError::Invalid(m)
+            | ServeError::TooLarge(m)
             | ServeError::Unavailable(m)
             | ServeError::Expired(m)
             | ServeError::Internal(m) => m,
@@ -83,14 +103,22 @@ impl ServeError {
     }
 
     /// The label the request metrics count it under.
-    fn outcome(&self) -> &'static str {
+    pub fn outcome(&self) -> &'static str {
         match self {
             ServeError::NotFound(_) => "not_found",
             ServeError::Invalid(_) => "invalid",
+            ServeError::TooLarge(_) => "too_large",
             ServeError::Unavailable(_) => "unavailable",
             ServeError::Expired(_) => "expired",
             ServeError::Internal(_) => "failed",
         }
+    }
+
+    /// The server's own time limit passed.
+    pub fn past_time_limit(limit: Duration) -> ServeError {
+        ServeError::Expired(format!(
+            "the request took longer than the server's {limit:?} limit (--request-timeout)"
+        ))
     }
 }
 
@@ -103,6 +131,20 @@ impl From<Error> for ServeError {
             Error::InvalidArgument(_) => ServeError::Invalid(text),
             _ => ServeError::Internal(text),
         }
+    }
+}
+
+/// The metrics label of an answer with gRPC status `code`: the same names `outcome` gives.
+pub fn outcome_of_grpc(code: tonic::Code) -> &'static str {
+    use tonic::Code::*;
+    match code {
+        Ok => "ok",
+        NotFound => "not_found",
+        InvalidArgument => "invalid",
+        OutOfRange | ResourceExhausted => "too_large",
+        Unavailable => "unavailable",
+        DeadlineExceeded | Cancelled => "expired",
+        _ => "failed",
     }
 }
 
@@ -120,6 +162,11 @@ impl TensorSpec {
         std::iter::once(-1)
             .chain(self.dims.iter().copied())
             .collect()
+    }
+
+    /// Elements in one row.
+    fn row_elements(&self) -> usize {
+        self.dims.iter().map(|&d| d as usize).product()
     }
 }
 
@@ -143,16 +190,14 @@ pub struct ServedModel {
     pub policy: QueuePolicy,
 }
 
-/// One input as a request gives it: raw little-endian bytes, already decoded from JSON or
-/// taken from the binary extension or gRPC's raw contents.
-pub struct GivenInput {
+/// One input as a request declares it, before its data is read.
+pub struct InputHead {
     pub name: String,
     pub datatype: String,
     pub shape: Vec<i64>,
-    pub bytes: Vec<u8>,
 }
 
-/// A request's parameters that the server reads.
+/// A request's queue parameters, as sent (`None` where absent).
 #[derive(Default)]
 pub struct RequestParams {
     pub priority: Option<u64>,
@@ -165,223 +210,151 @@ pub struct Answered {
     pub data: HostData,
 }
 
+/// A checked request's inputs: for each one given, in the order given, the model input it is
+/// and how many elements its data holds.
+#[derive(Clone)]
+pub struct Plan {
+    pub slots: Vec<(usize, ElementType, usize)>,
+    pub rows: usize,
+}
+
 /// The models served, the readiness flag, and the request metrics.
 pub struct Models {
     pub by_name: BTreeMap<String, ServedModel>,
     /// The client the models run on, for its own metrics.
     pub client: pjrt_actors::Client,
     pub ready: AtomicBool,
-    metrics: Mutex<BTreeMap<(String, &'static str, &'static str), Latencies>>,
-}
-
-/// Upper bounds (seconds) of the request latency histogram's buckets.
-const BUCKETS: [f64; 12] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
-];
-
-#[derive(Default)]
-struct Latencies {
-    buckets: [u64; BUCKETS.len()],
-    count: u64,
-    sum: f64,
+    pub metrics: RequestMetrics,
+    pub limits: Limits,
+    /// What the requests in flight hold, together.
+    pub memory: MemoryBudget,
 }
 
 impl Models {
-    pub fn new(client: pjrt_actors::Client, models: Vec<ServedModel>) -> Models {
+    pub fn new(
+        client: pjrt_actors::Client,
+        models: Vec<ServedModel>,
+        limits: Limits,
+        memory: MemoryBudget,
+    ) -> Models {
         Models {
             client,
             by_name: models.into_iter().map(|m| (m.name.clone(), m)).collect(),
             ready: AtomicBool::new(true),
-            metrics: Mutex::new(BTreeMap::new()),
+            metrics: RequestMetrics::default(),
+            limits,
+            memory,
         }
     }
 
-    pub fn model(&self, name: &str) -> Result<&ServedModel, ServeError> {
-        self.by_name.get(name).ok_or_else(|| {
+    /// The model named, at `version` when one is named (empty: the latest, the only one).
+    pub fn model(&self, name: &str, version: &str) -> Result<&ServedModel, ServeError> {
+        let m = self.by_name.get(name).ok_or_else(|| {
             ServeError::NotFound(format!(
-                "unknown model `{name}`; this server serves {}",
+                "unknown model `{}`; this server serves {}",
+                shown(name),
                 self.by_name.keys().cloned().collect::<Vec<_>>().join(", ")
             ))
-        })
+        })?;
+        if !version.is_empty() && version != VERSION {
+            return Err(ServeError::NotFound(format!(
+                "model `{name}` has no version `{}`; it has version {VERSION}",
+                shown(version)
+            )));
+        }
+        Ok(m)
+    }
+
+    /// The metrics label for a model a request named: its name when served, else one label
+    /// for all unknown names (a client cannot grow the metrics without bound).
+    pub fn label(&self, name: &str) -> String {
+        match self.by_name.contains_key(name) {
+            true => name.to_string(),
+            false => "(unknown)".into(),
+        }
+    }
+
+    /// The Prometheus text: the request metrics, then each batcher's own.
+    pub fn metrics_text(&self) -> String {
+        let mut out = String::new();
+        self.metrics.render(&mut out);
+        for m in self.by_name.values() {
+            out += &m.batcher.metrics();
+        }
+        out
     }
 
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
     }
 
-    /// Runs one request: checked against the model, batched, answered; counted by model,
-    /// protocol and outcome.
-    pub async fn infer(
-        &self,
-        protocol: &'static str,
-        model: &str,
-        inputs: Vec<GivenInput>,
-        params: RequestParams,
-        wanted: &[String],
-    ) -> Result<Vec<Answered>, ServeError> {
-        let start = Instant::now();
-        let result = self.infer_unmeasured(model, inputs, params, wanted).await;
-        let outcome = result.as_ref().map_or_else(|e| e.outcome(), |_| "ok");
-        let key_model = if self.by_name.contains_key(model) {
-            model.to_string()
-        } else {
-            "(unknown)".to_string()
-        };
-        let mut metrics = self.metrics.lock().unwrap_or_else(|p| p.into_inner());
-        let l = metrics.entry((key_model, protocol, outcome)).or_default();
-        let s = start.elapsed().as_secs_f64();
-        l.count += 1;
-        l.sum += s;
-        if let Some(b) = BUCKETS.iter().position(|&b| s <= b) {
-            l.buckets[b] += 1;
-        }
-        result
-    }
-
-    async fn infer_unmeasured(
-        &self,
-        model: &str,
-        inputs: Vec<GivenInput>,
-        params: RequestParams,
-        wanted: &[String],
-    ) -> Result<Vec<Answered>, ServeError> {
-        if !self.is_ready() {
-            return Err(ServeError::Unavailable(
+    pub fn check_ready(&self) -> Result<(), ServeError> {
+        match self.is_ready() {
+            true => Ok(()),
+            false => Err(ServeError::Unavailable(
                 "the server is shutting down".into(),
-            ));
+            )),
         }
-        let m = self.model(model)?;
-        let request = m.request(inputs, &params)?;
-        let outputs: Vec<usize> = match wanted.is_empty() {
-            true => (0..m.outputs.len()).collect(),
-            false => (wanted.iter())
-                .map(|w| {
-                    (m.outputs.iter().position(|o| &o.name == w)).ok_or_else(|| {
-                        ServeError::Invalid(format!(
-                            "model `{}` has no output `{w}`; its outputs are {}",
-                            m.name,
-                            names(&m.outputs)
-                        ))
-                    })
-                })
-                .collect::<Result<_, _>>()?,
-        };
-        let response = m.batcher.infer_async(request).await?;
-        // Each output moved out at its last request, copied for any earlier one (a request
-        // may name an output twice).
-        let mut all: Vec<Option<HostData>> = response.outputs.into_iter().map(Some).collect();
-        let answered = (outputs.iter().enumerate())
-            .map(|(n, &k)| {
-                let later = outputs[n + 1..].contains(&k);
-                let data = if later { all[k].clone() } else { all[k].take() };
-                Answered {
-                    spec: m.outputs[k].clone(),
-                    data: data.expect("an output is taken only at its last request"),
-                }
-            })
-            .collect();
-        Ok(answered)
-    }
-
-    /// The Prometheus text: request counts and latencies by model, protocol and outcome, then
-    /// each batcher's own metrics.
-    pub fn metrics_text(&self) -> String {
-        let mut out = String::from(
-            "# HELP pjrt_actors_server_requests_total Inference requests by model, protocol and outcome.\n# TYPE pjrt_actors_server_requests_total counter\n",
-        );
-        let metrics = self.metrics.lock().unwrap_or_else(|p| p.into_inner());
-        for ((model, protocol, outcome), l) in metrics.iter() {
-            out += &format!(
-                "pjrt_actors_server_requests_total{{model=\"{model}\",protocol=\"{protocol}\",outcome=\"{outcome}\"}} {}\n",
-                l.count
-            );
-        }
-        out += "# HELP pjrt_actors_server_request_seconds Inference request latency, arrival to answer.\n# TYPE pjrt_actors_server_request_seconds histogram\n";
-        for ((model, protocol, outcome), l) in metrics.iter() {
-            let labels = format!("model=\"{model}\",protocol=\"{protocol}\",outcome=\"{outcome}\"");
-            let mut cumulative = 0;
-            for (b, n) in BUCKETS.iter().zip(&l.buckets) {
-                cumulative += n;
-                out += &format!(
-                    "pjrt_actors_server_request_seconds_bucket{{{labels},le=\"{b}\"}} {cumulative}\n"
-                );
-            }
-            out += &format!(
-                "pjrt_actors_server_request_seconds_bucket{{{labels},le=\"+Inf\"}} {}\n",
-                l.count
-            );
-            out += &format!(
-                "pjrt_actors_server_request_seconds_sum{{{labels}}} {}\n",
-                l.sum
-            );
-            out += &format!(
-                "pjrt_actors_server_request_seconds_count{{{labels}}} {}\n",
-                l.count
-            );
-        }
-        drop(metrics);
-        for m in self.by_name.values() {
-            out += &m.batcher.metrics();
-        }
-        out
     }
 }
 
 fn names(specs: &[TensorSpec]) -> String {
     specs
         .iter()
-        .map(|s| s.name.as_str())
+        .map(|s| format!("`{}`", s.name))
         .collect::<Vec<_>>()
         .join(", ")
 }
 
 impl ServedModel {
-    /// The request's inputs checked against the model (names, datatypes, shapes, sizes) and
-    /// its parameters against the queue policy, as one batcher request.
-    fn request(
-        &self,
-        inputs: Vec<GivenInput>,
-        params: &RequestParams,
-    ) -> Result<InferRequest, ServeError> {
-        let bad = |why: String| ServeError::Invalid(format!("model `{}`: {why}", self.name));
-        if inputs.len() != self.inputs.len() {
-            return Err(bad(format!(
-                "{} inputs given; it takes {} ({})",
-                inputs.len(),
-                self.inputs.len(),
+    fn bad(&self, why: String) -> ServeError {
+        ServeError::Invalid(format!("model `{}`: {why}", self.name))
+    }
+
+    /// The inputs a request declares, checked against the model: each name once and known,
+    /// none missing, datatypes, shapes, and rows within its batch.
+    pub fn plan(&self, heads: &[InputHead]) -> Result<Plan, ServeError> {
+        let mut slots = Vec::with_capacity(heads.len());
+        let mut seen = vec![false; self.inputs.len()];
+        for h in heads {
+            let Some(k) = self.inputs.iter().position(|s| s.name == h.name) else {
+                return Err(self.bad(format!(
+                    "`{}` is not one of its inputs; its inputs are {}",
+                    shown(&h.name),
+                    names(&self.inputs)
+                )));
+            };
+            if std::mem::replace(&mut seen[k], true) {
+                return Err(self.bad(format!("input `{}` is given twice", h.name)));
+            }
+            slots.push(k);
+        }
+        if let Some(k) = seen.iter().position(|s| !s) {
+            return Err(self.bad(format!(
+                "input `{}` is not given; its inputs are {}",
+                self.inputs[k].name,
                 names(&self.inputs)
             )));
         }
-        let mut by_name: BTreeMap<String, GivenInput> = BTreeMap::new();
-        for i in inputs {
-            if by_name.contains_key(&i.name) {
-                return Err(bad(format!("input `{}` is given twice", i.name)));
-            }
-            by_name.insert(i.name.clone(), i);
-        }
-        let max_rows = self.batcher.max_rows() as i64;
-        let mut host = Vec::with_capacity(self.inputs.len());
-        for spec in &self.inputs {
-            let given = by_name.remove(&spec.name).ok_or_else(|| {
-                bad(format!(
-                    "no input `{}` given; its inputs are {}",
-                    spec.name,
-                    names(&self.inputs)
-                ))
-            })?;
+        let max_rows = self.batcher.max_rows();
+        let mut rows = None;
+        let mut plan = Vec::with_capacity(heads.len());
+        for (h, k) in heads.iter().zip(slots) {
+            let spec = &self.inputs[k];
             let want_type = datatype_name(spec.dtype).unwrap_or("?");
-            if given.datatype != want_type {
-                return Err(bad(format!(
+            if h.datatype != want_type {
+                return Err(self.bad(format!(
                     "input `{}` has datatype {}; the model takes {want_type}",
-                    spec.name, given.datatype
+                    spec.name,
+                    shown(&h.datatype)
                 )));
             }
-            let (rows, rest) = given.shape.split_first().unwrap_or((&0, &[]));
+            let (&given_rows, rest) = h.shape.split_first().unwrap_or((&0, &[]));
             if rest != spec.dims.as_slice() {
-                return Err(bad(format!(
+                return Err(self.bad(format!(
                     "input `{}` has shape {:?}; the model takes [rows, {}]",
                     spec.name,
-                    given.shape,
+                    h.shape,
                     spec.dims
                         .iter()
                         .map(|d| d.to_string())
@@ -389,60 +362,206 @@ impl ServedModel {
                         .join(", ")
                 )));
             }
-            if *rows < 1 || *rows > max_rows {
-                return Err(bad(format!(
-                    "input `{}` has {rows} rows; a request has 1 to {max_rows} (its max_batch_size)",
+            let given_rows = given_rows as usize;
+            if !(1..=max_rows).contains(&given_rows) {
+                return Err(self.bad(format!(
+                    "input `{}` has {given_rows} rows; a request has 1 to {max_rows} (its max_batch_size)",
                     spec.name
                 )));
             }
-            let expected = pjrt_actors::ArrayType {
-                dtype: spec.dtype,
-                dims: given.shape.clone(),
-            }
-            .byte_size()
-            .map_err(|e| bad(e.to_string()))?;
-            if given.bytes.len() != expected {
-                return Err(bad(format!(
-                    "input `{}` has {} bytes of data; {want_type}{:?} is {expected}",
+            if *rows.get_or_insert(given_rows) != given_rows {
+                return Err(self.bad(format!(
+                    "input `{}` has {given_rows} rows, another input {}; every input of a request has the same rows",
                     spec.name,
-                    given.bytes.len(),
-                    given.shape
+                    rows.unwrap_or_default()
                 )));
             }
-            host.push(HostData {
-                dtype: spec.dtype,
-                dims: given.shape,
-                bytes: given.bytes,
+            plan.push((k, spec.dtype, given_rows * spec.row_elements()));
+        }
+        Ok(Plan {
+            slots: plan,
+            rows: rows.unwrap_or(0),
+        })
+    }
+
+    /// Bytes the inputs of a request of `rows` rows hold, read.
+    pub fn input_bytes(&self, rows: usize) -> usize {
+        (self.inputs.iter())
+            .map(|s| rows * s.row_elements() * s.dtype.byte_size())
+            .sum()
+    }
+
+    /// Bytes the outputs `which` of a request of `rows` rows take as binary data, and as
+    /// JSON text at most (the longest number a value of its type is written as, and a comma).
+    pub fn answer_bytes(&self, which: &[usize], rows: usize) -> (usize, usize) {
+        let (mut binary, mut text) = (0, 0);
+        for &k in which {
+            let s = &self.outputs[k];
+            let n = rows * s.row_elements();
+            binary += n * s.dtype.byte_size();
+            text += n * (longest_json_number(s.dtype) + 1) + 256;
+        }
+        (binary, text)
+    }
+
+    /// The outputs a request names, by index (all when it names none); a name given twice is
+    /// refused, as Triton refuses it.
+    pub fn outputs_named(&self, wanted: &[String]) -> Result<Vec<usize>, ServeError> {
+        if wanted.is_empty() {
+            return Ok((0..self.outputs.len()).collect());
+        }
+        let mut which = Vec::with_capacity(wanted.len());
+        for w in wanted {
+            let k = (self.outputs.iter().position(|o| &o.name == w)).ok_or_else(|| {
+                self.bad(format!(
+                    "`{}` is not one of its outputs; its outputs are {}",
+                    shown(w),
+                    names(&self.outputs)
+                ))
+            })?;
+            if which.contains(&k) {
+                return Err(self.bad(format!("output `{w}` is asked for twice")));
+            }
+            which.push(k);
+        }
+        Ok(which)
+    }
+
+    /// The request's inputs (as `plan` placed them) in the model's order, with its queue
+    /// parameters checked against the policy, as one batcher request.
+    pub fn request(
+        &self,
+        plan: &Plan,
+        data: Vec<Vec<u8>>,
+        heads: Vec<InputHead>,
+        params: &RequestParams,
+    ) -> Result<InferRequest, ServeError> {
+        let mut host: Vec<Option<HostData>> = (0..self.inputs.len()).map(|_| None).collect();
+        for ((&(k, dtype, _), bytes), head) in plan.slots.iter().zip(data).zip(heads) {
+            host[k] = Some(HostData {
+                dtype,
+                dims: head.shape,
+                bytes,
             });
         }
+        let host = host
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| ServeError::Internal("a planned input was not filled".into()))?;
         let mut request = InferRequest::new(host);
-        let p = &self.policy;
-        match params.timeout_us {
-            Some(_) if !p.allow_timeout_override => {
-                return Err(bad(
-                    "its queue policy does not let a request set its timeout".into(),
-                ));
-            }
-            Some(us) => request = request.timeout(Duration::from_micros(us)),
-            None => {
-                if let Some(t) = p.default_timeout {
-                    request = request.timeout(t);
-                }
-            }
+        if let Some(t) = self.timeout(params) {
+            request = request.timeout(t);
         }
+        let p = &self.policy;
         let level = params
             .priority
             .filter(|&l| l > 0)
             .unwrap_or(p.default_priority);
         let levels = p.priority_levels.max(1);
         if level > levels {
-            return Err(bad(format!(
-                "priority {level}; it has {levels} priority levels"
-            )));
+            return Err(self.bad(format!("priority {level}; it has {levels} priority levels")));
         }
         if levels > 1 && level <= 1 {
             request = request.priority(Priority::High);
         }
         Ok(request)
+    }
+
+    /// The queue timeout a request runs under, as Triton decides it: the policy's default; a
+    /// request's own only where the policy allows overriding, and then only shorter than the
+    /// default (a request without the override's permission has its timeout ignored).
+    pub fn timeout(&self, params: &RequestParams) -> Option<Duration> {
+        let p = &self.policy;
+        let asked = params
+            .timeout_us
+            .filter(|&us| us > 0)
+            .map(Duration::from_micros);
+        match (asked, p.allow_timeout_override) {
+            (Some(asked), true) => Some(p.default_timeout.map_or(asked, |d| d.min(asked))),
+            _ => p.default_timeout,
+        }
+    }
+}
+
+/// The longest JSON text a value of `t` is written as.
+fn longest_json_number(t: ElementType) -> usize {
+    use ElementType::*;
+    match t {
+        Pred => 5,
+        S8 | U8 => 4,
+        S16 | U16 => 6,
+        S32 | U32 => 11,
+        S64 | U64 => 20,
+        // Shortest round-trip forms, exponent and sign included; non-finite ones are quoted.
+        F16 | BF16 | F32 => 17,
+        _ => 25,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_client_text_is_cut_in_messages() {
+        assert_eq!(shown("lm"), "lm");
+        let long = "x".repeat(100_000);
+        let s = shown(&long);
+        assert!(s.len() < 100 && s.ends_with("(100000 bytes)"), "{s}");
+        // Cut on a character boundary.
+        let wide = "é".repeat(100);
+        assert!(shown(&wide).starts_with(&"é".repeat(64)));
+    }
+
+    #[test]
+    fn the_longest_json_numbers_are_as_long_as_said() {
+        use pjrt_actors::host_data::json_values;
+        // Each type's widest values, written as the answers write them.
+        let f32s = [
+            f32::MIN,
+            -f32::MIN_POSITIVE,
+            -1.1754942e-38,
+            -1e-45,
+            -9.999999e-6,
+            -1.234_568e15,
+            f32::NEG_INFINITY,
+            f32::NAN,
+        ];
+        let f64s = [
+            f64::MIN,
+            -f64::MIN_POSITIVE,
+            -2.2250738585072e-308,
+            -5e-324,
+            -9.999999999999999e-6,
+            -1234567890123456.8,
+            f64::NEG_INFINITY,
+        ];
+        let cases: [(ElementType, Vec<u8>); 5] = [
+            (ElementType::S64, i64::MIN.to_le_bytes().to_vec()),
+            (ElementType::U64, u64::MAX.to_le_bytes().to_vec()),
+            (ElementType::S32, i32::MIN.to_le_bytes().to_vec()),
+            (
+                ElementType::F32,
+                f32s.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            ),
+            (
+                ElementType::F64,
+                f64s.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            ),
+        ];
+        for (dtype, bytes) in cases {
+            let n = bytes.len() / dtype.byte_size();
+            let text = json_values(&HostData {
+                dtype,
+                dims: vec![n as i64],
+                bytes,
+            });
+            for value in text.trim_matches(['[', ']']).split(',') {
+                assert!(
+                    value.len() <= longest_json_number(dtype),
+                    "{dtype}: {value}"
+                );
+            }
+        }
     }
 }

@@ -75,16 +75,6 @@ pub struct InferParameter {
     pub choice: Option<ParameterChoice>,
 }
 
-impl InferParameter {
-    pub fn as_u64(&self) -> Option<u64> {
-        match self.choice {
-            Some(ParameterChoice::Int64(n)) => u64::try_from(n).ok(),
-            Some(ParameterChoice::Uint64(n)) => Some(n),
-            _ => None,
-        }
-    }
-}
-
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct InferTensorContents {
     #[prost(bool, repeated, tag = "1")]

@@ -3,12 +3,19 @@
 //! tokio runtime; SIGTERM or SIGINT drains what is in flight, then stops, within a bound.
 
 mod grpc;
+mod grpc_contents;
 mod http;
+mod infer;
+mod json_request;
 mod kserve;
+mod limits;
+mod listen;
 mod messages;
+mod metrics;
 mod models;
+mod tensor_data;
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -16,10 +23,13 @@ use std::time::Duration;
 
 use pjrt_actors::Result;
 use pjrt_actors::serving::ShutdownMode;
+use tokio::sync::Semaphore;
 
 use crate::bench::seconds_flag;
 use crate::{Cli, open, usage};
 use kserve::Models;
+use limits::{Limits, MemoryBudget};
+use listen::Protocol;
 use models::ModelSource;
 
 /// What `serve` is asked to serve, and how.
@@ -39,7 +49,8 @@ pub struct ServeArgs {
     /// (or .npz) and config.json, each optional but the model.
     #[arg(long)]
     pub model_repository: Option<PathBuf>,
-    /// The address to bind (loopback unless told otherwise).
+    /// The address to bind (loopback unless told otherwise): an IPv4 or IPv6 address
+    /// (`::1` or `[::1]`), or a host name.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
     /// The HTTP port (0 picks a free one).
@@ -48,16 +59,51 @@ pub struct ServeArgs {
     /// The gRPC port (0 picks a free one).
     #[arg(long, default_value_t = 8001)]
     pub grpc_port: u16,
-    /// The largest request body accepted, in bytes.
+    /// The largest request body (HTTP) or message (gRPC) accepted, and the largest answer,
+    /// in bytes.
     #[arg(long, default_value_t = 64 << 20)]
     pub max_body_bytes: usize,
+    /// Bytes the requests in flight may hold together (bodies, decoded inputs, answers);
+    /// past it, requests wait for room within their time limit.
+    #[arg(long, default_value_t = 1 << 30)]
+    pub max_inflight_bytes: usize,
     /// Seconds a request may take, its body included (a client that sends slowly is cut
     /// off).
     #[arg(long, default_value_t = 30.0)]
     pub request_timeout: f64,
+    /// Seconds a connection may go with no request in flight (an idle keep-alive connection,
+    /// or one that has sent only part of a request head) before it is closed.
+    #[arg(long, default_value_t = 30.0)]
+    pub idle_timeout: f64,
+    /// Connections open at once, both ports together; further ones wait to be accepted.
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections: usize,
     /// Seconds the in-flight requests have to finish after SIGTERM or SIGINT.
     #[arg(long, default_value_t = 30.0)]
     pub drain_timeout: f64,
+}
+
+/// Concurrent HTTP/2 streams a gRPC connection may have open.
+const STREAMS_PER_CONNECTION: u32 = 64;
+
+/// The address to bind: `host` (an address, bracketed or not, or a name) and `port`.
+fn bind_address(host: &str, port: u16) -> Result<SocketAddr> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = bare.parse::<std::net::IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| usage(format!("--host {host}: {e}")))?
+        .next()
+        .ok_or_else(|| usage(format!("--host {host}: the name has no address")))
+}
+
+fn bind(host: &str, port: u16) -> Result<std::net::TcpListener> {
+    let addr = bind_address(host, port)?;
+    let l = std::net::TcpListener::bind(addr).map_err(|e| usage(format!("binding {addr}: {e}")))?;
+    l.set_nonblocking(true).map_err(|e| usage(e.to_string()))?;
+    Ok(l)
 }
 
 fn sources(spec: &ServeArgs) -> Result<Vec<ModelSource>> {
@@ -98,35 +144,44 @@ fn sources(spec: &ServeArgs) -> Result<Vec<ModelSource>> {
 
 pub fn serve(cli: &Cli, spec: &ServeArgs) -> Result<()> {
     let sources = sources(spec)?;
-    let (request_time, drain) = (
-        seconds_flag("--request-timeout", spec.request_timeout)?,
-        seconds_flag("--drain-timeout", spec.drain_timeout)?,
+    let limits = Limits {
+        body_bytes: spec.max_body_bytes,
+        request_time: seconds_flag("--request-timeout", spec.request_timeout)?,
+        idle_time: seconds_flag("--idle-timeout", spec.idle_timeout)?,
+        connections: spec.max_connections,
+        streams_per_connection: STREAMS_PER_CONNECTION,
+    };
+    let drain = seconds_flag("--drain-timeout", spec.drain_timeout)?;
+    if !(1..=1 << 20).contains(&limits.connections) {
+        return Err(usage(format!(
+            "--max-connections must be from 1 to {}, got {}",
+            1 << 20,
+            limits.connections
+        )));
+    }
+    if spec.max_inflight_bytes < spec.max_body_bytes {
+        return Err(usage(format!(
+            "--max-inflight-bytes {} is less than --max-body-bytes {}: no request of the largest size could ever run",
+            spec.max_inflight_bytes, spec.max_body_bytes
+        )));
+    }
+    // The ports first: a port in use is said at once, not after every model has compiled.
+    let (http_listener, grpc_listener) = (
+        bind(&spec.host, spec.http_port)?,
+        bind(&spec.host, spec.grpc_port)?,
     );
     let client = open(cli)?;
     let served = (sources.iter())
         .map(|s| models::load(&client, s))
         .collect::<Result<Vec<_>>>()?;
-    let models = Arc::new(Models::new(client.clone(), served));
+    let memory = MemoryBudget::new(spec.max_inflight_bytes);
+    let models = Arc::new(Models::new(client.clone(), served, limits, memory));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .thread_name("serve")
         .build()
         .map_err(|e| usage(format!("the server's runtime: {e}")))?;
-    let limits = http::Limits {
-        body_bytes: spec.max_body_bytes,
-        request_time,
-    };
-    let bind = |port: u16| -> Result<std::net::TcpListener> {
-        let addr: SocketAddr = format!("{}:{port}", spec.host)
-            .parse()
-            .map_err(|e| usage(format!("--host {}: {e}", spec.host)))?;
-        let l =
-            std::net::TcpListener::bind(addr).map_err(|e| usage(format!("binding {addr}: {e}")))?;
-        l.set_nonblocking(true).map_err(|e| usage(e.to_string()))?;
-        Ok(l)
-    };
-    let (http_listener, grpc_listener) = (bind(spec.http_port)?, bind(spec.grpc_port)?);
     let addr =
         |l: &std::net::TcpListener| l.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let line = format!(
@@ -140,34 +195,41 @@ pub fn serve(cli: &Cli, spec: &ServeArgs) -> Result<()> {
         let grpc_listener =
             tokio::net::TcpListener::from_std(grpc_listener).map_err(|e| usage(e.to_string()))?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-            let _ = rx.wait_for(|s| *s).await;
+        let slots = Arc::new(Semaphore::new(limits.connections));
+        let http_app = http::router(models.clone());
+        let grpc_app = grpc::InferenceService {
+            models: models.clone(),
         };
-        let app = http::router(models.clone(), limits);
-        let http_server =
-            axum::serve(http_listener, app).with_graceful_shutdown(stopped(stop_rx.clone()));
-        let grpc_server = tonic::transport::Server::builder()
-            .timeout(request_time)
-            .serve_with_incoming_shutdown(
-                grpc::InferenceService {
-                    models: models.clone(),
-                },
-                tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
-                stopped(stop_rx),
-            );
-        let http_task = tokio::spawn(async move { http_server.await.map_err(|e| e.to_string()) });
-        let grpc_task = tokio::spawn(async move { grpc_server.await.map_err(|e| e.to_string()) });
+        let accepting = [
+            tokio::spawn(listen::accept(
+                http_listener,
+                Protocol::Http1,
+                http_app,
+                slots.clone(),
+                limits,
+                stop_rx.clone(),
+            )),
+            tokio::spawn(listen::accept(
+                grpc_listener,
+                Protocol::Http2,
+                grpc_app,
+                slots.clone(),
+                limits,
+                stop_rx,
+            )),
+        ];
         out!("{line}");
         let signal = wait_for_signal().await;
         eprintln!("pjrt-actors: {signal}: draining in-flight requests");
         models.ready.store(false, Ordering::Release);
         let _ = stop_tx.send(true);
-        // In-flight requests finish (the servers wait for them), within the bound.
-        let drained = tokio::time::timeout(drain, async {
-            let _ = http_task.await;
-            let _ = grpc_task.await;
-        })
-        .await;
+        for a in accepting {
+            let _ = a.await;
+        }
+        // Idle connections close at once; the rest finish what they have, within the bound.
+        // Every connection holds a slot: all slots back means every connection has ended.
+        let all = u32::try_from(limits.connections).unwrap_or(u32::MAX);
+        let drained = tokio::time::timeout(drain, slots.acquire_many(all)).await;
         Ok::<bool, pjrt_actors::Error>(drained.is_ok())
     })?;
     for m in models.by_name.values() {

@@ -11,7 +11,7 @@ use pjrt_actors::serving::{BatchModel, Batcher, BatcherConfig};
 use pjrt_actors::{Client, Result};
 use serde_json::Value;
 
-use super::kserve::{QueuePolicy, ServedModel, TensorSpec};
+use super::kserve::{QueuePolicy, ServedModel, TensorSpec, shown};
 use crate::usage;
 
 /// One model to load: its name, program, weights and config file.
@@ -127,8 +127,41 @@ fn short_names(paths: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// A file of the model's, read whole: only a regular file (a FIFO would hang the start for
+/// ever, a device would never end). It is opened without blocking and asked what it is, so
+/// that no check can be raced by swapping the file.
 fn read(path: &Path, what: &str) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| usage(format!("{what} {}: {e}", path.display())))
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let fail = |e: std::io::Error| usage(format!("{what} {}: {e}", path.display()));
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(fail)?;
+    let kind = file.metadata().map_err(fail)?.file_type();
+    if !kind.is_file() {
+        return Err(usage(format!(
+            "{what} {} is not a regular file (a {}); a model's files are read whole",
+            path.display(),
+            file_kind(kind)
+        )));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(fail)?;
+    Ok(bytes)
+}
+
+fn file_kind(kind: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    match () {
+        _ if kind.is_dir() => "directory",
+        _ if kind.is_fifo() => "FIFO",
+        _ if kind.is_socket() => "socket",
+        _ if kind.is_char_device() => "character device",
+        _ if kind.is_block_device() => "block device",
+        _ => "file of another kind",
+    }
 }
 
 /// Loads one model: its program and weights, its config, and its batcher.
@@ -192,6 +225,15 @@ pub fn load(client: &Client, source: &ModelSource) -> Result<ServedModel> {
             return Err(refused(
                 name,
                 "--params gives a jax.export artifact's weights; this is an MLIR program",
+            ));
+        }
+        if let Some(v) = config.get("batched_inputs") {
+            return Err(refused(
+                name,
+                format!(
+                    "its config has batched_inputs {}, which name a jax.export artifact's inputs; an MLIR program batches every parameter",
+                    shown(&v.to_string())
+                ),
             ));
         }
         let text = String::from_utf8(bytes).map_err(|_| {
@@ -262,13 +304,23 @@ fn batcher_config(
         ..Default::default()
     };
     if let Some(us) = uint("max_queue_delay_microseconds")? {
+        // As Triton's dynamic batcher does: a request waits this long for company even when
+        // no batch is running.
         config.max_delay = Duration::from_micros(us);
+        config.wait_when_idle = true;
     }
     if let Some(sizes) = c.get("preferred_batch_size") {
-        config.allowed_batch_sizes = (sizes.as_array().into_iter().flatten())
-            .map(|s| s.as_u64().map(|n| n as usize))
-            .collect::<Option<_>>()
-            .ok_or_else(|| refused(name, "preferred_batch_size is a list of sizes"))?;
+        config.allowed_batch_sizes = (sizes.as_array())
+            .and_then(|l| l.iter().map(|s| s.as_u64().map(|n| n as usize)).collect())
+            .ok_or_else(|| {
+                refused(
+                    name,
+                    format!(
+                        "preferred_batch_size is {}; it is a list of sizes",
+                        shown(&sizes.to_string())
+                    ),
+                )
+            })?;
     }
     let levels = uint("priority_levels")?.unwrap_or(0);
     if levels > 2 {
@@ -277,7 +329,17 @@ fn batcher_config(
             format!("{levels} priority levels; the batcher has two (1 runs before 2)"),
         ));
     }
-    let default_priority = uint("default_priority_level")?.unwrap_or(levels.max(1));
+    let given_default = uint("default_priority_level")?;
+    if levels == 0 && given_default.is_some_and(|l| l > 0) {
+        return Err(refused(
+            name,
+            format!(
+                "default_priority_level {} without priority_levels: a model has levels only when priority_levels says how many",
+                given_default.unwrap_or_default()
+            ),
+        ));
+    }
+    let default_priority = given_default.filter(|&l| l > 0).unwrap_or(levels.max(1));
     if levels > 0 && !(1..=levels).contains(&default_priority) {
         return Err(refused(
             name,
@@ -328,30 +390,46 @@ fn batcher_config(
         }
     }
     if let Some(g) = c.get("instance_group") {
-        let ids = |v: &Value| -> Option<Vec<i32>> {
-            v.as_array()?
-                .iter()
-                .map(|d| d.as_i64().map(|d| d as i32))
+        let g = g
+            .as_object()
+            .ok_or_else(|| refused(name, "instance_group is an object"))?;
+        if let Some(k) = g
+            .keys()
+            .find(|k| !["devices", "device_groups"].contains(&k.as_str()))
+        {
+            return Err(refused(
+                name,
+                format!(
+                    "instance_group has `{}`, which is not one of devices, device_groups",
+                    shown(k)
+                ),
+            ));
+        }
+        // A device id is a whole number a device can have (an i32 from 0): 4294967296 must
+        // not wrap to device 0.
+        let ids = |v: &Value, what: &str| -> Result<Vec<i32>> {
+            let bad = || {
+                refused(
+                    name,
+                    format!(
+                        "{what} is {}; it is a list of device ids (whole numbers from 0)",
+                        shown(&v.to_string())
+                    ),
+                )
+            };
+            (v.as_array().ok_or_else(bad)?.iter())
+                .map(|d| (d.as_u64().and_then(|d| i32::try_from(d).ok())).ok_or_else(bad))
                 .collect()
         };
         match (g.get("devices"), g.get("device_groups")) {
-            (Some(d), None) => {
-                config.devices = Some(ids(d).ok_or_else(|| {
-                    refused(name, "instance_group.devices is a list of device ids")
-                })?)
-            }
+            (Some(d), None) => config.devices = Some(ids(d, "instance_group.devices")?),
             (None, Some(groups)) => {
-                config.device_groups = Some(
-                    (groups.as_array().into_iter().flatten())
-                        .map(ids)
-                        .collect::<Option<_>>()
-                        .ok_or_else(|| {
-                            refused(
-                                name,
-                                "instance_group.device_groups is a list of lists of device ids",
-                            )
-                        })?,
-                )
+                let what = "instance_group.device_groups";
+                let groups = groups.as_array().ok_or_else(|| {
+                    refused(name, format!("{what} is a list of lists of device ids"))
+                })?;
+                config.device_groups =
+                    Some(groups.iter().map(|g| ids(g, what)).collect::<Result<_>>()?)
             }
             _ => {
                 return Err(refused(

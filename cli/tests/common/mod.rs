@@ -1,5 +1,8 @@
-//! What the command-line test files share: reading the one error line a failed command prints.
+//! What the command-line test files share: reading the one error line a failed command prints,
+//! and (`server`) running `pjrt-actors serve` for the server tests.
 #![allow(dead_code)]
+
+pub mod server;
 
 use std::process::Output;
 

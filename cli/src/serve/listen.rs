@@ -1,0 +1,287 @@
+//! The server's connections: an accept loop per port under one connection cap (past it, new
+//! connections wait in the listen backlog), each connection closed once it has gone the idle
+//! time with no request in flight (a half-sent request head included), and at shutdown closed
+//! at once when idle, drained otherwise.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+
+use super::infer::HeldMemory;
+use super::limits::Limits;
+
+/// Whether a connection has a request in flight, and since when it has had none.
+struct Activity {
+    in_flight: AtomicUsize,
+    idle_since: Mutex<Instant>,
+    changed: Notify,
+}
+
+impl Activity {
+    fn new() -> Arc<Activity> {
+        Arc::new(Activity {
+            in_flight: AtomicUsize::new(0),
+            idle_since: Mutex::new(Instant::now()),
+            changed: Notify::new(),
+        })
+    }
+
+    /// When the connection's idle time runs out, if it has no request in flight.
+    fn idle_deadline(&self, idle: Duration) -> Option<Instant> {
+        match self.in_flight.load(Ordering::SeqCst) {
+            0 => Some(*self.idle_since.lock().unwrap_or_else(|p| p.into_inner()) + idle),
+            _ => None,
+        }
+    }
+}
+
+/// A request in flight on its connection, from its head's arrival until its answer's body has
+/// been handed to the connection in full (or dropped).
+struct InFlight(Arc<Activity>);
+
+impl InFlight {
+    fn start(a: &Arc<Activity>) -> InFlight {
+        a.in_flight.fetch_add(1, Ordering::SeqCst);
+        a.changed.notify_one();
+        InFlight(a.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        *self.0.idle_since.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.0.changed.notify_one();
+    }
+}
+
+/// An answer's body, holding its request's place in flight and the memory it reserved until
+/// the connection has taken the last of it.
+pub struct TrackedBody<B> {
+    inner: B,
+    _in_flight: InFlight,
+    _memory: Option<HeldMemory>,
+}
+
+impl<B: Body<Data = Bytes> + Unpin> Body for TrackedBody<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A connection's service: marks each request in flight until its answer is written.
+#[derive(Clone)]
+struct Tracked<S> {
+    inner: S,
+    activity: Arc<Activity>,
+}
+
+impl<S, B> hyper::service::Service<http::Request<Incoming>> for Tracked<S>
+where
+    S: hyper::service::Service<http::Request<Incoming>, Response = http::Response<B>>,
+    S::Future: Send + 'static,
+    B: Body<Data = Bytes> + Unpin,
+{
+    type Response = http::Response<TrackedBody<B>>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+
+    fn call(&self, request: http::Request<Incoming>) -> Self::Future {
+        let in_flight = InFlight::start(&self.activity);
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            let mut response = answer.await?;
+            let memory = response.extensions_mut().remove::<HeldMemory>();
+            Ok(response.map(|inner| TrackedBody {
+                inner,
+                _in_flight: in_flight,
+                _memory: memory,
+            }))
+        })
+    }
+}
+
+/// What a served connection can do beyond running: stop taking requests.
+trait Graceful: Future {
+    fn graceful_shutdown(self: Pin<&mut Self>);
+}
+
+impl<I, S, B> Graceful for hyper::server::conn::http1::Connection<I, S>
+where
+    S: hyper::service::HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    B: Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn graceful_shutdown(self: Pin<&mut Self>) {
+        hyper::server::conn::http1::Connection::graceful_shutdown(self)
+    }
+}
+
+impl<I, S, B, E> Graceful for hyper::server::conn::http2::Connection<I, S, E>
+where
+    S: hyper::service::HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    B: Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    E: hyper::rt::bounds::Http2ServerConnExec<S::Future, B>,
+{
+    fn graceful_shutdown(self: Pin<&mut Self>) {
+        hyper::server::conn::http2::Connection::graceful_shutdown(self)
+    }
+}
+
+/// Runs one connection until it ends or goes idle too long. When the server stops, one with
+/// no request in flight is dropped at once; one with requests is told to finish them and
+/// close (it is not dropped when they end: the last answer may still be on its way out).
+async fn drive<C: Graceful>(
+    conn: C,
+    activity: Arc<Activity>,
+    idle: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    tokio::pin!(conn);
+    let mut stopping = false;
+    loop {
+        if !stopping && *stop.borrow() {
+            if activity.in_flight.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            stopping = true;
+            conn.as_mut().graceful_shutdown();
+        }
+        let deadline = activity.idle_deadline(idle);
+        let idle_out = async {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = activity.changed.notified() => {}
+            changed = stop.changed(), if !stopping => {
+                // The server's stop sender is gone only as the process ends.
+                if changed.is_err() {
+                    return;
+                }
+            }
+            _ = idle_out => {
+                if activity.idle_deadline(idle).is_some_and(|at| at <= Instant::now()) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Until the server stops.
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Which protocol a port speaks.
+#[derive(Clone, Copy)]
+pub enum Protocol {
+    Http1,
+    Http2,
+}
+
+/// Accepts connections on `listener` until `stop`, each taking a slot of `slots` for its
+/// life, and serves each with `service`.
+pub async fn accept<S, B>(
+    listener: TcpListener,
+    protocol: Protocol,
+    service: S,
+    slots: Arc<Semaphore>,
+    limits: Limits,
+    mut stop: watch::Receiver<bool>,
+) where
+    S: tonic::codegen::Service<http::Request<Incoming>, Response = http::Response<B>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body<Data = Bytes> + Unpin + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    loop {
+        let slot: OwnedSemaphorePermit = tokio::select! {
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => return,
+            },
+            _ = stopped(&mut stop) => return,
+        };
+        let accepted = tokio::select! {
+            accepted = listener.accept() => Some(accepted),
+            _ = stopped(&mut stop) => None,
+        };
+        let stream: TcpStream = match accepted {
+            None => return,
+            Some(Ok((stream, _))) => stream,
+            // Out of descriptors, or a connection reset before it was taken: the loop goes on
+            // after a pause rather than spinning.
+            Some(Err(_)) => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let activity = Activity::new();
+        let tracked = Tracked {
+            inner: TowerToHyperService::new(service.clone()),
+            activity: activity.clone(),
+        };
+        let io = TokioIo::new(stream);
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            match protocol {
+                Protocol::Http1 => {
+                    let conn = hyper::server::conn::http1::Builder::new()
+                        .keep_alive(true)
+                        .serve_connection(io, tracked);
+                    drive(conn, activity, limits.idle_time, stop).await
+                }
+                Protocol::Http2 => {
+                    let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .timer(TokioTimer::new())
+                        .max_concurrent_streams(limits.streams_per_connection)
+                        .max_header_list_size(64 << 10)
+                        .serve_connection(io, tracked);
+                    drive(conn, activity, limits.idle_time, stop).await
+                }
+            }
+        });
+    }
+}

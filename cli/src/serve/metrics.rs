@@ -1,0 +1,110 @@
+//! The server's request metrics: every answered inference request, refused ones included
+//! (while parsing, past the time limit), counted and timed by model, protocol and outcome,
+//! written as Prometheus text with every label value escaped.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use pjrt_actors::serving::label_value;
+
+/// Upper bounds (seconds) of the request latency histogram's buckets.
+const BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+#[derive(Default)]
+struct Latencies {
+    buckets: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+/// Counts and latencies by (model, protocol, outcome). A mutex: each answer takes it once
+/// for a few additions, and a scrape once; no lock is held across an await.
+#[derive(Default)]
+pub struct RequestMetrics {
+    by_key: Mutex<BTreeMap<(String, &'static str, &'static str), Latencies>>,
+}
+
+impl RequestMetrics {
+    /// One answered request. `model` is a served model's name or the one label unknown
+    /// names share (`Models::label`).
+    pub fn record(
+        &self,
+        model: String,
+        protocol: &'static str,
+        outcome: &'static str,
+        took: Duration,
+    ) {
+        let mut by_key = self.by_key.lock().unwrap_or_else(|p| p.into_inner());
+        let l = by_key.entry((model, protocol, outcome)).or_default();
+        let s = took.as_secs_f64();
+        l.count += 1;
+        l.sum += s;
+        if let Some(b) = BUCKETS.iter().position(|&b| s <= b) {
+            l.buckets[b] += 1;
+        }
+    }
+
+    /// The Prometheus text of the counts, then the latency histograms.
+    pub fn render(&self, out: &mut String) {
+        let by_key = self.by_key.lock().unwrap_or_else(|p| p.into_inner());
+        let labels = |(model, protocol, outcome): &(String, &str, &str)| {
+            format!(
+                "model=\"{}\",protocol=\"{protocol}\",outcome=\"{outcome}\"",
+                label_value(model)
+            )
+        };
+        out.push_str("# HELP pjrt_actors_server_requests_total Inference requests by model, protocol and outcome.\n# TYPE pjrt_actors_server_requests_total counter\n");
+        for (key, l) in by_key.iter() {
+            let _ = writeln!(
+                out,
+                "pjrt_actors_server_requests_total{{{}}} {}",
+                labels(key),
+                l.count
+            );
+        }
+        out.push_str("# HELP pjrt_actors_server_request_seconds Inference request latency, arrival to answer.\n# TYPE pjrt_actors_server_request_seconds histogram\n");
+        for (key, l) in by_key.iter() {
+            let labels = labels(key);
+            let mut cumulative = 0;
+            for (b, n) in BUCKETS.iter().zip(&l.buckets) {
+                cumulative += n;
+                let _ = writeln!(
+                    out,
+                    "pjrt_actors_server_request_seconds_bucket{{{labels},le=\"{b}\"}} {cumulative}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "pjrt_actors_server_request_seconds_bucket{{{labels},le=\"+Inf\"}} {}\npjrt_actors_server_request_seconds_sum{{{labels}}} {}\npjrt_actors_server_request_seconds_count{{{labels}}} {}",
+                l.count, l.sum, l.count
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_outcome_is_counted_and_names_are_escaped() {
+        let m = RequestMetrics::default();
+        m.record("a\"b".into(), "http", "ok", Duration::from_millis(2));
+        m.record("a\"b".into(), "http", "ok", Duration::from_secs(9));
+        m.record("(unknown)".into(), "grpc", "not_found", Duration::ZERO);
+        let mut text = String::new();
+        m.render(&mut text);
+        for want in [
+            "pjrt_actors_server_requests_total{model=\"a\\\"b\",protocol=\"http\",outcome=\"ok\"} 2",
+            "pjrt_actors_server_requests_total{model=\"(unknown)\",protocol=\"grpc\",outcome=\"not_found\"} 1",
+            "pjrt_actors_server_request_seconds_bucket{model=\"a\\\"b\",protocol=\"http\",outcome=\"ok\",le=\"0.0025\"} 1",
+            "pjrt_actors_server_request_seconds_bucket{model=\"a\\\"b\",protocol=\"http\",outcome=\"ok\",le=\"+Inf\"} 2",
+        ] {
+            assert!(text.contains(want), "missing {want} in\n{text}");
+        }
+    }
+}

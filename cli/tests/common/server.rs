@@ -1,0 +1,248 @@
+//! `pjrt-actors serve` as the server tests run it: started on free loopback ports, raw HTTP/1.1
+//! exchanges with it, tritonclient's Python for gRPC, and small MLIR models written to a
+//! temporary folder.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+pub fn data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/exported/serve")
+}
+
+pub fn at(name: &str) -> String {
+    data().join(name).display().to_string()
+}
+
+/// A running server and its ports; killed when dropped.
+pub struct Server {
+    pub child: Child,
+    pub http: u16,
+    pub grpc: u16,
+}
+
+impl Server {
+    /// Starts `serve` with `args` on free ports and waits for its `listening` line; its
+    /// stderr, if it ends first.
+    pub fn start(args: &[String]) -> Result<Server, String> {
+        Server::start_with(args, &[])
+    }
+
+    /// As `start`, with environment variables set.
+    pub fn start_with(args: &[String], env: &[(&str, &str)]) -> Result<Server, String> {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_pjrt-actors"));
+        command.arg("serve").args(args);
+        if !args.iter().any(|a| a == "--http-port") {
+            command.args(["--http-port", "0", "--grpc-port", "0"]);
+        }
+        let mut child = command
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let Some(Ok(line)) = lines.next() else {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            let _ = child.wait();
+            return Err(err);
+        };
+        let port = |key: &str| -> u16 {
+            let at = line.find(key).unwrap_or_else(|| panic!("{line}")) + key.len();
+            let addr = line[at..].split_whitespace().next().unwrap();
+            addr.rsplit(':').next().unwrap().parse().unwrap()
+        };
+        assert!(line.starts_with("listening http="), "{line}");
+        Ok(Server {
+            http: port("http="),
+            grpc: port("grpc="),
+            child,
+        })
+    }
+
+    /// The exported transformer with its weights, and `extra` flags.
+    pub fn transformer(extra: &[&str]) -> Server {
+        let mut args = vec![
+            "--model".to_string(),
+            format!("lm={}", at("transformer.exported")),
+            "--params".into(),
+            format!("lm={}", at("transformer.safetensors")),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Server::start(&args).unwrap_or_else(|e| panic!("serve: {e}"))
+    }
+
+    /// The server's resident memory high-water mark, in bytes (`VmHWM`).
+    pub fn peak_rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        kib << 10
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A raw HTTP answer: status, headers lowercased, body.
+pub type Answer = (u16, Vec<(String, String)>, Vec<u8>);
+
+/// Reads one HTTP/1.1 answer to its end (the connection closes after it).
+pub fn read_answer(s: &mut TcpStream) -> Answer {
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    parse_answer(&raw)
+}
+
+pub fn parse_answer(raw: &[u8]) -> Answer {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no response head in {:?}", String::from_utf8_lossy(raw)));
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = (lines.filter_map(|l| l.split_once(':')))
+        .map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_string()))
+        .collect();
+    (status, headers, raw[split + 4..].to_vec())
+}
+
+/// One HTTP/1.1 exchange on a connection of its own.
+pub fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> Answer {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head += &format!("{k}: {v}\r\n");
+    }
+    head += "\r\n";
+    s.write_all(head.as_bytes()).unwrap();
+    // A server that answers before reading the whole body may close early: the answer counts.
+    let _ = s.write_all(body);
+    read_answer(&mut s)
+}
+
+pub fn get(port: u16, path: &str) -> (u16, Value) {
+    let (status, _, body) = http(port, "GET", path, &[], b"");
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+pub fn infer_json(port: u16, model: &str, body: &Value) -> (u16, Value) {
+    infer_text(port, model, &body.to_string())
+}
+
+pub fn infer_text(port: u16, model: &str, body: &str) -> (u16, Value) {
+    let (status, _, body) = http(
+        port,
+        "POST",
+        &format!("/v2/models/{model}/infer"),
+        &[],
+        body.as_bytes(),
+    );
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+/// The error message of a refused answer.
+pub fn message(v: &Value) -> String {
+    v["error"].as_str().unwrap_or_default().to_string()
+}
+
+/// A folder of its own under the temporary directory, removed when dropped.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("pjrt-actors-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    /// Writes `text` to `name` in the folder; its path.
+    pub fn write(&self, name: &str, text: &str) -> String {
+        let p = self.0.join(name);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// An MLIR program answering its one input unchanged: `tensor<ROWSxDIMSxTY>`.
+pub fn identity_program(rows_and_dims: &str, ty: &str) -> String {
+    format!(
+        "func.func @main(%x: tensor<{rows_and_dims}x{ty}>) -> tensor<{rows_and_dims}x{ty}> {{\n  return %x : tensor<{rows_and_dims}x{ty}>\n}}\n"
+    )
+}
+
+/// The python of the venv holding tritonclient (scripts/triton-venv makes it).
+pub fn triton_python() -> String {
+    let o = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/triton-venv"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// Runs cli/tests/data/grpc_cases.py against the server's gRPC port: one JSON answer per case
+/// (`code`, `message`, and the outputs of a success).
+pub fn grpc_cases(server: &Server, cases: &Value) -> Vec<Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/grpc_cases.py");
+    let mut child = Command::new(triton_python())
+        .arg(script)
+        .arg(server.grpc.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(cases.to_string().as_bytes()).unwrap();
+    drop(stdin);
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+    out.as_array().unwrap().clone()
+}
