@@ -441,3 +441,70 @@ fn batcher_config(
     }
     Ok((config, policy))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configs_that_lie_are_refused_naming_key_and_value() {
+        // (config, what the refusal says)
+        let cases = [
+            (
+                r#"{"instance_group": {"devices": [4294967296]}}"#,
+                "instance_group.devices is [4294967296]",
+            ),
+            (
+                r#"{"instance_group": {"devices": [-1]}}"#,
+                "instance_group.devices is [-1]",
+            ),
+            (
+                r#"{"instance_group": {"devices": [0], "count": 2}}"#,
+                "instance_group has `count`",
+            ),
+            (
+                r#"{"instance_group": {"device_groups": [[0, 1], [2.5]]}}"#,
+                "instance_group.device_groups is [2.5]",
+            ),
+            (r#"{"instance_group": [0]}"#, "instance_group is an object"),
+            (
+                r#"{"preferred_batch_size": 4}"#,
+                "preferred_batch_size is 4; it is a list",
+            ),
+            (
+                r#"{"default_priority_level": 7}"#,
+                "default_priority_level 7 without priority_levels",
+            ),
+            (
+                r#"{"priority_levels": 2, "default_priority_level": 3}"#,
+                "default_priority_level 3 is not one of",
+            ),
+            (
+                r#"{"max_batch_size": -1}"#,
+                "max_batch_size is a whole number",
+            ),
+            (
+                r#"{"default_queue_policy": {"max_queue_size": 0}}"#,
+                "max_queue_size is a whole number above 0",
+            ),
+        ];
+        for (text, says) in cases {
+            let config: Value = serde_json::from_str(text).unwrap();
+            let err = batcher_config("m", &config, None)
+                .err()
+                .expect(text)
+                .to_string();
+            assert!(err.contains(says), "{text}: `{err}` lacks `{says}`");
+        }
+        let fine: Value = serde_json::from_str(
+            r#"{"instance_group": {"devices": [0, 2147483647]}, "preferred_batch_size": [4, 8], "default_priority_level": 0}"#,
+        )
+        .unwrap();
+        let (config, policy) = batcher_config("m", &fine, None).unwrap();
+        assert_eq!(config.devices, Some(vec![0, i32::MAX]));
+        assert_eq!(
+            (config.allowed_batch_sizes, policy.default_priority),
+            (vec![4, 8], 1)
+        );
+    }
+}

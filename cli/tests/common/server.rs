@@ -82,12 +82,24 @@ impl Server {
         Server::start(&args).unwrap_or_else(|e| panic!("serve: {e}"))
     }
 
-    /// The server's resident memory high-water mark, in bytes (`VmHWM`).
-    pub fn peak_rss(&self) -> u64 {
+    /// A line of the server's `/proc/PID/status` in bytes (`VmRSS`, `VmHWM`).
+    fn status_bytes(&self, key: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        let line = status.lines().find(|l| l.starts_with(key)).unwrap();
         let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
         kib << 10
+    }
+
+    /// Starts measuring the server's peak resident memory afresh (Linux's `clear_refs` 5
+    /// resets `VmHWM` to the present RSS); the RSS now.
+    pub fn reset_peak_rss(&self) -> u64 {
+        std::fs::write(format!("/proc/{}/clear_refs", self.child.id()), "5").unwrap();
+        self.status_bytes("VmRSS:")
+    }
+
+    /// The server's resident memory high-water mark since the last reset, in bytes.
+    pub fn peak_rss(&self) -> u64 {
+        self.status_bytes("VmHWM:")
     }
 }
 
