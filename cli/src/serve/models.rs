@@ -490,10 +490,10 @@ mod tests {
         ];
         for (text, says) in cases {
             let config: Value = serde_json::from_str(text).unwrap();
-            let err = batcher_config("m", &config, None)
-                .err()
-                .expect(text)
-                .to_string();
+            let Err(err) = batcher_config("m", &config, None) else {
+                panic!("accepted: {text}");
+            };
+            let err = err.to_string();
             assert!(err.contains(says), "{text}: `{err}` lacks `{says}`");
         }
         let fine: Value = serde_json::from_str(
