@@ -8,7 +8,7 @@ use pjrt_actors::export::ExportedModel;
 use pjrt_actors::host_data::HostData;
 use pjrt_actors::{Array, Client, LoadedExecutable, Result, ShardedArray};
 
-use crate::run::{check_inputs, is_export, load_module, read_inputs, upload, zeros_for};
+use crate::run::{check_inputs, is_export, load_module, read_inputs, upload, zeros, zeros_for};
 
 /// What one worker runs: a program on one device, an SPMD program over its devices, or a
 /// jax.export artifact called as JAX calls it (its free inputs from the host, its outputs back).
@@ -126,20 +126,24 @@ fn prepare_export(
     }
     let args = match parsed {
         Some(parsed) => parsed,
-        None => (model
-            .free_input_types()
-            .into_iter()
-            .zip(model.free_inputs()))
-        .map(|(t, path)| {
-            let t = t.ok_or_else(|| usage(format!("{path} is of a dtype with no zeros here")))?;
-            let bytes = vec![0; t.byte_size()?];
-            Ok(HostData {
-                dtype: t.dtype,
-                dims: t.dims,
-                bytes,
+        // Zeros for each input the module reads, bounded as for a program's parameters; one
+        // it drops is passed by its type alone (a dropped f32[2^40] needs no 4 TiB).
+        None => (model.free_input_types().into_iter())
+            .zip(model.free_inputs())
+            .zip(model.free_inputs_used())
+            .map(|((t, path), used)| {
+                let t =
+                    t.ok_or_else(|| usage(format!("{path} is of a dtype with no zeros here")))?;
+                match used {
+                    true => zeros(&format!("input {path}"), &t),
+                    false => Ok(HostData {
+                        dtype: t.dtype,
+                        dims: t.dims,
+                        bytes: Vec::new(),
+                    }),
+                }
             })
-        })
-        .collect::<Result<_>>()?,
+            .collect::<Result<_>>()?,
     };
     // A wrong input is said once, here, not by every worker.
     model.call(&args)?;

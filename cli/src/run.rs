@@ -301,23 +301,27 @@ pub fn read_inputs(texts: &[String]) -> Result<Vec<HostData>> {
 /// `LITERAL_LIMIT` bytes, as a literal may describe: a larger parameter needs a `.npy` input.
 pub fn zeros_for(exe: &LoadedExecutable) -> Result<Vec<HostData>> {
     (exe.parameter_types().iter().enumerate())
-        .map(|(i, p)| {
-            let bytes = p.byte_size()?;
-            if bytes > LITERAL_LIMIT {
-                return Err(usage(format!(
-                    "parameter {i} ({}{:?}) is {bytes} bytes; zeros are made for at most {} MiB: give --input @file.npy",
-                    p.dtype,
-                    p.dims,
-                    LITERAL_LIMIT >> 20
-                )));
-            }
-            Ok(HostData {
-                dtype: p.dtype,
-                dims: p.dims.clone(),
-                bytes: vec![0; bytes],
-            })
-        })
+        .map(|(i, p)| zeros(&format!("parameter {i}"), p))
         .collect()
+}
+
+/// Zeros of type `t` for `what` (a parameter, an export's input), refused past
+/// `LITERAL_LIMIT` bytes as a literal is: a larger one needs a `.npy` input.
+pub fn zeros(what: &str, t: &pjrt_actors::ArrayType) -> Result<HostData> {
+    let bytes = t.byte_size()?;
+    if bytes > LITERAL_LIMIT {
+        return Err(usage(format!(
+            "{what} ({}{:?}) is {bytes} bytes; zeros are made for at most {} MiB: give --input @file.npy",
+            t.dtype,
+            t.dims,
+            LITERAL_LIMIT >> 20
+        )));
+    }
+    Ok(HostData {
+        dtype: t.dtype,
+        dims: t.dims.clone(),
+        bytes: vec![0; bytes],
+    })
 }
 
 /// Parsed inputs checked against the program's parameters (count, then each one's type; an

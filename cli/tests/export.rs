@@ -140,3 +140,36 @@ fn bench_runs_an_export_with_its_weights_resident() {
     ]);
     assert!(common::error_line(&o).contains("--params"));
 }
+
+#[test]
+fn bench_makes_no_zeros_past_the_literal_bound_nor_for_a_dropped_argument() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/exported/huge");
+    let at = |name: &str| dir.join(name).display().to_string();
+    // A valid export of f32[2^38]: refused with the bound's words (it aborted the process,
+    // SIGABRT, filling 1 TiB with zeros).
+    let o = cli(&[
+        "bench".into(),
+        at("huge_input.exported"),
+        "--requests".into(),
+        "1".into(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let line = common::error_line(&o);
+    assert!(
+        line.contains("input [0][0] (f32[274877906944]) is 1099511627776 bytes; zeros are made for at most 64 MiB"),
+        "{line}"
+    );
+    // Its f32[2^40] argument is dropped by the module: no zeros are made for it, and it runs.
+    let o = cli(&[
+        "bench".into(),
+        at("huge_unused.exported"),
+        "--requests".into(),
+        "20".into(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}

@@ -224,43 +224,48 @@ impl ExportedModel {
     }
 
     /// Holds named tensors already in memory as the arguments they name, as
-    /// [`load_params`](Self::load_params) does a file's.
+    /// [`load_params`](Self::load_params) does a file's. Every tensor is matched and checked
+    /// before any is held, so a refused file changes nothing; two tensors that name one
+    /// argument are refused, naming both (whatever order the file lists them in).
     pub fn load_tensors(
         &mut self,
         tensors: impl IntoIterator<Item = (String, HostData)>,
     ) -> Result<usize> {
-        let mut matched = 0;
-        for (name, data) in tensors {
-            let i = self.input_named(&name, "weight")?;
-            self.check_arg(i, &data)?;
-            // An argument the module does not keep is checked, and needs no upload.
-            if let Some(j) = self.module_param(i) {
-                self.resident[i] = Some(self.upload(j, &data)?);
+        let mut tensors: Vec<(String, HostData)> = tensors.into_iter().collect();
+        tensors.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut named_by: Vec<Option<&str>> = vec![None; self.paths.len()];
+        let mut matched = Vec::with_capacity(tensors.len());
+        for (name, data) in &tensors {
+            let i = self.input_named(name, "weight")?;
+            if let Some(other) = named_by[i] {
+                return Err(refused(format!(
+                    "the weights `{other}` and `{name}` both name argument {i} ({}); a weights file names each argument once",
+                    self.paths[i]
+                )));
             }
-            self.from_weights[i] = true;
-            matched += 1;
+            named_by[i] = Some(name);
+            self.check_arg(i, data)?;
+            matched.push(i);
         }
-        Ok(matched)
+        for (i, (_, data)) in matched.iter().zip(&tensors) {
+            // An argument the module does not keep is checked, and needs no upload.
+            if let Some(j) = self.module_param(*i) {
+                self.resident[*i] = Some(self.upload(j, data)?);
+            }
+            self.from_weights[*i] = true;
+        }
+        Ok(matched.len())
     }
 
-    /// The input leaf `name` names: its path (`[0]['layer0']['w']`), that path dotted
-    /// (`0.layer0.w`), or a unique dotted suffix of it (`layer0.w`).
+    /// The input leaf `name` names: its path (`[0]['layer0']['w']`) or that path dotted
+    /// (`0.layer0.w`), else the one path it is a dotted suffix of (`layer0.w`).
     fn input_named(&self, name: &str, what: &str) -> Result<usize> {
-        let paths = &self.paths;
-        let hits: Vec<usize> = (0..paths.len())
-            .filter(|&i| {
-                let dotted = dotted_path(&paths[i]);
-                paths[i] == name || dotted == name || dotted.ends_with(&format!(".{name}"))
-            })
-            .collect();
-        match hits.as_slice() {
-            &[i] => Ok(i),
-            _ => Err(refused(format!(
-                "the {what} `{name}` matches {} arguments; the arguments are {}",
-                hits.len(),
-                paths.join(", ")
-            ))),
-        }
+        match_path(&self.paths, name).map_err(|hits| {
+            refused(format!(
+                "the {what} `{name}` matches {hits} arguments; the arguments are {}",
+                self.paths.join(", ")
+            ))
+        })
     }
 
     /// The input paths still to be given at each call (the ones not held resident).
@@ -305,6 +310,16 @@ impl ExportedModel {
             }
         }
         Ok(())
+    }
+
+    /// Whether the module reads each of the [`free_inputs`](Self::free_inputs), in order: JAX
+    /// drops an argument its function never uses (`module_kept_var_idx`). A dropped one is
+    /// still passed to [`call`](Self::call), checked for its type only, its bytes never read.
+    pub fn free_inputs_used(&self) -> Vec<bool> {
+        (0..self.paths.len())
+            .filter(|&i| !self.from_weights[i])
+            .map(|i| self.module_param(i).is_some())
+            .collect()
     }
 
     /// The host types of the [`free_inputs`](Self::free_inputs), in order (a PRNG key as its
@@ -357,8 +372,8 @@ impl ExportedModel {
     }
 
     /// Calls the function on the arguments not held resident ([`free_inputs`](Self::free_inputs),
-    /// flattened, in path order; an unused one is checked and dropped), returning its
-    /// flattened results. Resident weights are not uploaded again.
+    /// flattened, in path order; an unused one is checked for its type and dropped, its bytes
+    /// never read), returning its flattened results. Resident weights are not uploaded again.
     pub fn call(&self, args: &[HostData]) -> Result<Vec<HostData>> {
         let e = &self.exported;
         let free = self.from_weights.iter().filter(|weight| !**weight).count();
@@ -414,5 +429,55 @@ impl ExportedModel {
         (self.exe.execute(&arrays)?.iter())
             .map(HostData::from_array)
             .collect()
+    }
+}
+
+/// The path among `paths` that `name` names: one equal to it, as written or dotted, wins
+/// (`0.0.w` is that path even where it is also a suffix of `0.0.0.w`); else the one whose
+/// dotted form ends with `.name`. `Err`: how many paths it fits otherwise (0, or several).
+fn match_path(paths: &[String], name: &str) -> std::result::Result<usize, usize> {
+    let dotted: Vec<String> = paths.iter().map(|p| dotted_path(p)).collect();
+    let exact: Vec<usize> = (0..paths.len())
+        .filter(|&i| paths[i] == name || dotted[i] == name)
+        .collect();
+    let hits = match exact.is_empty() {
+        false => exact,
+        true => (0..paths.len())
+            .filter(|&i| dotted[i].ends_with(&format!(".{name}")))
+            .collect(),
+    };
+    match hits.as_slice() {
+        &[i] => Ok(i),
+        _ => Err(hits.len()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_matches_its_exact_path_first_then_a_unique_suffix() {
+        let paths: Vec<String> = [
+            "[0][0]['w']",
+            "[0][0][0]['w']",
+            "[0][1]['layer0']['w']",
+            "[0][1]['layer1']['w']",
+        ]
+        .map(String::from)
+        .to_vec();
+        // (name, the path it names, or how many it fits)
+        let cases: [(&str, std::result::Result<usize, usize>); 7] = [
+            ("0.0.w", Ok(0)),
+            ("[0][0]['w']", Ok(0)),
+            ("0.0.0.w", Ok(1)),
+            ("layer0.w", Ok(2)),
+            ("1.layer1.w", Ok(3)),
+            ("w", Err(4)),
+            ("layer2.w", Err(0)),
+        ];
+        for (name, want) in cases {
+            assert_eq!(match_path(&paths, name), want, "{name}");
+        }
     }
 }

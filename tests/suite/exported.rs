@@ -287,6 +287,22 @@ mod cpu_plugin {
         assert!(err.to_string().contains("['layer1']['w']"), "{err}");
         let err = fresh.load_params(b"not a safetensors file").unwrap_err();
         assert!(err.to_string().contains("cannot be read"), "{err}");
+        // Two tensors naming one argument (its dotted path and a suffix of it), with different
+        // values: refused naming both, every time (one of them was held, which one changing
+        // with the hash order the file's tensors were listed in), and nothing is held.
+        let twice = safetensors(&[
+            ("0.0.layer1.w", &[16, 4], &[1.0; 64]),
+            ("layer1.w", &[16, 4], &[-1.0; 64]),
+            ("layer0.b", &[16], &[0.0; 16]),
+        ]);
+        for _ in 0..8 {
+            let err = fresh.load_params(&twice).unwrap_err().to_string();
+            assert!(
+                err.contains("the weights `0.0.layer1.w` and `layer1.w` both name argument"),
+                "{err}"
+            );
+            assert_eq!(fresh.free_inputs().len(), 4, "a refused file holds nothing");
+        }
     }
 
     #[test]
