@@ -483,6 +483,44 @@ fn compile_stress_over_processes_shares_one_redis_and_cache_commands_see_it() {
 }
 
 #[test]
+fn cache_clear_deletes_only_our_keys_and_takes_the_namespace_literally() {
+    use redis::Commands;
+    let server = redis_server::RedisServer::start(&[]);
+    let url = server.url();
+    let mut conn = server.connection().unwrap();
+    let hash = "0123456789abcdef".repeat(4);
+    let others = [
+        "sessions:alice",
+        "billing:2026:invoice",
+        "myns:settings",
+        "myns:exe:not-a-hash",
+    ];
+    let ours = [format!("myns:exe:{hash}"), format!("myns:lease:{hash}")];
+    for k in others
+        .iter()
+        .map(|k| k.to_string())
+        .chain(ours.iter().cloned())
+    {
+        let _: () = conn.set(&k, "v").unwrap();
+    }
+    let exists = |conn: &mut redis::Connection, k: &str| -> bool { conn.exists(k).unwrap() };
+    // A namespace of `*` is a namespace named `*` (it deleted every key on the server).
+    let o = cli(&["cache", "clear", "--redis", &url, "--namespace", "*"]);
+    assert!(stdout(&o).contains("0 keys removed"), "{o:?}");
+    // A literal namespace deletes our entry and lease under it, and nothing else under it.
+    let o = cli(&["cache", "stats", "--redis", &url, "--namespace", "myns"]);
+    assert!(stdout(&o).contains("1 entries"), "{o:?}");
+    let o = cli(&["cache", "clear", "--redis", &url, "--namespace", "myns"]);
+    assert!(stdout(&o).contains("2 keys removed"), "{o:?}");
+    for k in others {
+        assert!(exists(&mut conn, k), "{k} was deleted");
+    }
+    for k in &ours {
+        assert!(!exists(&mut conn, k), "{k} was kept");
+    }
+}
+
+#[test]
 fn a_lease_holder_killed_mid_compile_is_taken_over_by_the_next_process() {
     let server = redis_server::RedisServer::start(&[]);
     // A module that takes about a second to compile.

@@ -316,9 +316,9 @@ impl RedisTier {
 
     /// Entries and their total bytes under this namespace.
     pub fn usage(&self) -> Result<(u64, u64)> {
-        let pattern = format!("{}:exe:*", self.config.namespace);
+        let namespace = self.config.namespace.clone();
         self.run(move |mut c| async move {
-            let keys = scan(&mut c, pattern).await?;
+            let keys = our_keys(&mut c, &namespace, &["exe"]).await?;
             let mut bytes = 0u64;
             for k in &keys {
                 let n: u64 = c.strlen(k).await?;
@@ -329,11 +329,13 @@ impl RedisTier {
         .map_err(|reason| self.cache_error(reason))
     }
 
-    /// Deletes every entry and lease under this namespace; returns how many keys went.
+    /// Deletes every entry and lease under this namespace, and nothing else: only keys this
+    /// tier writes (`NS:exe:` or `NS:lease:` and a SHA-256 in hex), the namespace taken
+    /// literally (`*` is no wildcard); returns how many keys went.
     pub fn clear(&self) -> Result<u64> {
-        let pattern = format!("{}:*", self.config.namespace);
+        let namespace = self.config.namespace.clone();
         self.run(move |mut c| async move {
-            let keys = scan(&mut c, pattern).await?;
+            let keys = our_keys(&mut c, &namespace, &["exe", "lease"]).await?;
             let mut gone = 0u64;
             for chunk in keys.chunks(256) {
                 let n: u64 = c.del(chunk).await?;
@@ -352,14 +354,49 @@ impl RedisTier {
     }
 }
 
-/// Every key matching `pattern` (SCAN, so the server is never blocked on a large keyspace).
-async fn scan(c: &mut ConnectionManager, pattern: String) -> redis::RedisResult<Vec<String>> {
+/// The keys of `kinds` this tier writes under `namespace` (SCAN, so the server is never
+/// blocked on a large keyspace): the pattern has the namespace's glob characters escaped, and
+/// what it finds is kept only when it is exactly `NS:KIND:` and 64 lowercase hex digits.
+async fn our_keys(
+    c: &mut ConnectionManager,
+    namespace: &str,
+    kinds: &[&str],
+) -> redis::RedisResult<Vec<String>> {
     let mut keys = Vec::new();
-    let mut iter: redis::AsyncIter<String> = c.scan_match(pattern).await?;
-    while let Some(k) = iter.next_item().await {
-        keys.push(k?);
+    for kind in kinds {
+        let prefix = format!("{namespace}:{kind}:");
+        let mut iter: redis::AsyncIter<String> =
+            c.scan_match(format!("{}*", glob_literal(&prefix))).await?;
+        while let Some(k) = iter.next_item().await {
+            let k = k?;
+            if is_our_key(&k, &prefix) {
+                keys.push(k);
+            }
+        }
     }
     Ok(keys)
+}
+
+/// `text` as a Redis glob pattern matching itself only: `*`, `?`, `[`, `]` and `\` escaped.
+fn glob_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Whether `key` is `prefix` and a SHA-256 in lowercase hex: a key of ours.
+fn is_our_key(key: &str, prefix: &str) -> bool {
+    key.strip_prefix(prefix).is_some_and(|hash| {
+        hash.len() == 64
+            && hash
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 impl Drop for RedisTier {
@@ -383,5 +420,45 @@ impl Drop for Lease {
                 .invoke_async(&mut c)
                 .await
         });
+    }
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    #[test]
+    fn only_keys_of_ours_are_ours_and_the_namespace_is_literal() {
+        let hash = "ab".repeat(32);
+        // (key, prefix, ours)
+        let cases = [
+            (format!("pjrt-actors:exe:{hash}"), "pjrt-actors:exe:", true),
+            (
+                format!("pjrt-actors:lease:{hash}"),
+                "pjrt-actors:lease:",
+                true,
+            ),
+            (
+                "pjrt-actors:exe:notahash".to_string(),
+                "pjrt-actors:exe:",
+                false,
+            ),
+            (
+                format!("pjrt-actors:exe:{}", "AB".repeat(32)),
+                "pjrt-actors:exe:",
+                false,
+            ),
+            (
+                format!("pjrt-actors:exe:{hash}0"),
+                "pjrt-actors:exe:",
+                false,
+            ),
+            ("sessions:alice".to_string(), "*:exe:", false),
+            (format!("other:exe:{hash}"), "*:exe:", false),
+        ];
+        for (key, prefix, ours) in cases {
+            assert_eq!(is_our_key(&key, prefix), ours, "{key} under {prefix}");
+        }
+        assert_eq!(glob_literal("a*b?c[d]e\\f"), "a\\*b\\?c\\[d\\]e\\\\f");
     }
 }
