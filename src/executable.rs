@@ -320,6 +320,7 @@ impl LoadedExecutable {
         let exceeded = || Error::DeadlineExceeded {
             what: self.name().to_string(),
             after: timeout,
+            killed: false,
         };
         let run = self.run_async(&[args], None, false);
         let outputs =

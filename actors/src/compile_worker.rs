@@ -4,10 +4,12 @@
 //! exception, a stack overflow) kills the worker, not this process; it comes back as
 //! `Error::CompilerCrashed` and the next compile starts a fresh worker.
 //!
-//! The protocol, over the worker's stdin and stdout: a request is the program and the
-//! serialized `CompileOptionsProto`, each a little-endian u64 length then the bytes; an answer
-//! is one status byte, then (0) the executable's serialized bytes, or (1) the plugin's error
-//! code (u32) and its message, each length-prefixed.
+//! The protocol, over the worker's stdin and stdout: first the worker says whether it started
+//! (`READY`, or `START_FAILED` and its reason, length-prefixed), having loaded the plugin and
+//! made its client. Then a request is the program and the serialized `CompileOptionsProto`,
+//! each a little-endian u64 length then the bytes; an answer is one status byte, then (0) the
+//! executable's serialized bytes, or (1) the plugin's error code (u32) and its message, each
+//! length-prefixed.
 //!
 //! Bounds: each compile has a time limit (a watchdog kills a worker past it, answered
 //! `DeadlineExceeded`), the worker an address-space limit (`CompilerCrashed` when a compile
@@ -21,6 +23,12 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::pjrt::NamedValue;
+
+/// The worker's first byte when it has loaded the plugin and made its client.
+pub const READY: u8 = b'R';
+
+/// The worker's first byte when it could not start; its reason follows, length-prefixed.
+pub const START_FAILED: u8 = b'F';
 
 /// The environment variable naming the compile worker binary.
 pub const COMPILE_WORKER_ENV: &str = "PJRT_ACTORS_COMPILE_WORKER";
@@ -188,6 +196,10 @@ pub struct CompileWorker {
     stdin: ChildStdin,
     stdout: ChildStdout,
     timeout: Duration,
+    /// Its address-space limit, for what a failed start says.
+    memory_limit: Option<u64>,
+    /// Whether it has said it started.
+    started: bool,
 }
 
 impl CompileWorker {
@@ -206,6 +218,8 @@ impl CompileWorker {
             stdin,
             stdout,
             timeout: spec.limits.compile_timeout,
+            memory_limit: spec.limits.memory_bytes,
+            started: false,
         })
     }
 
@@ -229,19 +243,22 @@ impl CompileWorker {
                 what: "compile watchdog",
                 reason: e.to_string(),
             })?;
-        let answer = self.exchange(code, options);
+        // Its start is waited for under the same watchdog: a worker that hangs loading the
+        // plugin is killed as one that hangs compiling.
+        let answer = self.started().map(|()| self.exchange(code, options));
         drop(done);
         let fired = watchdog.join().unwrap_or(true);
         if fired {
             let _ = self.crash();
             return Err(Error::DeadlineExceeded {
                 what: format!(
-                    "a compile in a worker process (killed; set {COMPILE_TIMEOUT_ENV} or ClientBuilder::compile_timeout for more)"
+                    "a compile in a worker process (set {COMPILE_TIMEOUT_ENV} or ClientBuilder::compile_timeout for more)"
                 ),
                 after: timeout,
+                killed: true,
             });
         }
-        match answer {
+        match answer? {
             Ok(Ok(executable)) => Ok(executable),
             Ok(Err((code, message))) => {
                 let code = u32::from_le_bytes(code.try_into().unwrap_or([0; 4]));
@@ -254,6 +271,45 @@ impl CompileWorker {
             }
             Err(_) => Err(self.crash()),
         }
+    }
+
+    /// Waits for the worker to say it started, the first time. One that could not start is
+    /// `Error::CompileWorkerStart`, with its own reason where it gave one: no program is to
+    /// blame.
+    fn started(&mut self) -> Result<()> {
+        if self.started {
+            return Ok(());
+        }
+        let mut first = [0u8; 1];
+        let said = match self.stdout.read_exact(&mut first) {
+            Ok(()) if first[0] == READY => {
+                self.started = true;
+                return Ok(());
+            }
+            Ok(()) if first[0] == START_FAILED => read_frame(&mut self.stdout)
+                .map(|m| String::from_utf8_lossy(&m).into_owned())
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        // A worker that said why exits by itself at once: it is waited for, not killed, so
+        // that its own exit is what is reported.
+        let how = match self.ended(said.is_empty()) {
+            Error::CompilerCrashed { how, .. } if how.starts_with("killed") => format!("was {how}"),
+            Error::CompilerCrashed { how, .. } => how,
+            other => other.to_string(),
+        };
+        let limit = match self.memory_limit {
+            Some(bytes) => format!(
+                "; its address space is limited to {bytes} bytes ({COMPILE_WORKER_MEMORY_ENV} or ClientBuilder::compile_worker_memory; 0 for no limit), and the plugin maps about 1 GiB to load"
+            ),
+            None => String::new(),
+        };
+        Err(Error::CompileWorkerStart {
+            reason: match said.is_empty() {
+                true => format!("it {how} before it was ready{limit}"),
+                false => format!("{said} (it {how}){limit}"),
+            },
+        })
     }
 
     /// One request and its answer: the executable, or the plugin's code and message.
@@ -274,10 +330,17 @@ impl CompileWorker {
 
     /// How the worker ended, once its pipe broke.
     fn crash(&mut self) -> Error {
+        self.ended(true)
+    }
+
+    /// How the worker ended: killed first, or (`kill` false) waited for as it exits.
+    fn ended(&mut self, kill: bool) -> Error {
         let Ok(mut child) = self.child.lock() else {
             return Error::Internal("a compile worker's handle was poisoned".into());
         };
-        let _ = child.kill();
+        if kill {
+            let _ = child.kill();
+        }
         match child.wait() {
             Ok(status) => {
                 use std::os::unix::process::ExitStatusExt;

@@ -157,13 +157,23 @@ pub enum Error {
         artifact: Option<String>,
         message: String,
     },
-    /// A program did not finish within the time its caller gave it. It is not cancelled (PJRT
-    /// cannot stop a running program): it runs to its end and its results are dropped.
-    #[error("`{what}` did not finish within {after:?}; it runs on to its end, its results dropped")]
+    /// Work did not finish within the time its caller gave it. A program run is not cancelled
+    /// (PJRT cannot stop a running program): it runs to its end and its results are dropped. A
+    /// compile in a worker process is stopped: the worker is killed (`killed`).
+    #[error(
+        "`{what}` did not finish within {after:?}; {}",
+        if *killed { "it was killed" } else { "it runs on to its end, its results dropped" }
+    )]
     DeadlineExceeded {
         what: String,
         after: std::time::Duration,
+        /// Whether the work was stopped (a compile worker killed) rather than left to run.
+        killed: bool,
     },
+    /// A compile worker process could not start: no program was compiled, and none is to
+    /// blame (a memory limit below what the plugin maps to load, say).
+    #[error("the compile worker could not start: {reason}")]
+    CompileWorkerStart { reason: String },
     /// The plugin reported something the runtime cannot place (a fact that broke an
     /// assumption, not bad input); the message says which.
     #[error("internal error: {0}")]

@@ -302,6 +302,8 @@ fn worker_limits(config: &ClientConfig) -> Result<WorkerLimits> {
     let memory_bytes = match (config.compile_worker_memory, env(COMPILE_WORKER_MEMORY_ENV)) {
         (Some(0), _) => None,
         (Some(bytes), _) => Some(bytes),
+        // `0`: no limit, as the builder's 0 is.
+        (None, Some(text)) if text.trim() == "0" => None,
         (None, Some(text)) => {
             Some(parse_bytes(&text).map_err(|r| refuse(COMPILE_WORKER_MEMORY_ENV, r))?)
         }

@@ -119,6 +119,27 @@ fn flag_values_out_of_range_say_what_is_wrong_and_what_would_be_right() {
 }
 
 #[test]
+fn a_worker_memory_limit_of_0_is_none_and_one_too_small_is_said_so() {
+    let dir = scratch_dir("cli-worker-memory");
+    std::fs::write(dir.join("add.mlir"), ADD_SELF).unwrap();
+    let run = ["run", "add.mlir", "--input", "4xf32=1"];
+    // 0 means no limit, as the README says (the variable refused it).
+    let o = cli_in(&dir, &[("PJRT_ACTORS_COMPILE_WORKER_MEMORY", "0")], &run);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    if worker_beside_the_cli() {
+        // Below what the plugin maps: the worker cannot start, and no program is blamed.
+        let o = cli_in(&dir, &[("PJRT_ACTORS_COMPILE_WORKER_MEMORY", "100M")], &run);
+        let line = error_line(&o);
+        assert!(
+            line.contains("the compile worker could not start")
+                && line.contains("limited to 104857600 bytes")
+                && !line.contains("this program"),
+            "{line}"
+        );
+    }
+}
+
+#[test]
 fn a_relative_worker_path_is_found_where_it_was_checked() {
     // No slash: a command would look it up on PATH, not where the file check found it.
     let dir = scratch_dir("cli-relative-worker");

@@ -8,7 +8,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use pjrt_actors_core::compile_worker::{decode_option, read_frame, write_frame};
+use pjrt_actors_core::compile_worker::{
+    READY, START_FAILED, decode_option, read_frame, write_frame,
+};
 use pjrt_actors_core::pjrt::os::{die_with_parent, limit_address_space};
 use pjrt_actors_core::pjrt::{PjrtClient, Plugin};
 use pjrt_actors_core::program_check::COMPILE_STACK_BYTES;
@@ -17,11 +19,32 @@ fn serve(
     plugin: PathBuf,
     options: Vec<(String, pjrt_actors_core::pjrt::NamedValue)>,
 ) -> Result<(), String> {
-    let plugin = Plugin::load(&plugin).map_err(|e| e.to_string())?;
-    // Programs that call host callbacks name the FFI handler; it must be registered to compile.
-    let _ = plugin.host_callbacks();
-    let client = PjrtClient::create(plugin, &options).map_err(|e| e.to_string())?;
     let (mut input, mut output) = (std::io::stdin().lock(), std::io::stdout().lock());
+    let start = || -> Result<PjrtClient, String> {
+        let plugin = Plugin::load(&plugin).map_err(|e| e.to_string())?;
+        // Programs that call host callbacks name the FFI handler; it must be registered to
+        // compile.
+        let _ = plugin.host_callbacks();
+        PjrtClient::create(plugin, &options).map_err(|e| e.to_string())
+    };
+    // The first byte says whether this worker started, and if not why: the client then blames
+    // no program for it.
+    let client = match start() {
+        Ok(client) => {
+            output
+                .write_all(&[READY])
+                .and_then(|()| output.flush())
+                .map_err(|e| e.to_string())?;
+            client
+        }
+        Err(why) => {
+            let _ = output
+                .write_all(&[START_FAILED])
+                .and_then(|()| write_frame(&mut output, why.as_bytes()))
+                .and_then(|()| output.flush());
+            return Err(why);
+        }
+    };
     loop {
         // The client closing our stdin is the end of the work.
         let Ok(code) = read_frame(&mut input) else {

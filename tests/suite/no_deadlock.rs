@@ -214,7 +214,7 @@ fn an_execute_with_a_deadline_gives_up_waiting_and_the_client_goes_on() {
         let a = client.devices()[0].put(&[1f32, 2., 3., 4.], &[4]).unwrap();
         let t0 = Instant::now();
         match exe.execute_within(&[&a], Duration::from_millis(200)) {
-            Err(Error::DeadlineExceeded { what, after }) => {
+            Err(Error::DeadlineExceeded { what, after, .. }) => {
                 assert_eq!(
                     (what.as_str(), after),
                     ("around", Duration::from_millis(200))

@@ -81,7 +81,15 @@ fn a_stopped_worker_is_killed_at_the_time_limit_and_replaced() {
     let start = Instant::now();
     let (program, dims) = distinct_module(701, 1);
     match client.compile_and_load(&program, &CompileOptions::default()) {
-        Err(Error::DeadlineExceeded { after, .. }) => assert_eq!(after, Duration::from_secs(2)),
+        Err(e @ Error::DeadlineExceeded { after, killed, .. }) => {
+            assert_eq!((after, killed), (Duration::from_secs(2), true));
+            // It says the worker was killed (it said the compile "runs on to its end").
+            let words = e.to_string();
+            assert!(
+                words.ends_with("; it was killed") && !words.contains("runs on"),
+                "{words}"
+            );
+        }
         other => panic!("expected DeadlineExceeded, got {:?}", other.map(|_| ())),
     }
     let waited = start.elapsed();
@@ -194,6 +202,33 @@ fn a_compile_that_outgrows_the_workers_memory_is_a_crash_not_a_machine_filled() 
     let zero = unlimited.devices()[0].put(&[0f32], &[]).unwrap();
     let sum = exe.execute(&[&zero]).unwrap()[0].to_vec::<f32>().unwrap();
     assert_eq!(sum, [(12 << 20) as f32]);
+}
+
+#[test]
+fn a_worker_that_cannot_start_under_its_memory_limit_blames_no_program() {
+    // 100 MiB: far below what the plugin maps to load (about 1 GiB).
+    let client = Client::builder()
+        .compile_in_worker(worker())
+        .compile_threads(1)
+        .compile_worker_memory(100 << 20)
+        .open()
+        .unwrap();
+    let (program, _) = distinct_module(730, 1);
+    for _ in 0..2 {
+        match client.compile_and_load(&program, &CompileOptions::default()) {
+            Err(e @ Error::CompileWorkerStart { .. }) => {
+                let words = e.to_string();
+                assert!(
+                    words.contains("limited to 104857600 bytes")
+                        && words.contains("0 for no limit")
+                        && !words.contains("this program"),
+                    "{words}"
+                );
+            }
+            // It was `CompilerCrashed`: "the compiler crashed on this program".
+            other => panic!("expected CompileWorkerStart, got {:?}", other.map(|_| ())),
+        }
+    }
 }
 
 /// A small program the compiler takes seconds over: eight empty parameters of distinct

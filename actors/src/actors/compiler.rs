@@ -73,7 +73,11 @@ impl CompilerActor {
                     .deserialize_and_load(&serialized, Some(options))?;
                 Ok((exe, Some(Arc::new(serialized))))
             }
-            Err(gone @ (Error::CompilerCrashed { .. } | Error::DeadlineExceeded { .. })) => {
+            Err(
+                gone @ (Error::CompilerCrashed { .. }
+                | Error::DeadlineExceeded { .. }
+                | Error::CompileWorkerStart { .. }),
+            ) => {
                 tracing::warn!(error = %gone, "a compile worker died or was killed; the next compile starts another");
                 self.worker = None;
                 Err(gone)
