@@ -1,13 +1,22 @@
-//! Just enough of the MLIR bytecode format to read a module's integer attributes by name (JAX
-//! writes `mhlo.num_partitions` and `mhlo.num_replicas` there): the string, dialect and
-//! attribute sections, and the builtin dialect's string, dictionary and integer encodings.
-//! Anything else, or anything malformed, reads as absent; it never panics on hostile bytes.
+//! Just enough of the MLIR bytecode format to read what a program says of itself: the dialects
+//! and operation names it uses, and the integer attributes of its module op's own attribute
+//! dictionary (JAX writes `mhlo.num_partitions` and `mhlo.num_replicas` there). The string,
+//! dialect, attribute and IR sections' headers, and the builtin dialect's string, dictionary
+//! and integer encodings. Anything else, or anything malformed, reads as absent; it never
+//! panics on hostile bytes.
 
 const MAGIC: &[u8] = b"ML\xefR";
 const STRINGS: u8 = 0;
 const DIALECTS: u8 = 1;
 const ATTRS: u8 = 2;
 const ATTR_OFFSETS: u8 = 3;
+const IR: u8 = 4;
+// Bytecode versions where the encoding changed (MLIR's Encoding.h).
+const DIALECT_VERSIONING: u64 = 1;
+const ELIDE_UNKNOWN_BLOCK_ARG_LOCATION: u64 = 4;
+const NATIVE_PROPERTIES_ENCODING: u64 = 5;
+/// An op's encoding mask: it has an attribute dictionary.
+const HAS_ATTRS: u8 = 0x01;
 // The builtin dialect's attribute and type codes (MLIR's BuiltinDialectBytecode.td).
 const DICTIONARY: u64 = 1;
 const STRING: u64 = 2;
@@ -18,11 +27,26 @@ const INTEGER_TYPE: u64 = 0;
 struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
+    /// Where `bytes` start in the file, after the magic (alignment counts from there).
+    offset: usize,
 }
 
 impl<'a> Reader<'a> {
     fn new(bytes: &'a [u8]) -> Self {
-        Reader { bytes, at: 0 }
+        Reader {
+            bytes,
+            at: 0,
+            offset: 0,
+        }
+    }
+
+    /// A reader of `inner`, a part of `outer`'s bytes, knowing where it lies.
+    fn within(outer: &[u8], inner: &'a [u8], offset: usize) -> Self {
+        Reader {
+            bytes: inner,
+            at: 0,
+            offset: offset + (inner.as_ptr() as usize - outer.as_ptr() as usize),
+        }
     }
 
     fn byte(&mut self) -> Option<u8> {
@@ -61,25 +85,35 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// The module's sections by id.
-fn sections(code: &[u8]) -> Option<Vec<(u8, &[u8])>> {
+/// A section: its id and its bytes.
+type Section<'a> = (u8, &'a [u8]);
+
+/// The bytecode version and the sections by id.
+fn sections(code: &[u8]) -> Option<(u64, Vec<Section<'_>>)> {
     let mut r = Reader::new(code.strip_prefix(MAGIC)?);
-    r.varint()?; // version
+    let version = r.varint()?;
     while r.byte()? != 0 {} // producer, NUL-terminated
     let mut out = Vec::new();
     while r.at < r.bytes.len() {
-        let id = r.byte()?;
-        let len = r.index()?;
+        out.push(r.section()?);
+    }
+    Some((version, out))
+}
+
+impl<'a> Reader<'a> {
+    /// A section: its id, then its length, alignment padding where its id's high bit says.
+    fn section(&mut self) -> Option<Section<'a>> {
+        let id = self.byte()?;
+        let len = self.index()?;
         if id & 0x80 != 0 {
-            let align = r.index()?.max(1);
+            let align = self.index()?.max(1);
             // Padding is counted from the start of the file; the magic is 4 bytes.
-            while !(r.at + MAGIC.len()).is_multiple_of(align) {
-                r.byte()?;
+            while !(self.offset + self.at + MAGIC.len()).is_multiple_of(align) {
+                self.byte()?;
             }
         }
-        out.push((id & 0x7f, r.take(len)?));
+        Some((id & 0x7f, self.take(len)?))
     }
-    Some(out)
 }
 
 fn strings(section: &[u8]) -> Option<Vec<&[u8]>> {
@@ -132,49 +166,155 @@ fn attributes<'a>(offsets: &[u8], data: &'a [u8]) -> Option<Attributes<'a>> {
     Some(Attributes { entries, types })
 }
 
-/// The integer attributes named `names` in the module's dictionaries (the first found each).
-pub fn integer_attributes(code: &[u8], names: &[&str]) -> Vec<Option<i64>> {
-    read_integers(code, names).unwrap_or_else(|| vec![None; names.len()])
+/// What a bytecode program says of itself.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// The dialects it names.
+    pub dialects: Vec<String>,
+    /// The operations it names, each as `dialect.op`.
+    pub ops: Vec<String>,
+    /// The integer attributes asked for, from the module op's own attribute dictionary only
+    /// (never a function's, nor a string that happens to hold the name).
+    pub module_integers: Vec<Option<i64>>,
 }
 
-fn read_integers(code: &[u8], names: &[&str]) -> Option<Vec<Option<i64>>> {
-    let sections = sections(code)?;
+/// Reads `code`'s dialects, operation names and its module op's integer attributes `names`;
+/// `None` where the bytecode cannot be read that far.
+pub fn summary(code: &[u8], names: &[&str]) -> Option<Summary> {
+    let (version, sections) = sections(code)?;
     let section = |id| sections.iter().find(|(i, _)| *i == id).map(|(_, s)| *s);
     let strings = strings(section(STRINGS)?)?;
-    let mut dialects = Reader::new(section(DIALECTS)?);
-    // A count past what the section holds ends at its first failed read.
-    let mut builtin = None;
-    for d in 0..dialects.index()? {
-        let name = strings.get(dialects.index()? >> 1).copied();
-        if name == Some(b"builtin".as_slice()) {
-            builtin = Some(d);
-            break;
+    let string = |i: usize| {
+        strings
+            .get(i)
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+    };
+    let body = code.strip_prefix(MAGIC)?;
+    let dialect_section = section(DIALECTS)?;
+    let mut r = Reader::within(body, dialect_section, 0);
+    let n = r.index()?;
+    if n > dialect_section.len() {
+        return None;
+    }
+    let mut dialects = Vec::with_capacity(n);
+    for _ in 0..n {
+        if version < DIALECT_VERSIONING {
+            dialects.push(string(r.index()?)?);
+            continue;
+        }
+        let v = r.index()?;
+        dialects.push(string(v >> 1)?);
+        if v & 1 == 1 {
+            r.section()?; // the dialect's version, a nested section
         }
     }
-    let builtin = builtin?;
+    if version >= ELIDE_UNKNOWN_BLOCK_ARG_LOCATION {
+        r.index()?; // how many op names follow
+    }
+    let mut ops = Vec::new();
+    while r.at < r.bytes.len() {
+        let dialect = dialects.get(r.index()?)?.clone();
+        let count = r.index()?;
+        if count > r.bytes.len() {
+            return None;
+        }
+        for _ in 0..count {
+            let v = r.index()?;
+            // From version 5 the low bit says whether the op was registered.
+            let name = match version >= NATIVE_PROPERTIES_ENCODING {
+                true => v >> 1,
+                false => v,
+            };
+            ops.push(format!("{dialect}.{}", string(name)?));
+        }
+    }
+    let module_integers = module_integers(&sections, &strings, &ops, &dialects, names)
+        .unwrap_or_else(|| vec![None; names.len()]);
+    Some(Summary {
+        dialects,
+        ops,
+        module_integers,
+    })
+}
+
+/// The integer attributes `names` of the module op's own attribute dictionary, where the
+/// program's first top-level op is `builtin.module` and has one.
+fn module_integers(
+    sections: &[Section<'_>],
+    strings: &[&[u8]],
+    ops: &[String],
+    dialects: &[String],
+    names: &[&str],
+) -> Option<Vec<Option<i64>>> {
+    let section = |id| sections.iter().find(|(i, _)| *i == id).map(|(_, s)| *s);
+    let mut ir = Reader::new(section(IR)?);
+    // The top-level block: its op count, shifted, and whether it has arguments.
+    let header = ir.varint()?;
+    if header & 1 == 1 || header >> 1 == 0 {
+        return None;
+    }
+    let op = ops.get(ir.index()?)?;
+    let mask = ir.byte()?;
+    ir.index()?; // its location
+    if op != "builtin.module" || mask & HAS_ATTRS == 0 {
+        return None;
+    }
+    let dictionary = ir.index()?;
     let attrs = attributes(section(ATTR_OFFSETS)?, section(ATTRS)?)?;
-    // A builtin attribute's code and its reader.
-    let builtin_attr = |i: usize| -> Option<(u64, Reader<'_>)> {
-        match attrs.entries.get(i)? {
-            (d, Some(bytes)) if *d == builtin => {
+    let reader = BuiltinAttrs {
+        attrs: &attrs,
+        strings,
+        builtin: dialects.iter().position(|d| d == "builtin")?,
+    };
+    let (DICTIONARY, mut r) = reader.attr(dictionary)? else {
+        return None;
+    };
+    let mut found = vec![None; names.len()];
+    let n = r.index()?;
+    for _ in 0..n.min(attrs.entries.len()) {
+        let (key, value) = (r.index()?, r.index()?);
+        let Some(key) = reader.string(key) else {
+            continue;
+        };
+        if let Some(k) = names.iter().position(|n| n.as_bytes() == key) {
+            found[k] = reader.integer(value);
+        }
+    }
+    Some(found)
+}
+
+/// The builtin dialect's attributes, read by index.
+struct BuiltinAttrs<'r, 'a> {
+    attrs: &'r Attributes<'a>,
+    strings: &'r [&'a [u8]],
+    builtin: usize,
+}
+
+impl<'a> BuiltinAttrs<'_, 'a> {
+    /// A builtin attribute's code and its reader.
+    fn attr(&self, i: usize) -> Option<(u64, Reader<'a>)> {
+        match self.attrs.entries.get(i)? {
+            (d, Some(bytes)) if *d == self.builtin => {
                 let mut r = Reader::new(bytes);
                 Some((r.varint()?, r))
             }
             _ => None,
         }
-    };
-    let string_attr = |i: usize| -> Option<&[u8]> {
-        match builtin_attr(i)? {
-            (STRING, mut r) => strings.get(r.index()?).copied(),
+    }
+
+    fn string(&self, i: usize) -> Option<&'a [u8]> {
+        match self.attr(i)? {
+            (STRING, mut r) => self.strings.get(r.index()?).copied(),
             _ => None,
         }
-    };
-    let integer_attr = |i: usize| -> Option<i64> {
-        let (INTEGER, mut r) = builtin_attr(i)? else {
+    }
+
+    fn integer(&self, i: usize) -> Option<i64> {
+        let (INTEGER, mut r) = self.attr(i)? else {
             return None;
         };
-        let width = match attrs.types.get(r.index()?)? {
-            (d, Some(bytes)) if *d == builtin => {
+        let width = match self.attrs.types.get(r.index()?)? {
+            (d, Some(bytes)) if *d == self.builtin => {
                 let mut t = Reader::new(bytes);
                 match t.varint()? {
                     INTEGER_TYPE => t.varint()? >> 2,
@@ -188,28 +328,7 @@ fn read_integers(code: &[u8], names: &[&str]) -> Option<Vec<Option<i64>>> {
             9..=64 => r.signed_varint(),
             _ => None,
         }
-    };
-    let mut found = vec![None; names.len()];
-    for i in 0..attrs.entries.len() {
-        let Some((DICTIONARY, mut r)) = builtin_attr(i) else {
-            continue;
-        };
-        let Some(n) = r.index() else { continue };
-        for _ in 0..n.min(attrs.entries.len()) {
-            let (Some(name), Some(value)) = (r.index(), r.index()) else {
-                break;
-            };
-            let Some(name) = string_attr(name) else {
-                continue;
-            };
-            if let Some(k) = names.iter().position(|n| n.as_bytes() == name)
-                && found[k].is_none()
-            {
-                found[k] = integer_attr(value);
-            }
-        }
     }
-    Some(found)
 }
 
 #[cfg(test)]
@@ -248,8 +367,34 @@ mod tests {
             DIALECTS, 0x11, 0x80, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         ]);
         let start = std::time::Instant::now();
-        assert_eq!(integer_attributes(&code, &["x"]), vec![None]);
+        assert!(summary(&code, &["x"]).is_none_or(|s| s.module_integers == [None]));
         assert!(start.elapsed() < std::time::Duration::from_secs(1));
+    }
+
+    #[test]
+    fn jaxs_bytecode_names_its_dialects_and_ops_and_its_module_its_counts() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/spmd");
+        for name in ["all_reduce", "all_gather", "dp_mlp"] {
+            let code = std::fs::read(dir.join(format!("{name}.mlirbc"))).unwrap();
+            let s = summary(&code, &["mhlo.num_partitions", "mhlo.num_replicas", "nope"]).unwrap();
+            assert_eq!(s.module_integers, [Some(4), Some(1), None], "{name}");
+            assert!(
+                s.dialects.iter().any(|d| d == "sdy"),
+                "{name}: {:?}",
+                s.dialects
+            );
+            assert!(
+                s.ops.iter().any(|o| o == "builtin.module"),
+                "{name}: {:?}",
+                s.ops
+            );
+            assert!(s.ops.iter().any(|o| o == "sdy.mesh"), "{name}: {:?}", s.ops);
+        }
+        // Cut anywhere, it reads as absent or as less, never panics.
+        let code = std::fs::read(dir.join("all_reduce.mlirbc")).unwrap();
+        for n in 0..code.len() {
+            let _ = summary(&code[..n], &["mhlo.num_partitions"]);
+        }
     }
 
     #[test]
@@ -262,7 +407,8 @@ mod tests {
             b"ML\xefR\x0dx\0\x00\xff",
             b"module {}",
         ] {
-            assert_eq!(integer_attributes(code, &names), vec![None], "{code:?}");
+            let read = summary(code, &names).map(|s| s.module_integers);
+            assert!(read.is_none_or(|r| r == [None]), "{code:?}");
         }
     }
 }

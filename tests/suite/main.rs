@@ -41,6 +41,7 @@ mod serving_export;
 mod serving_groups;
 mod serving_latency;
 mod spmd;
+mod spmd_shard_map;
 mod stress;
 mod tidy;
 mod worker_bounds;
