@@ -29,6 +29,8 @@ mod exported;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use serde_json::json;
+
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
     args.windows(2).find(|w| w[0] == name).map(|w| w[1].clone())
@@ -266,7 +268,6 @@ const STEPS: &[(&str, u64)] = &[
 
 /// One step in this process: prints what it found, then one JSON object, last.
 fn step(name: &str, requests: u64) -> Result<serde_json::Value, String> {
-    use serde_json::json;
     let open = || pjrt_actors::Client::open().map_err(|e| e.to_string());
     Ok(match name {
         "devices" => {
@@ -482,6 +483,58 @@ fn main() -> std::process::ExitCode {
         };
     }
     let budget = arg("--budget").and_then(|v| v.parse().ok()).unwrap_or(260);
-    println!("{}", run_steps(budget));
-    std::process::ExitCode::SUCCESS
+    let mut summary = run_steps(budget);
+    // The exit status says whether every step passed: a failed, wrong, killed or unrun step
+    // fails the check (it exited 0 whatever failed).
+    let failed = failed_steps(&summary);
+    summary["failed_steps"] = json!(failed);
+    println!("{summary}");
+    match failed.is_empty() {
+        true => std::process::ExitCode::SUCCESS,
+        false => std::process::ExitCode::FAILURE,
+    }
+}
+
+/// The steps whose result says they did not pass: a process that failed or was killed, a
+/// step not run, or a check that answered wrong (its text starts `failed`, `wrong`, `killed`,
+/// `not run`, `not started`; `mismatches` above 0).
+fn failed_steps(summary: &serde_json::Value) -> Vec<String> {
+    let bad = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => {
+            let s = s.to_ascii_lowercase();
+            ["failed", "wrong", "killed", "not run", "not started"]
+                .iter()
+                .any(|w| s.starts_with(w))
+        }
+        _ => false,
+    };
+    let mut failed: Vec<String> = (summary.as_object().into_iter().flatten())
+        .filter(|(k, v)| bad(v) || (k.as_str() == "mismatches" && v.as_u64().unwrap_or(0) > 0))
+        .map(|(k, _)| k.clone())
+        .collect();
+    failed.sort();
+    failed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_that_did_not_pass_fails_the_check() {
+        let summary = json!({
+            "devices": 4,
+            "dma": "failed: the bytes read back differ",
+            "compile": "WRONG: off by 1e-2",
+            "kserve": "ok: 64 answers",
+            "nodes": "not supported by this plugin: num_nodes",
+            "serve": "killed after 60s (time limit)",
+            "mismatches": 2,
+        });
+        assert_eq!(
+            failed_steps(&summary),
+            ["compile", "dma", "mismatches", "serve"]
+        );
+        assert!(failed_steps(&json!({"devices": 4, "mismatches": 0, "kserve": "ok"})).is_empty());
+    }
 }

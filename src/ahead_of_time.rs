@@ -144,7 +144,7 @@ impl Client {
 pub struct Executable {
     bytes: Arc<Vec<u8>>,
     meta: Arc<ExecutableMeta>,
-    cost_analysis: Arc<Vec<(String, NamedValue)>>,
+    cost_analysis: Arc<Result<Vec<(String, NamedValue)>>>,
     topology: Arc<TopologyDescription>,
 }
 
@@ -153,7 +153,7 @@ impl Executable {
         Ok(Executable {
             bytes: Arc::new(loaded.serialize()?),
             meta: Arc::new(loaded.core.meta.clone()),
-            cost_analysis: Arc::new(loaded.cost_analysis()?),
+            cost_analysis: Arc::new(loaded.cost_analysis()),
             topology: Arc::new(loaded.client().topology()?),
         })
     }
@@ -183,9 +183,13 @@ impl Executable {
         &self.meta.parameter_types
     }
 
-    /// XLA's cost analysis, taken when it was compiled.
-    pub fn cost_analysis(&self) -> &[(String, NamedValue)] {
-        &self.cost_analysis
+    /// XLA's cost analysis, taken when it was compiled; the plugin's error where it has none
+    /// (the 0.115 CPU plugin: a typed `UNIMPLEMENTED`), as `LoadedExecutable::cost_analysis`.
+    pub fn cost_analysis(&self) -> Result<&[(String, NamedValue)]> {
+        match self.cost_analysis.as_ref() {
+            Ok(costs) => Ok(costs),
+            Err(e) => Err(e.clone()),
+        }
     }
 
     /// The serialized topology it was compiled for.

@@ -309,13 +309,18 @@ impl LoadedExecutable {
     /// Runs like [`execute`](Self::execute), but gives up waiting once `timeout` has passed:
     /// `Error::DeadlineExceeded`. The program is not cancelled (PJRT cannot stop a running
     /// program): it runs to its end on the device's actor, where later async work waits behind
-    /// it, and its outputs are dropped. Shutting the client down waits for it too.
+    /// it, and its outputs are dropped. Shutting the client down waits for it too. Refused
+    /// (`Error::BlockingOnRuntimeThread`) inside a host callback on the actor of a device it
+    /// runs on, which could not serve it while the callback waits.
     #[track_caller]
     pub fn execute_within(
         &self,
         args: &[&Array],
         timeout: std::time::Duration,
     ) -> Result<Vec<Array>> {
+        for &device in &self.core.meta.devices {
+            self.shared.refuse_blocking_on_device(device)?;
+        }
         let deadline = std::time::Instant::now() + timeout;
         let exceeded = || Error::DeadlineExceeded {
             what: self.name().to_string(),

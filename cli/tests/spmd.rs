@@ -68,6 +68,7 @@ fn bytecode_runs_as_jax_serialized_it_and_a_partition_count_it_contradicts_is_re
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let got = common::json_output(&v, 0);
     let want = jax_values("tp_mlp.out0.npy");
+    assert_eq!(got.len(), want.len());
     assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-5));
     args.extend(["--partitions".into(), "2".into()]);
     let o = cli(&args);

@@ -245,7 +245,9 @@ mod cpu_plugin {
     fn weights_from_safetensors_stay_resident_and_the_rest_is_given_per_call() {
         let client = pjrt_actors::Client::open().unwrap();
         let want = |name: &str| crate::jax_lapack::values(&npy(name));
-        let close = |g: &[f64], w: &[f64]| g.iter().zip(w).all(|(a, b)| (a - b).abs() < 1e-5);
+        let close = |g: &[f64], w: &[f64]| {
+            g.len() == w.len() && g.iter().zip(w).all(|(a, b)| (a - b).abs() < 1e-5)
+        };
         // The MLP's parameters by their dotted paths (`layer0.w` for [0][0]['layer0']['w']).
         let mut model = client.load_exported(&artifact("mlp")).unwrap();
         let weights = std::fs::read(data_dir().join("mlp.safetensors")).unwrap();

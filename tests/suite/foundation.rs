@@ -98,7 +98,7 @@ fn lookups_of_missing_things_are_typed_errors() {
 }
 
 #[test]
-fn topology_is_served_by_the_client_actor() {
+fn the_topology_is_the_plugins_read_once_at_open() {
     let client = Client::open().unwrap();
     let topology = client.topology().unwrap();
     assert_eq!(topology.platform_name, client.raw_platform_name());
@@ -111,8 +111,19 @@ fn topology_is_served_by_the_client_actor() {
         client.devices().iter().map(|d| d.id()).collect::<Vec<_>>()
     );
     assert!(!topology.serialized.is_empty());
-    // Asked again, the same topology (by meaning: GPU plugins' bytes differ from call to call).
-    assert!(client.topology().unwrap().matches(&topology));
+    // Another client reads it from the plugin anew: the same topology (by meaning: GPU
+    // plugins' bytes differ from call to call); one of another device count is not it.
+    let other = Client::open().unwrap().topology().unwrap();
+    assert!(other.matches(&topology) && topology.matches(&other));
+    if client.platform() == "cpu" {
+        let two = Client::builder().cpu_device_count(2).open().unwrap();
+        let two = two.topology().unwrap();
+        assert_eq!(two.device_descriptions.len(), 2);
+        assert!(
+            !two.matches(&topology),
+            "a 2-device topology matched a 4-device one"
+        );
+    }
 }
 
 #[test]
@@ -317,7 +328,12 @@ mod cpu_plugin {
         assert_eq!(topology.platform_name, "cpu");
         assert_eq!(topology.device_descriptions.len(), 2);
         assert!(topology.serialized.len() > 100);
-        assert_eq!(client.topology().unwrap().serialized, topology.serialized);
+        // Two clients, each reading its topology from the plugin at open: the same bytes;
+        // four devices' differ.
+        let again = Client::builder().cpu_device_count(2).open().unwrap();
+        assert_eq!(again.topology().unwrap().serialized, topology.serialized);
+        let four = Client::builder().cpu_device_count(4).open().unwrap();
+        assert_ne!(four.topology().unwrap().serialized, topology.serialized);
     }
 
     #[test]

@@ -92,11 +92,49 @@ fn only_a_blocking_request_to_the_callbacks_own_device_actor_is_refused() {
 }
 
 #[test]
+fn execute_within_inside_a_callback_on_its_own_devices_actor_is_refused_not_timed_out() {
+    within(Duration::from_secs(60), || {
+        let client = Client::open().unwrap();
+        // A program on device 0, run with a deadline from inside the callback.
+        let inner = client
+            .compile_and_load(crate::common::add_f32x4(), &Default::default())
+            .unwrap();
+        let arg = client.devices()[0].put(&[1f32; 4], &[4]).unwrap();
+        let seen: Seen<Duration> = Arc::default();
+        let record = seen.clone();
+        let cb = pure_map("calls_back", 4, move |x| {
+            if x == 1.0 {
+                let t0 = Instant::now();
+                let ran = inner.execute_within(&[&arg, &arg], Duration::from_secs(5));
+                record.lock().push(ran.map(|_| t0.elapsed()));
+            }
+            x
+        });
+        let exe = load_around(&client, cb);
+        let a = client.devices()[0].put(&[1f32, 2., 3., 4.], &[4]).unwrap();
+        run_both_ways(&exe, &a);
+        let seen = seen.lock();
+        assert_eq!(seen.len(), 2);
+        // On the caller's thread (the blocking execute) device 0's actor serves it.
+        assert!(seen[0].is_ok(), "{:?}", seen[0]);
+        // On device 0's actor thread (the async execute) that actor cannot: refused at once,
+        // as the other blocking calls are (it waited out its 5 s and was DeadlineExceeded).
+        assert!(
+            matches!(seen[1], Err(Error::BlockingOnRuntimeThread)),
+            "{:?}",
+            seen[1]
+        );
+    });
+}
+
+#[test]
 fn a_callback_that_defragments_moves_what_it_can_and_skips_its_own_arguments() {
     within(Duration::from_secs(60), || {
         let (client, exe, a, seen) = around(|c| c.defragment());
         let bystander = client.devices()[1].put(&[9f32; 4], &[4]).unwrap();
         run_both_ways(&exe, &a);
+        // One report from each run; none would pass the loop below unchecked.
+        assert_eq!(seen.lock().len(), 2);
         for report in seen.lock().iter() {
             let report = report.as_ref().unwrap();
             // The running execution holds `a`: skipped, never waited for.
@@ -194,6 +232,8 @@ fn profiles_from_callbacks_while_another_thread_defragments_in_a_loop() {
         }
         stop.store(true, Ordering::Relaxed);
         assert!(looper.join().unwrap() > 0);
+        // Two calls a round, 20 rounds: every one profiled.
+        assert_eq!(seen.lock().len(), 40);
         assert!(seen.lock().iter().all(|p| p.is_ok()));
         // The registry actor still answers.
         assert!(client.heap_profile().is_ok() && client.defragment().is_ok());

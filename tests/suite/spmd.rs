@@ -67,6 +67,7 @@ fn inputs_of(c: &Value) -> Vec<HostData> {
 fn assert_first_output_is_jaxs(out: &[pjrt_actors::ShardedArray], c: &Value) {
     let jax = npy(&c["outputs"][0]["file"]);
     let (g, w) = (values(&out[0].to_host().unwrap()), values(&jax));
+    assert_eq!(g.len(), w.len(), "{g:?} {w:?}");
     assert!(
         g.iter().zip(&w).all(|(a, b)| (a - b).abs() < 1e-5),
         "{g:?} {w:?}"

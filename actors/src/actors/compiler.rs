@@ -239,7 +239,9 @@ impl Handler<DeserializeJob> for CompilerActor {
 pub struct CompiledAhead {
     pub payload: Vec<u8>,
     pub meta: ExecutableMeta,
-    pub cost_analysis: Vec<(String, NamedValue)>,
+    /// The plugin's cost analysis, or its error (the 0.115 CPU plugin has none: a typed
+    /// `UNIMPLEMENTED`, kept as it said it, not an empty list).
+    pub cost_analysis: Result<Vec<(String, NamedValue)>>,
     pub topology: TopologyDescription,
 }
 
@@ -273,7 +275,7 @@ impl Handler<CompileAhead> for CompilerActor {
             Ok(CompiledAhead {
                 topology: TopologyDescription::describe(&topology)?,
                 meta: ExecutableMeta::read_unloaded(&exe, job.portable, &job.options)?,
-                cost_analysis: exe.cost_analysis().unwrap_or_default(),
+                cost_analysis: exe.cost_analysis().map_err(Error::from),
                 payload: exe.serialize()?,
             })
         })
