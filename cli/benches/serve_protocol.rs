@@ -6,7 +6,7 @@
 //! object.
 
 #[allow(dead_code)]
-#[path = "../src/serve/messages.rs"]
+#[path = "../src/serve/wire/messages.rs"]
 mod messages;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -271,25 +271,7 @@ fn sigterm_drains_in_flight_requests_then_stops() {
     let port = server.http;
     let body = json!({"inputs": [{"name": "tokens", "datatype": "INT32", "shape": [1, 8], "data": &tokens[..8]}]});
     assert_eq!(infer_json(port, "lm", &body).0, 200);
-    let pid = server.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "still running after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (status, _) = server.terminate(Duration::from_secs(15));
     assert!(status.success(), "{status:?}");
     let mut err = String::new();
     server

@@ -76,31 +76,9 @@ fn half_sent_heads_and_idle_connections_are_closed_and_shutdown_drops_idle_ones(
     half.write_all(b"GET /v2/health/live HTTP/1.1\r\nHo")
         .unwrap();
     std::thread::sleep(Duration::from_millis(200));
-    let pid = server.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "still running after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (status, took) = server.terminate(Duration::from_secs(15));
     assert!(status.success(), "{status:?}");
-    assert!(
-        start.elapsed() < Duration::from_secs(5),
-        "exited after {:?}",
-        start.elapsed()
-    );
+    assert!(took < Duration::from_secs(5), "exited after {took:?}");
 }
 
 #[test]

@@ -15,13 +15,12 @@ use tonic::codec::{Codec, DecodeBuf, Decoder, ProstCodec};
 use tonic::codegen::{BoxFuture, Service, http};
 use tonic::{Request, Response, Status};
 
-use super::grpc_contents::read_contents;
 use super::infer::{Asked, infer};
-use super::kserve::{
-    InputHead, Models, RequestParams, ServeError, VERSION, datatype_name, outcome_of_grpc, shown,
-};
+use super::kserve::{Models, ServeError, VERSION, outcome_of_grpc};
 use super::limits::{OFF_THREAD_BYTES, off_thread};
-use super::messages::*;
+use super::wire::grpc_contents::read_contents;
+use super::wire::messages::*;
+use super::wire::{InputHead, RequestParams, datatype_name, shown};
 
 fn status(e: ServeError) -> Status {
     Status::new(e.grpc_code(), e.message())

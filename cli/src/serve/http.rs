@@ -15,10 +15,11 @@ use pjrt_actors::host_data::json_values;
 use serde_json::{Value, json};
 
 use super::infer::{Asked, HeldMemory, infer};
-use super::json_request::{DataSpan, HttpRequest};
-use super::kserve::{Answered, Models, ServeError, VERSION, datatype_name, shown};
+use super::kserve::{Answered, Models, ServeError, VERSION};
 use super::limits::OFF_THREAD_BYTES;
-use super::tensor_data::read_json_data;
+use super::wire::json_request::{DataSpan, HttpRequest};
+use super::wire::tensor_data::read_json_data;
+use super::wire::{datatype_name, shown};
 
 /// The binary extension's header: the length of the JSON part of the body.
 const HEADER_LENGTH: &str = "inference-header-content-length";
@@ -254,10 +255,11 @@ async fn answer(
     };
     let big = bytes.len() >= OFF_THREAD_BYTES;
     let body = bytes.clone();
-    let mut request =
-        (super::limits::off_thread(big, move || super::json_request::parse(&body, json_len))
-            .await?)
-            .map_err(ServeError::Invalid)?;
+    let mut request = (super::limits::off_thread(big, move || {
+        super::wire::json_request::parse(&body, json_len)
+    })
+    .await?)
+        .map_err(ServeError::Invalid)?;
     let (binary_all, id) = (request.binary_all, request.id.take());
     let binary_named: Vec<String> = (request.outputs.iter())
         .filter(|(_, binary)| *binary)

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::kserve::{Answered, InputHead, Models, Plan, RequestParams, ServeError, ServedModel};
+use super::kserve::{Answered, Models, Plan, ServeError, ServedModel};
 use super::limits::off_thread;
+use super::wire::{InputHead, RequestParams};
 
 /// What a request asks, read from its protocol's message.
 pub struct Asked {

@@ -12,42 +12,10 @@ use pjrt_actors::{ElementType, Error};
 
 use super::limits::{Limits, MemoryBudget};
 use super::metrics::RequestMetrics;
-
-/// The protocol's datatype names for our element types.
-const DATATYPES: &[(&str, ElementType)] = &[
-    ("BOOL", ElementType::Pred),
-    ("UINT8", ElementType::U8),
-    ("UINT16", ElementType::U16),
-    ("UINT32", ElementType::U32),
-    ("UINT64", ElementType::U64),
-    ("INT8", ElementType::S8),
-    ("INT16", ElementType::S16),
-    ("INT32", ElementType::S32),
-    ("INT64", ElementType::S64),
-    ("FP16", ElementType::F16),
-    ("BF16", ElementType::BF16),
-    ("FP32", ElementType::F32),
-    ("FP64", ElementType::F64),
-];
-
-pub fn datatype_name(t: ElementType) -> Option<&'static str> {
-    DATATYPES.iter().find(|(_, e)| *e == t).map(|(n, _)| *n)
-}
+use super::wire::{InputHead, RequestParams, datatype_name, shown};
 
 /// The one version each model has.
 pub const VERSION: &str = "1";
-
-/// The most of a client's text (a name, a value) an error message repeats: a message goes
-/// into a gRPC trailer, and a 100 KB name would make the whole answer too large to read.
-const SHOWN_CHARS: usize = 64;
-
-/// `text` as a message shows it: whole, or its start and how long it was.
-pub fn shown(text: &str) -> String {
-    match text.char_indices().nth(SHOWN_CHARS) {
-        None => text.to_string(),
-        Some((cut, _)) => format!("{}… ({} bytes)", &text[..cut], text.len()),
-    }
-}
 
 /// An error as the protocol reports it.
 #[derive(Debug)]
@@ -188,20 +156,6 @@ pub struct ServedModel {
     pub inputs: Vec<TensorSpec>,
     pub outputs: Vec<TensorSpec>,
     pub policy: QueuePolicy,
-}
-
-/// One input as a request declares it, before its data is read.
-pub struct InputHead {
-    pub name: String,
-    pub datatype: String,
-    pub shape: Vec<i64>,
-}
-
-/// A request's queue parameters, as sent (`None` where absent).
-#[derive(Default)]
-pub struct RequestParams {
-    pub priority: Option<u64>,
-    pub timeout_us: Option<u64>,
 }
 
 /// One output of an answer.
@@ -501,17 +455,6 @@ fn longest_json_number(t: ElementType) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn long_client_text_is_cut_in_messages() {
-        assert_eq!(shown("lm"), "lm");
-        let long = "x".repeat(100_000);
-        let s = shown(&long);
-        assert!(s.len() < 100 && s.ends_with("(100000 bytes)"), "{s}");
-        // Cut on a character boundary.
-        let wide = "é".repeat(100);
-        assert!(shown(&wide).starts_with(&"é".repeat(64)));
-    }
 
     #[test]
     fn the_longest_json_numbers_are_as_long_as_said() {

@@ -3,17 +3,14 @@
 //! tokio runtime; SIGTERM or SIGINT drains what is in flight, then stops, within a bound.
 
 mod grpc;
-mod grpc_contents;
 mod http;
 mod infer;
-mod json_request;
 mod kserve;
 mod limits;
 mod listen;
-mod messages;
 mod metrics;
 mod models;
-mod tensor_data;
+mod wire;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;

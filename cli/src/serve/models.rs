@@ -11,7 +11,8 @@ use pjrt_actors::serving::{BatchModel, Batcher, BatcherConfig};
 use pjrt_actors::{Client, Result};
 use serde_json::Value;
 
-use super::kserve::{QueuePolicy, ServedModel, TensorSpec, shown};
+use super::kserve::{QueuePolicy, ServedModel, TensorSpec};
+use super::wire::shown;
 use crate::usage;
 
 /// One model to load: its name, program, weights and config file.

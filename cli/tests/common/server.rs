@@ -82,6 +82,33 @@ impl Server {
         Server::start(&args).unwrap_or_else(|e| panic!("serve: {e}"))
     }
 
+    /// Sends SIGTERM and waits for the server to exit, at most `limit` (past it, the test
+    /// fails): its status, and how long it took.
+    pub fn terminate(
+        &mut self,
+        limit: std::time::Duration,
+    ) -> (std::process::ExitStatus, std::time::Duration) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let start = std::time::Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status, start.elapsed());
+            }
+            assert!(
+                start.elapsed() < limit,
+                "still running {limit:?} after SIGTERM"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     /// A line of the server's `/proc/PID/status` in bytes (`VmRSS`, `VmHWM`).
     fn status_bytes(&self, key: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();

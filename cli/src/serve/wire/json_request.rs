@@ -8,7 +8,7 @@ use std::ops::Range;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::kserve::{InputHead, RequestParams, shown};
+use super::{InputHead, RequestParams, shown};
 
 /// Where an input's data lies in the body.
 pub enum DataSpan {

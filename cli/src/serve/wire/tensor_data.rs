@@ -5,7 +5,7 @@
 use pjrt_actors::ElementType;
 use pjrt_actors::host_data::parse_value;
 
-use super::kserve::shown;
+use super::shown;
 
 /// Reads `text`, a JSON value already checked to be well formed, as `count` values of `dtype`
 /// laid out as `dims`, appending their bytes to `out`.
@@ -97,19 +97,32 @@ impl Scanner<'_, '_> {
         }
     }
 
-    /// `count` values in one list (its `[` read).
-    fn flat(&mut self, count: usize, dims: &[i64]) -> Result<(), String> {
+    /// The items of a list whose `[` is read, each read by `item` (given its index), through
+    /// its `]`; how many there were. `place` names the list in messages.
+    fn list(
+        &mut self,
+        place: &str,
+        mut item: impl FnMut(&mut Self, usize) -> Result<(), String>,
+    ) -> Result<usize, String> {
         let mut n = 0;
         loop {
             self.space();
             if self.eat(b']') {
-                break;
+                return Ok(n);
             }
             if n > 0 && !self.eat(b',') {
-                return Err(format!("`data` has {} after value {n}", self.rest_shown()));
+                return Err(format!("{place} has {} after item {n}", self.rest_shown()));
             }
             self.space();
-            if self.peek() == Some(b'[') {
+            item(self, n)?;
+            n += 1;
+        }
+    }
+
+    /// `count` values in one list (its `[` read).
+    fn flat(&mut self, count: usize, dims: &[i64]) -> Result<(), String> {
+        let n = self.list("`data`", |s, n| {
+            if s.peek() == Some(b'[') {
                 return Err(format!(
                     "`data` mixes lists and values (value {n} is a list); give it flat, or nested as the shape {dims:?}"
                 ));
@@ -119,9 +132,8 @@ impl Scanner<'_, '_> {
                     "`data` holds more than the {count} values of the shape {dims:?}"
                 ));
             }
-            self.value()?;
-            n += 1;
-        }
+            s.value()
+        })?;
         match n == count {
             true => Ok(()),
             false => Err(format!(
@@ -133,58 +145,35 @@ impl Scanner<'_, '_> {
     /// A list nested as `dims` (its `[` read); `path` is where it lies, for messages.
     fn nested(&mut self, dims: &[i64], path: &mut Vec<usize>) -> Result<(), String> {
         let want = dims[0] as usize;
-        fn place(path: &[usize]) -> String {
-            let at: String = path.iter().map(|i| format!("[{i}]")).collect();
-            format!("`data{at}`")
-        }
-        let mut n = 0;
-        loop {
-            self.space();
-            if self.eat(b']') {
-                break;
-            }
-            if n > 0 && !self.eat(b',') {
-                return Err(format!(
-                    "{} has {} after item {n}",
-                    place(path),
-                    self.rest_shown()
-                ));
-            }
-            self.space();
+        let at: String = path.iter().map(|i| format!("[{i}]")).collect();
+        let place = format!("`data{at}`");
+        let n = self.list(&place, |s, n| {
             if n == want {
                 return Err(format!(
-                    "{} holds more than {want} items (the shape is ragged or wrong)",
-                    place(path)
+                    "{place} holds more than {want} items (the shape is ragged or wrong)"
                 ));
             }
-            match (dims.len() > 1, self.eat(b'[')) {
+            match (dims.len() > 1, s.eat(b'[')) {
                 (true, true) => {
                     path.push(n);
-                    self.nested(&dims[1..], path)?;
+                    s.nested(&dims[1..], path)?;
                     path.pop();
+                    Ok(())
                 }
-                (true, false) => {
-                    return Err(format!(
-                        "{} item {n} is a value where a list of {} is due (the data is ragged)",
-                        place(path),
-                        dims[1]
-                    ));
-                }
-                (false, true) => {
-                    return Err(format!(
-                        "{} item {n} is a list where a value is due (the data is nested deeper than its shape)",
-                        place(path)
-                    ));
-                }
-                (false, false) => self.value()?,
+                (true, false) => Err(format!(
+                    "{place} item {n} is a value where a list of {} is due (the data is ragged)",
+                    dims[1]
+                )),
+                (false, true) => Err(format!(
+                    "{place} item {n} is a list where a value is due (the data is nested deeper than its shape)"
+                )),
+                (false, false) => s.value(),
             }
-            n += 1;
-        }
+        })?;
         match n == want {
             true => Ok(()),
             false => Err(format!(
-                "{} holds {n} items; the shape gives it {want} (the data is ragged)",
-                place(path)
+                "{place} holds {n} items; the shape gives it {want} (the data is ragged)"
             )),
         }
     }

@@ -4,7 +4,7 @@
 
 use pjrt_actors::ElementType;
 
-use super::kserve::datatype_name;
+use super::datatype_name;
 use super::messages::InferTensorContents;
 
 /// The contents' fields by name, each with how many values it holds.
