@@ -24,6 +24,12 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::pjrt::NamedValue;
 
+/// The protocol the client and its worker speak, given to the worker as `--protocol`: a worker
+/// binary of another build (a stale `PJRT_ACTORS_COMPILE_WORKER`) refuses it, or does not know
+/// the flag, and exits at once, rather than leave the client waiting for a `READY` it never
+/// sends.
+pub const PROTOCOL: &str = "2";
+
 /// The worker's first byte when it has loaded the plugin and made its client.
 pub const READY: u8 = b'R';
 
@@ -142,6 +148,7 @@ impl WorkerSpec {
         let mut command = Command::new(&self.binary);
         command.arg("--plugin").arg(&self.plugin);
         command.arg("--parent").arg(std::process::id().to_string());
+        command.arg("--protocol").arg(PROTOCOL);
         if let Some(bytes) = self.limits.memory_bytes {
             command.arg("--memory-limit").arg(bytes.to_string());
         }

@@ -369,6 +369,31 @@ fn lenient_json_is_refused_quoting_what_was_sent() {
         assert_eq!(status, 400, "{body}: {err}");
         assert!(message(&err).contains(says), "{body}: {err} lacks {says}");
     }
+    // The same over gRPC: parameters of the wrong kind, a negative dim.
+    let infer = |params: Value, shape: Value| json!({"model": "m", "parameters": params, "inputs": [{"name": "input0", "datatype": "FP32", "shape": shape, "contents": {"fp32_contents": [1, 2, 3]}}]});
+    let cases = [
+        (
+            infer(json!({"priority": {"string_param": "high"}}), json!([1, 3])),
+            "string_param `high`",
+        ),
+        (
+            infer(json!({"timeout": {"double_param": 1.5}}), json!([1, 3])),
+            "double_param 1.5",
+        ),
+        (
+            infer(json!({"priority": {"int64_param": -1}}), json!([1, 3])),
+            "int64_param -1",
+        ),
+        (infer(json!({}), json!([-1, 3])), "a dim of -1"),
+    ];
+    let asked: Vec<Value> = cases.iter().map(|c| c.0.clone()).collect();
+    for ((case, says), a) in cases.iter().zip(grpc_cases(&server, &json!(asked))) {
+        assert_eq!(a["code"], "INVALID_ARGUMENT", "{case}: {a}");
+        assert!(
+            a["message"].as_str().unwrap().contains(says),
+            "{a} lacks {says}"
+        );
+    }
 }
 
 #[test]
@@ -451,6 +476,25 @@ fn metrics_count_every_answer_and_escape_model_names() {
         let (status, _, answer) = http(server.http, "POST", path, &[], body);
         assert_eq!(status, want, "{}", String::from_utf8_lossy(&answer));
     }
+    // gRPC answers are counted too: one served, one unknown model, one refused input.
+    let input = json!([{"name": "input0", "datatype": "FP32", "shape": [1, 2], "contents": {"fp32_contents": [1, 2]}}]);
+    let a = grpc_cases(
+        &server,
+        &json!([
+            {"model": "a\"b", "inputs": input},
+            {"model": "nope", "inputs": input},
+            {"model": "a\"b", "inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 2], "contents": {"fp32_contents": [1, 2]}}]},
+        ]),
+    );
+    let codes: Vec<&Value> = a.iter().map(|a| &a["code"]).collect();
+    assert_eq!(
+        codes,
+        [
+            &json!("OK"),
+            &json!("NOT_FOUND"),
+            &json!("INVALID_ARGUMENT")
+        ]
+    );
     let (_, _, page) = http(server.http, "GET", "/metrics", &[], b"");
     let page = String::from_utf8_lossy(&page);
     // Every sample line is `name{labels} value`, its labels well formed.
@@ -465,6 +509,17 @@ fn metrics_count_every_answer_and_escape_model_names() {
         (2, 2, 1),
         "{page}"
     );
+    for (labels, want) in [
+        (r#"model="a\"b",protocol="grpc",outcome="ok""#, 1),
+        (r#"model="a\"b",protocol="grpc",outcome="invalid""#, 1),
+        (
+            r#"model="(unknown)",protocol="grpc",outcome="not_found""#,
+            1,
+        ),
+    ] {
+        let key = format!("pjrt_actors_server_requests_total{{{labels}}} {want}");
+        assert!(page.lines().any(|l| l == key), "no `{key}` in\n{page}");
+    }
     for line in page
         .lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use pjrt_actors_core::compile_worker::{
-    READY, START_FAILED, decode_option, read_frame, write_frame,
+    PROTOCOL, READY, START_FAILED, decode_option, read_frame, write_frame,
 };
 use pjrt_actors_core::pjrt::os::{die_with_parent, limit_address_space};
 use pjrt_actors_core::pjrt::{PjrtClient, Plugin};
@@ -77,6 +77,12 @@ fn main() -> ExitCode {
     while let Some(arg) = args.next() {
         match (arg.as_str(), args.next()) {
             ("--plugin", Some(path)) => plugin = Some(PathBuf::from(path)),
+            ("--protocol", Some(v)) if v == PROTOCOL => {}
+            ("--protocol", Some(v)) => {
+                return fail(&format!(
+                    "this worker speaks protocol {PROTOCOL}; its client asked for {v} (a worker binary of another build)"
+                ));
+            }
             // Die with the client: SIGKILL when its thread ends, and a watch on the parent.
             ("--parent", Some(pid)) => match pid.parse() {
                 Ok(pid) => {

@@ -231,6 +231,45 @@ fn a_worker_that_cannot_start_under_its_memory_limit_blames_no_program() {
     }
 }
 
+#[test]
+fn a_worker_binary_that_will_not_speak_our_protocol_is_refused_at_once() {
+    // As an older build's worker does with `--protocol`: it refuses an argument and exits.
+    let dir = crate::common::scratch_dir("worker-protocol");
+    let script = dir.join("old-worker");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho \"unexpected argument\" >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&script)
+        .status()
+        .unwrap();
+    let client = Client::builder()
+        .compile_in_worker(&script)
+        .compile_threads(1)
+        .open()
+        .unwrap();
+    let (program, _) = distinct_module(740, 1);
+    let start = Instant::now();
+    match client.compile_and_load(&program, &CompileOptions::default()) {
+        Err(Error::CompileWorkerStart { reason }) => {
+            assert!(
+                reason.contains("exited with status 1 before it was ready"),
+                "{reason}"
+            )
+        }
+        other => panic!("expected CompileWorkerStart, got {:?}", other.map(|_| ())),
+    }
+    // Not the compile's 600 s limit: it said at once.
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
 /// A small program the compiler takes seconds over: eight empty parameters of distinct
 /// shapes near the program check's limit (about a second each on this machine).
 fn slow_program() -> String {
