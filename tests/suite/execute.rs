@@ -7,7 +7,7 @@ use crate::common;
 use std::sync::Arc;
 
 use common::{add_f32x4, binary_program, replicated_add, tensor};
-use pjrt_actors::{Array, Client, CompileOptions, ElementType, Error, HostBuffer, NamedValue};
+use pjrt_actors::{Array, Client, CompileOptions, ElementType, Error, HostBuffer};
 
 fn compile(client: &Client, program: &str) -> pjrt_actors::LoadedExecutable {
     client
@@ -371,39 +371,6 @@ fn copies_between_devices_and_memories() {
     let mut into = [0i64; 3];
     c.read_into(&mut into).unwrap();
     assert_eq!(into, [1, 2, 3]);
-}
-
-#[test]
-fn executable_metadata() {
-    let client = Client::open().unwrap();
-    let exe = compile(&client, &add_f32x4());
-    assert_eq!(exe.name(), "add_prog");
-    assert!(!exe.fingerprint().is_empty());
-    // The fingerprint is a function of the program: a recompile gives the same one. On this
-    // client the same program is a memory-cache hit, the same executable; a client with no
-    // memory cache compiles it again (counted), and gets the same fingerprint.
-    let fresh = Client::builder().memory_cache_entries(0).open().unwrap();
-    let before = fresh.compile_cache_stats().compiles;
-    let again = compile(&fresh, &add_f32x4());
-    assert_eq!(
-        fresh.compile_cache_stats().compiles,
-        before + 1,
-        "compiled anew"
-    );
-    assert_eq!(again.fingerprint(), exe.fingerprint());
-    assert_ne!(
-        compile(&client, &binary_program("multiply", &[4], "f32")).fingerprint(),
-        exe.fingerprint()
-    );
-    // The 0.115 CPU plugin has no cost analysis: a typed UNIMPLEMENTED, never a guess.
-    match exe.cost_analysis() {
-        Ok(costs) => assert!(costs.contains(&("flops".into(), NamedValue::Float(4.0)))),
-        Err(e) => assert!(crate::common::new_abi() && e.to_string().contains("UNIMPLEMENTED")),
-    }
-    let text = exe.optimized_program_text().unwrap();
-    assert!(text.contains("ENTRY") && text.contains("add("), "{text}");
-    let stats = exe.compiled_memory_stats().unwrap();
-    assert_eq!((stats.argument_size, stats.output_size), (32, 16));
 }
 
 #[test]

@@ -15,8 +15,9 @@ use tonic::codec::{Codec, DecodeBuf, Decoder, ProstCodec};
 use tonic::codegen::{BoxFuture, Service, http};
 use tonic::{Request, Response, Status};
 
+use super::error::{ServeError, outcome_of_grpc};
 use super::infer::{Asked, infer};
-use super::kserve::{Models, ServeError, VERSION, outcome_of_grpc};
+use super::kserve::{Models, VERSION};
 use super::limits::{OFF_THREAD_BYTES, off_thread};
 use super::wire::grpc_contents::read_contents;
 use super::wire::messages::*;

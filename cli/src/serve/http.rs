@@ -14,8 +14,9 @@ use axum::routing::{get, post};
 use pjrt_actors::host_data::json_values;
 use serde_json::{Value, json};
 
+use super::error::ServeError;
 use super::infer::{Asked, HeldMemory, infer};
-use super::kserve::{Answered, Models, ServeError, VERSION};
+use super::kserve::{Answered, Models, VERSION};
 use super::limits::OFF_THREAD_BYTES;
 use super::wire::json_request::{DataSpan, HttpRequest};
 use super::wire::tensor_data::read_json_data;

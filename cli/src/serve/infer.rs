@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::kserve::{Answered, Models, Plan, ServeError, ServedModel};
+use super::error::ServeError;
+use super::kserve::{Answered, Models, Plan, ServedModel};
 use super::limits::off_thread;
 use super::wire::{InputHead, RequestParams};
 

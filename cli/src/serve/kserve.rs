@@ -6,115 +6,17 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use pjrt_actors::ElementType;
 use pjrt_actors::host_data::HostData;
 use pjrt_actors::serving::{Batcher, InferRequest, Priority};
-use pjrt_actors::{ElementType, Error};
 
+use super::error::ServeError;
 use super::limits::{Limits, MemoryBudget};
 use super::metrics::RequestMetrics;
 use super::wire::{InputHead, RequestParams, datatype_name, shown};
 
 /// The one version each model has.
 pub const VERSION: &str = "1";
-
-/// An error as the protocol reports it.
-#[derive(Debug)]
-pub enum ServeError {
-    /// An unknown model or version (404, NOT_FOUND).
-    NotFound(String),
-    /// A request that does not fit the model, or is not well formed (400, INVALID_ARGUMENT).
-    Invalid(String),
-    /// A request, or the answer it asks for, past the server's size bounds (413, OUT_OF_RANGE:
-    /// what tonic answers for a message past its limit).
-    TooLarge(String),
-    /// The model's queue is full, or the server is draining (503, UNAVAILABLE).
-    Unavailable(String),
-    /// The request's deadline passed before it ran, or the server's time limit (504,
-    /// DEADLINE_EXCEEDED).
-    Expired(String),
-    /// The model failed (500, INTERNAL).
-    Internal(String),
-}
-
-impl ServeError {
-    pub fn http_status(&self) -> u16 {
-        match self {
-            ServeError::NotFound(_) => 404,
-            ServeError::Invalid(_) => 400,
-            ServeError::TooLarge(_) => 413,
-            ServeError::Unavailable(_) => 503,
-            ServeError::Expired(_) => 504,
-            ServeError::Internal(_) => 500,
-        }
-    }
-
-    pub fn grpc_code(&self) -> tonic::Code {
-        match self {
-            ServeError::NotFound(_) => tonic::Code::NotFound,
-            ServeError::Invalid(_) => tonic::Code::InvalidArgument,
-            ServeError::TooLarge(_) => tonic::Code::OutOfRange,
-            ServeError::Unavailable(_) => tonic::Code::Unavailable,
-            ServeError::Expired(_) => tonic::Code::DeadlineExceeded,
-            ServeError::Internal(_) => tonic::Code::Internal,
-        }
-    }
-
-    pub fn message(&self) -> &str {
-        match self {
-            ServeError::NotFound(m)
-            | ServeError::Invalid(m)
-            | ServeError::TooLarge(m)
-            | ServeError::Unavailable(m)
-            | ServeError::Expired(m)
-            | ServeError::Internal(m) => m,
-        }
-    }
-
-    /// The label the request metrics count it under.
-    pub fn outcome(&self) -> &'static str {
-        match self {
-            ServeError::NotFound(_) => "not_found",
-            ServeError::Invalid(_) => "invalid",
-            ServeError::TooLarge(_) => "too_large",
-            ServeError::Unavailable(_) => "unavailable",
-            ServeError::Expired(_) => "expired",
-            ServeError::Internal(_) => "failed",
-        }
-    }
-
-    /// The server's own time limit passed.
-    pub fn past_time_limit(limit: Duration) -> ServeError {
-        ServeError::Expired(format!(
-            "the request took longer than the server's {limit:?} limit (--request-timeout)"
-        ))
-    }
-}
-
-impl From<Error> for ServeError {
-    fn from(e: Error) -> ServeError {
-        let text = e.to_string();
-        match e {
-            Error::Busy { .. } | Error::Stopped { .. } => ServeError::Unavailable(text),
-            Error::Expired { .. } => ServeError::Expired(text),
-            Error::InvalidArgument(_) => ServeError::Invalid(text),
-            _ => ServeError::Internal(text),
-        }
-    }
-}
-
-/// The metrics label of an answer with gRPC status `code`: the same names `outcome` gives.
-pub fn outcome_of_grpc(code: tonic::Code) -> &'static str {
-    use tonic::Code::*;
-    match code {
-        Ok => "ok",
-        NotFound => "not_found",
-        InvalidArgument => "invalid",
-        OutOfRange | ResourceExhausted => "too_large",
-        Unavailable => "unavailable",
-        DeadlineExceeded | Cancelled => "expired",
-        _ => "failed",
-    }
-}
 
 /// A tensor's name, type and shape without the rows.
 #[derive(Clone, Debug)]

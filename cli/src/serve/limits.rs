@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::kserve::ServeError;
+use super::error::ServeError;
 
 /// The server's bounds, from its flags.
 #[derive(Clone, Copy, Debug)]

@@ -2,6 +2,8 @@
 //! own batcher, served over the KServe v2 protocol on HTTP (axum) and gRPC (tonic) from one
 //! tokio runtime; SIGTERM or SIGINT drains what is in flight, then stops, within a bound.
 
+mod config;
+mod error;
 mod grpc;
 mod http;
 mod infer;
