@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::server::{Server, at, data, get, http, infer_json};
+use common::server::{Server, at, data, get, http, infer_json, triton_python};
 use pjrt_actors::host_data::read_npz;
 use serde_json::{Value, json};
 
@@ -41,15 +41,7 @@ fn close(got: &[f32], want: &[f32]) -> bool {
 
 #[test]
 fn tritonclient_talks_to_serve_over_http_and_grpc_with_every_answer_checked() {
-    let python = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/triton-venv"))
-        .output()
-        .unwrap();
-    assert!(
-        python.status.success(),
-        "{}",
-        String::from_utf8_lossy(&python.stderr)
-    );
-    let python = String::from_utf8_lossy(&python.stdout).trim().to_string();
+    let python = triton_python();
     let server = Server::transformer(&[]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/triton_clients.py");
     let o = Command::new(python)
