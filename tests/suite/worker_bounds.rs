@@ -60,6 +60,16 @@ fn compiles_and_runs(client: &Client, program: &str, dims: &[i64]) {
     check_distinct(&exe, &client.devices()[0], dims, 1);
 }
 
+/// A client compiling in one worker whose address space is held to `bytes` (0: no limit).
+fn memory_limited(bytes: u64) -> Client {
+    Client::builder()
+        .compile_in_worker(worker())
+        .compile_threads(1)
+        .compile_worker_memory(bytes)
+        .open()
+        .unwrap()
+}
+
 fn isolated(timeout: Duration) -> Client {
     Client::builder()
         .compile_in_worker(worker())
@@ -166,12 +176,7 @@ fn heavy_program() -> String {
 fn a_compile_that_outgrows_the_workers_memory_is_a_crash_not_a_machine_filled() {
     // The worker idles at about 1.2 GB of address space (the plugin's own mappings); 1.3 GB
     // leaves ordinary compiles room and this one none.
-    let client = Client::builder()
-        .compile_in_worker(worker())
-        .compile_threads(1)
-        .compile_worker_memory(1300 << 20)
-        .open()
-        .unwrap();
+    let client = memory_limited(1300 << 20);
     let (program, dims) = distinct_module(720, 1);
     compiles_and_runs(&client, &program, &dims);
     let start = Instant::now();
@@ -190,12 +195,7 @@ fn a_compile_that_outgrows_the_workers_memory_is_a_crash_not_a_machine_filled() 
     let (program, dims) = distinct_module(721, 1);
     compiles_and_runs(&client, &program, &dims);
     // Without the limit the same program compiles: the limit is what ended it.
-    let unlimited = Client::builder()
-        .compile_in_worker(worker())
-        .compile_threads(1)
-        .compile_worker_memory(0)
-        .open()
-        .unwrap();
+    let unlimited = memory_limited(0);
     let exe = unlimited
         .compile_and_load(heavy_program(), &CompileOptions::default())
         .unwrap();
@@ -207,12 +207,7 @@ fn a_compile_that_outgrows_the_workers_memory_is_a_crash_not_a_machine_filled() 
 #[test]
 fn a_worker_that_cannot_start_under_its_memory_limit_blames_no_program() {
     // 100 MiB: far below what the plugin maps to load (about 1 GiB).
-    let client = Client::builder()
-        .compile_in_worker(worker())
-        .compile_threads(1)
-        .compile_worker_memory(100 << 20)
-        .open()
-        .unwrap();
+    let client = memory_limited(100 << 20);
     let (program, _) = distinct_module(730, 1);
     for _ in 0..2 {
         match client.compile_and_load(&program, &CompileOptions::default()) {
@@ -293,12 +288,7 @@ fn slow_program() -> String {
 #[test]
 #[ignore = "a child process of a_worker_dies_with_a_client_killed_by_sigkill"]
 fn orphan_parent_child() {
-    let client = Client::builder()
-        .compile_in_worker(worker())
-        .compile_threads(1)
-        .compile_worker_memory(0)
-        .open()
-        .unwrap();
+    let client = memory_limited(0);
     std::thread::spawn(move || client.compile_and_load(slow_program(), &CompileOptions::default()));
     assert!(eventually(Duration::from_secs(20), || !worker_pids(
         std::process::id()
