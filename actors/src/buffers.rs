@@ -5,9 +5,9 @@
 
 use std::sync::{Arc, Weak};
 
-use parking_lot::{RwLock, RwLockReadGuard};
+use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
 
-use crate::lock_rank::{BUFFER_SLOT, Ranked};
+use crate::lock_rank::{BUFFER_SLOT, Ranked, RankedRwLock};
 use crate::memory_account::MemoryAccount;
 
 use crate::dtype::ElementType;
@@ -34,7 +34,7 @@ pub enum SlotState {
 /// writer ever waits for a reader: an execute can run for as long as its program does, and a
 /// callback inside it may delete or defragment its own arguments.
 pub struct BufferSlot {
-    state: RwLock<SlotState>,
+    state: RankedRwLock<SlotState>,
     /// Whether `delete` was called: the one record of it. The state follows (`Deleted`, the
     /// buffer freed) as soon as no operation holds the buffer: at once if none does, else at
     /// the first access after, or with the slot.
@@ -56,7 +56,7 @@ impl BufferSlot {
         memory: usize,
     ) -> Self {
         BufferSlot {
-            state: RwLock::new(SlotState::Live(buffer)),
+            state: RankedRwLock::new(BUFFER_SLOT, SlotState::Live(buffer)),
             deleted: std::sync::atomic::AtomicBool::new(false),
             dtype,
             dims,
@@ -78,7 +78,7 @@ impl BufferSlot {
     /// deleted array's buffer is freed now (or was before).
     pub fn settle(&self) -> bool {
         if self.is_deleted()
-            && let Some(mut state) = Ranked::try_new(BUFFER_SLOT, || self.state.try_write())
+            && let Some(mut state) = self.state.try_write()
         {
             let old = std::mem::replace(&mut *state, SlotState::Deleted);
             drop(state);
@@ -93,7 +93,7 @@ impl BufferSlot {
     #[track_caller]
     fn read_live(&self) -> Result<SlotRead<'_>> {
         self.settle();
-        let guard = Ranked::new(BUFFER_SLOT, || self.state.read_recursive());
+        let guard = self.state.read_recursive();
         if self.is_deleted() {
             return Err(self.deleted_error());
         }
@@ -162,7 +162,7 @@ impl BufferSlot {
     /// (others wait for it). `None` when an operation holds it or it was deleted: never waits.
     pub fn hold(&self) -> Option<MoveHold<'_>> {
         self.settle();
-        let state = Ranked::try_new(BUFFER_SLOT, || self.state.try_write())?;
+        let state = self.state.try_write()?;
         if self.is_deleted() || matches!(*state, SlotState::Deleted) {
             return None;
         }
@@ -171,7 +171,7 @@ impl BufferSlot {
 
     /// Whether a failed defragment left the array's bytes in host memory.
     pub fn is_on_host(&self) -> bool {
-        let state = Ranked::new(BUFFER_SLOT, || self.state.read_recursive());
+        let state = self.state.read_recursive();
         matches!(*state, SlotState::OnHost(_))
     }
 
@@ -198,7 +198,7 @@ impl BufferSlot {
 /// the next defragment tries again.
 pub struct MoveHold<'a> {
     slot: &'a BufferSlot,
-    state: Ranked<parking_lot::RwLockWriteGuard<'a, SlotState>>,
+    state: Ranked<RwLockWriteGuard<'a, SlotState>>,
 }
 
 impl<'a> MoveHold<'a> {

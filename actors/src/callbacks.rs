@@ -7,11 +7,10 @@ use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::lock_rank::{CALLBACK_FAILURE, CALLBACK_ORDER, Ranked};
+use crate::lock_rank::{CALLBACK_FAILURE, CALLBACK_ORDER, RankedMutex};
 use crate::pjrt::{
     ArrayType, CALLBACK_ID_ATTR, CallbackDispatch, HOST_CALLBACK_TARGET, HostView, HostViewMut,
 };
@@ -52,7 +51,7 @@ struct CallbackInner {
     results: Vec<ArrayType>,
     func: Arc<CallbackFn>,
     /// Serializes ordered callbacks.
-    order: Mutex<()>,
+    order: RankedMutex<()>,
     /// If set, the callback runs on its own thread and an execution waits at most this long.
     timeout: Option<std::time::Duration>,
 }
@@ -88,7 +87,7 @@ impl HostCallback {
                 operands,
                 results,
                 func: Arc::new(func),
-                order: Mutex::new(()),
+                order: RankedMutex::new(CALLBACK_ORDER, ()),
                 timeout: None,
             }),
         })
@@ -183,7 +182,7 @@ impl HostCallback {
                 operands: i.operands.clone(),
                 results: i.results.clone(),
                 func: i.func.clone(),
-                order: Mutex::new(()),
+                order: RankedMutex::new(CALLBACK_ORDER, ()),
                 timeout: Some(timeout),
             }),
         }
@@ -379,20 +378,21 @@ impl CallbackSet {
 /// execute can return a typed error naming the callback.
 pub struct ExecutionCallbacks<'a> {
     set: &'a CallbackSet,
-    failure: Mutex<Option<(String, String)>>,
+    failure: RankedMutex<Option<(String, String)>>,
 }
 
 impl<'a> ExecutionCallbacks<'a> {
     pub fn new(set: &'a CallbackSet) -> Self {
         ExecutionCallbacks {
             set,
-            failure: Mutex::new(None),
+            failure: RankedMutex::new(CALLBACK_FAILURE, None),
         }
     }
 
     /// The typed error for a failed execution, if a callback caused it.
     pub fn failure(&self) -> Option<Error> {
-        Ranked::new(CALLBACK_FAILURE, || self.failure.lock())
+        self.failure
+            .lock()
             .clone()
             .map(|(name, reason)| Error::Callback { name, reason })
     }
@@ -408,7 +408,7 @@ impl<'a> ExecutionCallbacks<'a> {
     }
 
     fn fail(&self, name: &str, reason: String) -> String {
-        let mut failure = Ranked::new(CALLBACK_FAILURE, || self.failure.lock());
+        let mut failure = self.failure.lock();
         if failure.is_none() {
             *failure = Some((name.to_string(), reason.clone()));
         }
@@ -467,8 +467,7 @@ impl CallbackDispatch for ExecutionCallbacks<'_> {
             )
         })
         .map_err(|reason| self.fail(&inner.name, reason))?;
-        let _ordered = (inner.kind != CallbackKind::Pure)
-            .then(|| Ranked::new(CALLBACK_ORDER, || inner.order.lock()));
+        let _ordered = (inner.kind != CallbackKind::Pure).then(|| inner.order.lock());
         let outcome = match inner.timeout {
             None => catch_unwind(AssertUnwindSafe(|| (inner.func)(operands, results))),
             Some(timeout) => match run_with_timeout(inner, operands, results, timeout) {

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
 use crate::executable::ExecutableCore;
-use crate::lock_rank::{COMPILE_CACHE, Ranked};
+use crate::lock_rank::{COMPILE_CACHE, RankedRwLock};
 
 /// A compile cache key: SHA-256 over the plugin identity, the program and the compile options
 /// (which carry the executable devices and portability).
@@ -68,7 +68,7 @@ pub type MemoryCache = LruCache<Arc<ExecutableCore>>;
 /// hit refreshes recency under the read lock (an atomic tick per entry), so readers never
 /// contend with each other; only inserts take the write lock.
 pub struct LruCache<V> {
-    map: parking_lot::RwLock<HashMap<CompileKey, (V, AtomicU64)>>,
+    map: RankedRwLock<HashMap<CompileKey, (V, AtomicU64)>>,
     clock: AtomicU64,
     capacity: usize,
     stats: Arc<CacheStats>,
@@ -77,7 +77,7 @@ pub struct LruCache<V> {
 impl<V: Clone> LruCache<V> {
     pub fn new(capacity: usize, stats: Arc<CacheStats>) -> Self {
         LruCache {
-            map: Default::default(),
+            map: RankedRwLock::with_default(COMPILE_CACHE),
             clock: AtomicU64::new(0),
             capacity,
             stats,
@@ -86,7 +86,7 @@ impl<V: Clone> LruCache<V> {
 
     /// A hit refreshes the entry's recency and counts as a memory hit.
     pub fn get(&self, key: &CompileKey) -> Option<V> {
-        let map = Ranked::new(COMPILE_CACHE, || self.map.read());
+        let map = self.map.read();
         let (value, last) = map.get(key)?;
         last.store(
             self.clock.fetch_add(1, Ordering::Relaxed),
@@ -101,7 +101,7 @@ impl<V: Clone> LruCache<V> {
             return;
         }
         let tick = self.clock.fetch_add(1, Ordering::Relaxed);
-        let mut map = Ranked::new(COMPILE_CACHE, || self.map.write());
+        let mut map = self.map.write();
         // What leaves the cache is dropped after the lock (an executable's drop unregisters it
         // and calls the plugin: nothing to do under the cache's lock, whose rank is a leaf).
         let mut evicted = Vec::new();
@@ -122,13 +122,13 @@ impl<V: Clone> LruCache<V> {
 
     /// Forgets `key`'s entry; returns whether there was one.
     pub fn remove(&self, key: &CompileKey) -> bool {
-        let removed = Ranked::new(COMPILE_CACHE, || self.map.write()).remove(key);
+        let removed = self.map.write().remove(key);
         removed.is_some()
     }
 
     /// Empties the cache; returns how many entries it held.
     pub fn clear(&self) -> usize {
-        let all = std::mem::take(&mut *Ranked::new(COMPILE_CACHE, || self.map.write()));
+        let all = std::mem::take(&mut *self.map.write());
         all.len()
     }
 }

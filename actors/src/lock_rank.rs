@@ -1,9 +1,13 @@
-//! Lock ranks, checked in debug builds (wgpu-core's `lock/rank.rs` is the model): each lock
-//! that can be held together with another has a rank naming the ranks that may be taken while
-//! it is held, and taking one out of that order panics at once with both call sites, instead of
-//! deadlocking some day under load. Release builds keep nothing and check nothing.
+//! Lock ranks, checked in debug builds (wgpu-core's `lock/rank.rs` and `lock/ranked.rs` are
+//! the model): each lock that can be held together with another is a [`RankedMutex`] or
+//! [`RankedRwLock`] built with its rank, which names the ranks that may be taken while it is
+//! held. The rank lives in the lock, so no acquisition goes unchecked, and taking one out of
+//! order panics at once with both call sites instead of deadlocking some day under load.
+//! Release builds keep nothing and check nothing.
 
 use std::ops::{Deref, DerefMut};
+
+use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// A lock's place in the order: its name, its bit, and the ranks that may be taken after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,9 +37,11 @@ pub const CALLBACK_FAILURE: LockRank = rank("callback failure", 1 << 1, &[]);
 pub const COMPILE_CACHE: LockRank = rank("memory compile cache", 1 << 2, &[]);
 /// A program's send/recv transfer state: a callback's first failure may be kept under it.
 pub const SEND_RECV: LockRank = rank("send/recv state", 1 << 3, &[CALLBACK_FAILURE]);
-/// An ordered callback's turn. A callback may run another program (re-entrant), whose execute
-/// takes its arguments' slots, its own callbacks' turns and registers its outputs; but never
-/// the same kind of turn directly inside this one.
+/// An ordered callback's turn. A callback may call back into the runtime: compile (the memory
+/// compile cache), run another program (re-entrant), whose execute takes its arguments' slots,
+/// its own callbacks' turns and registers its outputs, list live arrays and profile the heap
+/// (the registry's shards, then slots); but never the same kind of turn directly inside this
+/// one.
 pub const CALLBACK_ORDER: LockRank = rank(
     "ordered callback's turn",
     1 << 4,
@@ -44,6 +50,7 @@ pub const CALLBACK_ORDER: LockRank = rank(
         CALLBACK_FAILURE,
         SEND_RECV,
         REGISTRY_SHARD,
+        COMPILE_CACHE,
     ],
 );
 /// `BUFFER_SLOT`'s bit with no followers, to name it inside the ranks it follows.
@@ -131,9 +138,10 @@ pub struct Ranked<G> {
 }
 
 impl<G> Ranked<G> {
-    /// Takes the rank, then the lock (`lock` runs only if the order allows it).
+    /// Takes the rank, then the lock (`lock` runs only if the order allows it). Private: only
+    /// the ranked lock types below take locks.
     #[track_caller]
-    pub fn new(rank: LockRank, lock: impl FnOnce() -> G) -> Self {
+    fn new(rank: LockRank, lock: impl FnOnce() -> G) -> Self {
         let _rank = acquire(rank);
         Ranked {
             guard: lock(),
@@ -143,17 +151,76 @@ impl<G> Ranked<G> {
 
     /// As `new`, for a lock that may not be had (`try_write`): `None` keeps no rank.
     #[track_caller]
-    pub fn try_new(rank: LockRank, lock: impl FnOnce() -> Option<G>) -> Option<Self> {
+    fn try_new(rank: LockRank, lock: impl FnOnce() -> Option<G>) -> Option<Self> {
         let _rank = acquire(rank);
         Some(Ranked {
             guard: lock()?,
             _rank,
         })
     }
+}
 
-    /// The guard itself (for a lock API that takes it, like a downgrade).
-    pub fn guard_mut(&mut self) -> &mut G {
-        &mut self.guard
+/// A mutex with its rank: every `lock` is checked against the ranks this thread holds.
+pub struct RankedMutex<T> {
+    rank: LockRank,
+    inner: Mutex<T>,
+}
+
+impl<T> RankedMutex<T> {
+    pub const fn new(rank: LockRank, value: T) -> Self {
+        RankedMutex {
+            rank,
+            inner: Mutex::new(value),
+        }
+    }
+
+    #[track_caller]
+    pub fn lock(&self) -> Ranked<MutexGuard<'_, T>> {
+        Ranked::new(self.rank, || self.inner.lock())
+    }
+}
+
+/// A reader-writer lock with its rank: every read and write is checked as a `RankedMutex`'s
+/// lock is (readers of one rank may nest where the rank allows itself, as buffer slots do).
+pub struct RankedRwLock<T> {
+    rank: LockRank,
+    inner: RwLock<T>,
+}
+
+impl<T> RankedRwLock<T> {
+    pub const fn new(rank: LockRank, value: T) -> Self {
+        RankedRwLock {
+            rank,
+            inner: RwLock::new(value),
+        }
+    }
+
+    #[track_caller]
+    pub fn read(&self) -> Ranked<RwLockReadGuard<'_, T>> {
+        Ranked::new(self.rank, || self.inner.read())
+    }
+
+    /// A read lock that does not wait behind a waiting writer, so one thread may hold several.
+    #[track_caller]
+    pub fn read_recursive(&self) -> Ranked<RwLockReadGuard<'_, T>> {
+        Ranked::new(self.rank, || self.inner.read_recursive())
+    }
+
+    #[track_caller]
+    pub fn write(&self) -> Ranked<RwLockWriteGuard<'_, T>> {
+        Ranked::new(self.rank, || self.inner.write())
+    }
+
+    /// The write lock if no one holds the lock now; never waits.
+    #[track_caller]
+    pub fn try_write(&self) -> Option<Ranked<RwLockWriteGuard<'_, T>>> {
+        Ranked::try_new(self.rank, || self.inner.try_write())
+    }
+}
+
+impl<T: Default> RankedRwLock<T> {
+    pub fn with_default(rank: LockRank) -> Self {
+        RankedRwLock::new(rank, T::default())
     }
 }
 
@@ -208,6 +275,36 @@ mod tests {
             let _again = acquire(CALLBACK_ORDER);
         });
         assert!(caught.is_err());
+        HELD.with(|h| assert!(h.borrow().is_empty(), "guards unwound"));
+    }
+
+    #[test]
+    fn the_lock_types_check_their_rank_on_every_acquisition() {
+        let shard = RankedMutex::new(REGISTRY_SHARD, 0u32);
+        let slot = RankedRwLock::new(BUFFER_SLOT, 0u32);
+        let cache = RankedRwLock::new(COMPILE_CACHE, 0u32);
+        {
+            let _slot = slot.read_recursive();
+            let _again = slot.read_recursive();
+            *shard.lock() += 1;
+            *cache.write() += 1;
+        }
+        let takes: [&dyn Fn(); 3] = [&|| drop(slot.read()), &|| drop(slot.write()), &|| {
+            drop(slot.try_write())
+        }];
+        for take in takes {
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let _shard = shard.lock();
+                take();
+            }));
+            let message = crate::supervision::panic_message(&*caught.unwrap_err());
+            assert!(
+                message.contains("while `registry shard` is held"),
+                "{message}"
+            );
+        }
+        assert_eq!(*shard.lock(), 1);
+        assert_eq!(*cache.read(), 1);
         HELD.with(|h| assert!(h.borrow().is_empty(), "guards unwound"));
     }
 }

@@ -5,11 +5,11 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::MutexGuard;
 use slab::Slab;
 
 use crate::error::{Error, Result};
-use crate::lock_rank::{REGISTRY_SHARD, Ranked};
+use crate::lock_rank::{REGISTRY_SHARD, Ranked, RankedMutex};
 
 /// The kinds of thing a registry holds, as id markers (wgpu-core's `id::markers`): an
 /// `Id<kind::Array>` cannot be passed where an executable's id is wanted.
@@ -112,14 +112,14 @@ struct Entries<T> {
 }
 
 /// One shard on its own cache lines, so threads working on different shards never share one.
+/// Its lock's rank is a leaf: nothing is taken while it is held.
 #[repr(align(128))]
-struct Shard<T>(Mutex<Entries<T>>);
+struct Shard<T>(RankedMutex<Entries<T>>);
 
 impl<T> Shard<T> {
-    /// The shard's lock, with its rank (a leaf: nothing is taken while it is held).
     #[track_caller]
     fn lock(&self) -> Ranked<MutexGuard<'_, Entries<T>>> {
-        Ranked::new(REGISTRY_SHARD, || self.0.lock())
+        self.0.lock()
     }
 }
 
@@ -136,10 +136,13 @@ impl<T: Clone, K> Registry<T, K> {
         Registry {
             shards: (0..shards.clamp(1, u16::MAX as usize))
                 .map(|_| {
-                    Shard(Mutex::new(Entries {
-                        slab: Slab::new(),
-                        next_epoch: 1,
-                    }))
+                    Shard(RankedMutex::new(
+                        REGISTRY_SHARD,
+                        Entries {
+                            slab: Slab::new(),
+                            next_epoch: 1,
+                        },
+                    ))
                 })
                 .collect(),
             what,

@@ -4,13 +4,11 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use parking_lot::Mutex;
-
 use crate::callbacks::{
     ATTR_CALL, ATTR_CALLBACK, ATTR_OPERAND, ATTR_RESULT, ExecutionCallbacks, HostCallback,
 };
 use crate::error::{Error, Result};
-use crate::lock_rank::{Ranked, SEND_RECV};
+use crate::lock_rank::{RankedMutex, SEND_RECV};
 use crate::pjrt::{
     AlignedBytes, ArrayType, HostTransferDispatch, HostView, HostViewMut, RecvStream,
 };
@@ -130,7 +128,7 @@ struct CallState {
 pub struct TransferExecution<'a> {
     plan: &'a TransferPlan,
     callbacks: &'a ExecutionCallbacks<'a>,
-    state: Mutex<HashMap<(usize, i64), CallState>>,
+    state: RankedMutex<HashMap<(usize, i64), CallState>>,
 }
 
 impl<'a> TransferExecution<'a> {
@@ -138,7 +136,7 @@ impl<'a> TransferExecution<'a> {
         TransferExecution {
             plan,
             callbacks,
-            state: Mutex::new(HashMap::new()),
+            state: RankedMutex::new(SEND_RECV, HashMap::new()),
         }
     }
 
@@ -224,7 +222,7 @@ impl HostTransferDispatch for TransferExecution<'_> {
         };
         let site = &self.plan.calls[&call];
         let operands = {
-            let mut state = Ranked::new(SEND_RECV, || self.state.lock());
+            let mut state = self.state.lock();
             let s = state.entry((device, call)).or_default();
             if s.operands.len() < site.operands.len() {
                 s.operands.resize(site.operands.len(), Vec::new());
@@ -244,7 +242,7 @@ impl HostTransferDispatch for TransferExecution<'_> {
         let results = self.run(site, operands);
         let mut fill = Vec::new();
         {
-            let mut state = Ranked::new(SEND_RECV, || self.state.lock());
+            let mut state = self.state.lock();
             let s = state.entry((device, call)).or_default();
             for (&result_channel, bytes) in site.results.iter().zip(results) {
                 match s
@@ -268,7 +266,7 @@ impl HostTransferDispatch for TransferExecution<'_> {
             return; // Unknown channel: the stream is dropped; the plugin reports the error.
         };
         let ready = {
-            let mut state = Ranked::new(SEND_RECV, || self.state.lock());
+            let mut state = self.state.lock();
             let s = state.entry((device, call)).or_default();
             match s.ready.get_mut(&channel).and_then(|q| q.pop_front()) {
                 Some(bytes) => Some((stream, bytes)),

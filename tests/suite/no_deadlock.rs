@@ -273,3 +273,56 @@ fn an_execute_with_a_deadline_gives_up_waiting_and_the_client_goes_on() {
         assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2., 4., 6., 8.]);
     });
 }
+
+/// An ordered callback's turn is a ranked lock; what a callback may do inside it (compile,
+/// which takes the memory compile cache's lock, run, list live arrays, profile the heap) must
+/// be in that rank's order, or the suite's debug build panics at the first such call.
+#[test]
+fn an_ordered_callback_may_compile_run_list_arrays_and_profile_the_heap() {
+    use pjrt_actors::{ArrayType, CallbackKind, CompileOptions, ElementType, HostCallback};
+    let client = Client::open().unwrap();
+    let inner = client.clone();
+    let f32x4 = vec![ArrayType {
+        dtype: ElementType::F32,
+        dims: vec![4],
+    }];
+    let cb = HostCallback::new(
+        "ordered_calls_back",
+        CallbackKind::Ordered,
+        f32x4.clone(),
+        f32x4,
+        move |ins, outs| {
+            let x = ins[0].as_slice::<f32>().unwrap().to_vec();
+            let add = inner
+                .compile_and_load(crate::common::add_f32x4(), &CompileOptions::default())
+                .map_err(|e| e.to_string())?;
+            let a = inner.devices()[0]
+                .put(&x, &[4])
+                .map_err(|e| e.to_string())?;
+            let sum = add.execute(&[&a, &a]).map_err(|e| e.to_string())?;
+            let live = inner.live_arrays().map_err(|e| e.to_string())?;
+            if !live.iter().any(|l| l.dims() == [4]) {
+                return Err(format!("{} live arrays, none f32[4]", live.len()));
+            }
+            let profile = inner.heap_profile().map_err(|e| e.to_string())?;
+            if profile.is_empty() {
+                return Err("an empty heap profile".into());
+            }
+            let y = sum[0].to_vec::<f32>().map_err(|e| e.to_string())?;
+            outs[0].as_mut_slice::<f32>().unwrap().copy_from_slice(&y);
+            Ok(())
+        },
+    )
+    .unwrap();
+    let exe = load_around(&client, cb);
+    let a = client.devices()[0].put(&[1f32, 2., 3., 4.], &[4]).unwrap();
+    for _ in 0..3 {
+        let out = within(Duration::from_secs(30), {
+            let (exe, a) = (exe.clone(), a.clone());
+            move || exe.execute(&[&a]).and_then(|o| o[0].to_vec::<f32>())
+        })
+        .unwrap();
+        // main(x) = cb(x) + x, and cb(x) = x + x.
+        assert_eq!(out, [3., 6., 9., 12.]);
+    }
+}
