@@ -1,10 +1,11 @@
 //! The registry actor runs on a thread of its own: a defragment of 10,000 arrays does not
-//! stall the actors on the system thread, so a compile and an upload started while it runs
-//! finish before it does.
+//! stall the actors on the system thread, so a compile and an upload through the memory space's
+//! actor started while it runs finish before it does.
 
 use std::time::{Duration, Instant};
 
 use pjrt_actors::{Client, CompileOptions, HostBuffer};
+use pjrt_actors_core::runtime::block_on;
 
 #[test]
 fn a_compile_and_an_upload_finish_while_a_defragment_of_10000_arrays_runs() {
@@ -41,16 +42,17 @@ fn a_compile_and_an_upload_finish_while_a_defragment_of_10000_arrays_runs() {
                 .unwrap();
             started.elapsed()
         });
+        // The async form: served by the memory space's actor, as the blocking form is not.
         let upload = s.spawn(|| {
-            let a = client
-                .buffer_from_host(
-                    HostBuffer::Copy(&[1, 2, 3, 4]),
-                    pjrt_actors::ElementType::U8,
-                    &[4],
-                    &device,
-                    None,
-                )
-                .unwrap();
+            let a = block_on(client.buffer_from_host_async(
+                HostBuffer::Copy(&[1, 2, 3, 4]),
+                pjrt_actors::ElementType::U8,
+                &[4],
+                &device,
+                None,
+            ))
+            .unwrap()
+            .unwrap();
             assert_eq!(a.to_vec::<u8>().unwrap(), [1, 2, 3, 4]);
             started.elapsed()
         });

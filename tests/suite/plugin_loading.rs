@@ -111,15 +111,27 @@ fn a_plugin_of_another_major_or_too_old() {
     );
 }
 
+/// Clients of one plugin share its one loaded instance, however its path is spelled: a client
+/// opened through a symlink to the plugin holds the very `Plugin` loaded from the real path
+/// (its reference count grows), not a second load of the same file.
 #[test]
 fn the_plugin_is_loaded_once_and_shared() {
+    use pjrt_actors_core::pjrt::Plugin;
+    use std::sync::Arc;
     let a = Client::open().unwrap();
-    let b = Client::builder()
-        .plugin_path(a.plugin_path())
-        .open()
-        .unwrap();
-    assert_eq!(a.plugin_path(), b.plugin_path());
-    assert_eq!(a.plugin_api_version(), b.plugin_api_version());
+    let plugin = Plugin::load(a.plugin_path()).unwrap();
+    let link = common::scratch_dir("plugin-link").join("linked_plugin.so");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(a.plugin_path(), &link).unwrap();
+    assert!(Arc::ptr_eq(&plugin, &Plugin::load(&link).unwrap()));
+    let held_before = Arc::strong_count(&plugin);
+    let b = Client::builder().plugin_path(&link).open().unwrap();
+    assert!(
+        Arc::strong_count(&plugin) > held_before,
+        "the client opened through {} holds a plugin of its own",
+        link.display()
+    );
+    assert_eq!(b.plugin_api_version(), a.plugin_api_version());
 }
 
 /// `scripts/test` names the plugin each of its suite runs is meant to be on
