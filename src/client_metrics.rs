@@ -1,13 +1,13 @@
 //! The client's own metrics in the Prometheus text format: what each device actor served and
 //! holds in flight, and what each memory space's account holds against its budget.
 
-use std::fmt::Write as _;
 use std::future::Future;
 
 use pjrt_actors_core::Result;
 use pjrt_actors_core::actors::device::DeviceWorkStats;
 
 use crate::handles::{Client, wait};
+use crate::prometheus::{Exposition, Kind};
 
 impl Client {
     /// The client's metrics, in the Prometheus text exposition format: per addressable device
@@ -38,7 +38,7 @@ impl Client {
 /// Each device metric: name, type, help, and its value from a device's statistics.
 type DeviceMetric = (
     &'static str,
-    &'static str,
+    Kind,
     &'static str,
     fn(&DeviceWorkStats) -> f64,
 );
@@ -46,66 +46,66 @@ type DeviceMetric = (
 const DEVICE_METRICS: [DeviceMetric; 9] = [
     (
         "pjrt_device_executes_total",
-        "counter",
+        Kind::Counter,
         "Async executes the device's actor ran.",
         |s| s.executes as f64,
     ),
     (
         "pjrt_device_failed_total",
-        "counter",
+        Kind::Counter,
         "Of those, the ones that failed.",
         |s| s.failed as f64,
     ),
     (
         "pjrt_device_reads_total",
-        "counter",
+        Kind::Counter,
         "Async reads to the host.",
         |s| s.reads as f64,
     ),
     (
         "pjrt_device_busy_seconds_total",
-        "counter",
+        Kind::Counter,
         "Time the actor spent serving them.",
         |s| s.busy.as_secs_f64(),
     ),
     (
         "pjrt_device_queue_wait_seconds_total",
-        "counter",
+        Kind::Counter,
         "Time executes waited in the mailbox.",
         |s| s.queue_wait.as_secs_f64(),
     ),
     (
         "pjrt_device_max_queue_wait_seconds",
-        "gauge",
+        Kind::Gauge,
         "The longest such wait.",
         |s| s.max_queue_wait.as_secs_f64(),
     ),
     (
         "pjrt_device_in_flight",
-        "gauge",
+        Kind::Gauge,
         "Async executes sent and not yet computed.",
         |s| s.in_flight as f64,
     ),
     (
         "pjrt_device_frees_deferred_total",
-        "counter",
+        Kind::Counter,
         "Deleted arrays whose buffer was in use, freed by the device's actor later.",
         |s| s.frees_deferred as f64,
     ),
     (
         "pjrt_device_pending_frees",
-        "gauge",
+        Kind::Gauge,
         "Of those, the ones still in use.",
         |s| s.pending_frees as f64,
     ),
 ];
 
 fn render(client: &Client, stats: &[(i32, DeviceWorkStats)]) -> String {
-    let mut out = String::new();
+    let mut page = Exposition::new();
     for (name, kind, help, value) in DEVICE_METRICS {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        page.family(name, kind, help);
         for (id, s) in stats {
-            let _ = writeln!(out, "{name}{{device=\"{id}\"}} {}", value(s));
+            page.sample(name, &[("device", &id.to_string())], value(s));
         }
     }
     let mut memories: Vec<_> = (client.local_devices().iter())
@@ -113,27 +113,34 @@ fn render(client: &Client, stats: &[(i32, DeviceWorkStats)]) -> String {
         .collect();
     memories.sort_by_key(|m| m.id());
     memories.dedup();
-    let labels = |m: &crate::MemorySpace| format!("memory=\"{}\",kind=\"{}\"", m.id(), m.kind());
-    let _ = writeln!(
-        out,
-        "# HELP pjrt_memory_bytes_held Bytes this client's arrays hold in the memory space.\n# TYPE pjrt_memory_bytes_held gauge"
+    let labels = |m: &crate::MemorySpace| [m.id().to_string(), m.kind().to_string()];
+    page.family(
+        "pjrt_memory_bytes_held",
+        Kind::Gauge,
+        "Bytes this client's arrays hold in the memory space.",
     );
     for m in &memories {
-        let _ = writeln!(
-            out,
-            "pjrt_memory_bytes_held{{{}}} {}",
-            labels(m),
-            m.bytes_held()
+        let [id, kind] = labels(m);
+        page.sample(
+            "pjrt_memory_bytes_held",
+            &[("memory", &id), ("kind", &kind)],
+            m.bytes_held(),
         );
     }
-    let _ = writeln!(
-        out,
-        "# HELP pjrt_memory_budget_bytes The budget set on the memory space.\n# TYPE pjrt_memory_budget_bytes gauge"
+    page.family(
+        "pjrt_memory_budget_bytes",
+        Kind::Gauge,
+        "The budget set on the memory space.",
     );
     for m in &memories {
         if let Some(budget) = m.budget() {
-            let _ = writeln!(out, "pjrt_memory_budget_bytes{{{}}} {budget}", labels(m));
+            let [id, kind] = labels(m);
+            page.sample(
+                "pjrt_memory_budget_bytes",
+                &[("memory", &id), ("kind", &kind)],
+                budget,
+            );
         }
     }
-    out
+    page.finish()
 }

@@ -84,6 +84,7 @@ mod executable;
 mod exported_model;
 mod handles;
 pub mod host_data;
+pub mod prometheus;
 pub mod serving;
 /// JAX's serialized `Exported` artifacts: read (`Exported::parse`), and loaded to run
 /// ([`Client::load_exported`](crate::Client::load_exported) gives an `ExportedModel`).

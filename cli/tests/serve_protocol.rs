@@ -453,6 +453,7 @@ fn timeouts_follow_triton_and_past_the_server_limit_grpc_says_deadline_exceeded(
 fn metrics_count_every_answer_and_escape_model_names() {
     let dir = Scratch::new("serve-metrics");
     dir.write("a\"b/model.mlir", &identity_program("4x2", "f32"));
+    dir.write("plain/model.mlir", &identity_program("4x2", "f32"));
     let server = Server::start(&[
         "--model-repository".into(),
         dir.0.display().to_string(),
@@ -518,6 +519,28 @@ fn metrics_count_every_answer_and_escape_model_names() {
         ),
     ] {
         let key = format!("pjrt_actors_server_requests_total{{{labels}}} {want}");
+        assert!(page.lines().any(|l| l == key), "no `{key}` in\n{page}");
+    }
+    // Each family is named once, with all its samples after it, both models' among them: a
+    // scrape refuses a second TYPE line (joined per-model pages had one per model).
+    let mut families = std::collections::BTreeSet::new();
+    let mut family = "";
+    for line in page.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            family = rest.split(' ').next().unwrap();
+            assert!(
+                families.insert(family),
+                "a second TYPE for {family} in\n{page}"
+            );
+        } else if !line.starts_with('#') && !line.is_empty() {
+            assert!(
+                line.starts_with(family),
+                "{line} outside its family {family}"
+            );
+        }
+    }
+    for model in [r#"a\"b"#, "plain"] {
+        let key = format!("pjrt_batcher_queue_depth{{model=\"{model}\"}} 0");
         assert!(page.lines().any(|l| l == key), "no `{key}` in\n{page}");
     }
     for line in page

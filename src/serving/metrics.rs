@@ -2,9 +2,10 @@
 //! written by the batcher's own threads and read by anyone, rendered in the Prometheus text
 //! exposition format.
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
+
+use crate::prometheus::{Exposition, Kind};
 
 /// A histogram with fixed upper bounds (and +Inf), its sum and count.
 pub(crate) struct Histogram {
@@ -36,20 +37,15 @@ impl Histogram {
             .fetch_add((value * 1e6).round().max(0.0) as u64, Relaxed);
     }
 
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
-        let mut cumulative = 0;
-        for (i, count) in self.counts.iter().enumerate() {
-            cumulative += count.load(Relaxed);
-            let le = match self.bounds.get(i) {
-                Some(b) => format!("{b}"),
-                None => "+Inf".to_string(),
-            };
-            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
-        }
-        let sum = self.sum_micro.load(Relaxed) as f64 / 1e6;
-        let _ = writeln!(
-            out,
-            "{name}_sum{{{labels}}} {sum}\n{name}_count{{{labels}}} {cumulative}"
+    fn render(&self, page: &mut Exposition, name: &str, model: &str) {
+        let counts: Vec<u64> = self.counts.iter().map(|c| c.load(Relaxed)).collect();
+        page.histogram(
+            name,
+            &[("model", model)],
+            &self.bounds,
+            counts.iter().copied(),
+            counts.iter().sum(),
+            self.sum_micro.load(Relaxed) as f64 / 1e6,
         );
     }
 }
@@ -134,10 +130,6 @@ impl Metrics {
         self.queue_seconds.observe(waited.as_secs_f64());
     }
 
-    fn labels(&self) -> String {
-        format!("model=\"{}\"", label_value(&self.model))
-    }
-
     fn histograms(&self) -> [&Histogram; 4] {
         [
             &self.batch_rows,
@@ -165,79 +157,52 @@ const HISTOGRAMS: [(&str, &str); 4] = [
 ];
 
 /// The Prometheus text exposition of every metric of these batchers: each family's HELP and
-/// `text` as a Prometheus label value: backslash, double quote and newline escaped, as the
-/// text format asks, so that no name (a model folder named `a"b`) breaks the page or forges a
-/// label.
-pub fn label_value(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// TYPE once, then one sample set per model, labelled with its name.
 pub(crate) fn render(all: &[&Metrics]) -> String {
-    let mut out = String::new();
-    let header = |out: &mut String, name: &str, help: &str, kind: &str| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    };
-    header(
-        &mut out,
+    let mut page = Exposition::new();
+    page.family(
         "pjrt_batcher_queue_depth",
+        Kind::Gauge,
         "Requests waiting in the queue.",
-        "gauge",
     );
     for m in all {
-        let _ = writeln!(
-            out,
-            "pjrt_batcher_queue_depth{{{}}} {}",
-            m.labels(),
-            m.queued.load(Relaxed)
-        );
+        let model = [("model", m.model.as_str())];
+        page.sample("pjrt_batcher_queue_depth", &model, m.queued.load(Relaxed));
     }
-    header(
-        &mut out,
+    page.family(
         "pjrt_batcher_requests_total",
+        Kind::Counter,
         "Requests by how they ended.",
-        "counter",
     );
     for m in all {
-        for (i, (_, name)) in OUTCOMES.iter().enumerate() {
-            let n = m.outcomes[i].load(Relaxed);
-            let _ = writeln!(
-                out,
-                "pjrt_batcher_requests_total{{{},outcome=\"{name}\"}} {n}",
-                m.labels()
+        for (i, (_, outcome)) in OUTCOMES.iter().enumerate() {
+            page.sample(
+                "pjrt_batcher_requests_total",
+                &[("model", m.model.as_str()), ("outcome", outcome)],
+                m.outcomes[i].load(Relaxed),
             );
         }
     }
-    header(
-        &mut out,
+    page.family(
         "pjrt_batcher_batches_total",
+        Kind::Counter,
         "Batches executed.",
-        "counter",
     );
     for m in all {
-        let _ = writeln!(
-            out,
-            "pjrt_batcher_batches_total{{{}}} {}",
-            m.labels(),
-            m.batches.load(Relaxed)
+        let model = [("model", m.model.as_str())];
+        page.sample(
+            "pjrt_batcher_batches_total",
+            &model,
+            m.batches.load(Relaxed),
         );
     }
     for (k, (name, help)) in HISTOGRAMS.iter().enumerate() {
-        header(&mut out, name, help, "histogram");
+        page.family(name, Kind::Histogram, help);
         for m in all {
-            m.histograms()[k].render(&mut out, name, &m.labels());
+            m.histograms()[k].render(&mut page, name, &m.model);
         }
     }
-    out
+    page.finish()
 }
 
 #[cfg(test)]
@@ -274,16 +239,5 @@ mod tests {
     fn a_model_name_is_escaped_in_labels() {
         let m = Metrics::new("a\"b", &[1]);
         assert!(render(&[&m]).contains("model=\"a\\\"b\""));
-        // Each character the text format escapes, and nothing else.
-        let cases = [
-            ("lm", "lm"),
-            ("a\"b", "a\\\"b"),
-            ("a\\b", "a\\\\b"),
-            ("a\nb", "a\\nb"),
-            ("é", "é"),
-        ];
-        for (name, want) in cases {
-            assert_eq!(label_value(name), want, "{name:?}");
-        }
     }
 }

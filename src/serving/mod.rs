@@ -22,7 +22,6 @@ use crate::host_data::HostData;
 use crate::{ArrayType, Client, Error, Result};
 use admission::Admission;
 pub use batch_model::BatchModel;
-pub use metrics::label_value;
 use metrics::{Metrics, Outcome};
 pub use queue::Priority;
 use request::{Msg, Pending};
@@ -351,7 +350,7 @@ impl Batcher {
 
     /// The batcher's metrics in the Prometheus text exposition format.
     pub fn metrics(&self) -> String {
-        metrics::render(&[&self.inner.metrics])
+        metrics_text(&[self])
     }
 
     /// Stops taking requests and stops, draining or failing what is queued; returns when the
@@ -429,7 +428,14 @@ impl ModelServer {
 
     /// Every model's metrics in one Prometheus exposition.
     pub fn metrics(&self) -> String {
-        let all: Vec<&Metrics> = self.models.iter().map(|b| &*b.inner.metrics).collect();
-        metrics::render(&all)
+        metrics_text(&self.models.iter().collect::<Vec<_>>())
     }
+}
+
+/// The metrics of several batchers in one Prometheus exposition: each family's HELP and TYPE
+/// once, then every batcher's samples, labelled by model. Pages of `Batcher::metrics` joined
+/// would name each family once per batcher, which a Prometheus scrape refuses.
+pub fn metrics_text(batchers: &[&Batcher]) -> String {
+    let all: Vec<&Metrics> = batchers.iter().map(|b| &*b.inner.metrics).collect();
+    metrics::render(&all)
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use pjrt_actors::ElementType;
 use pjrt_actors::host_data::HostData;
+use pjrt_actors::prometheus::Exposition;
 use pjrt_actors::serving::{Batcher, InferRequest, Priority};
 
 use super::error::ServeError;
@@ -132,12 +133,10 @@ impl Models {
 
     /// The Prometheus text: the request metrics, then each batcher's own.
     pub fn metrics_text(&self) -> String {
-        let mut out = String::new();
-        self.metrics.render(&mut out);
-        for m in self.by_name.values() {
-            out += &m.batcher.metrics();
-        }
-        out
+        let mut page = Exposition::new();
+        self.metrics.render(&mut page);
+        let batchers: Vec<&Batcher> = self.by_name.values().map(|m| &m.batcher).collect();
+        page.finish() + &pjrt_actors::serving::metrics_text(&batchers)
     }
 
     pub fn is_ready(&self) -> bool {

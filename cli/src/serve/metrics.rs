@@ -3,11 +3,10 @@
 //! written as Prometheus text with every label value escaped.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use pjrt_actors::serving::label_value;
+use pjrt_actors::prometheus::{Exposition, Kind};
 
 /// Upper bounds (seconds) of the request latency histogram's buckets.
 const BUCKETS: [f64; 12] = [
@@ -49,38 +48,37 @@ impl RequestMetrics {
     }
 
     /// The Prometheus text of the counts, then the latency histograms.
-    pub fn render(&self, out: &mut String) {
+    pub fn render(&self, page: &mut Exposition) {
         let by_key = self.by_key.lock().unwrap_or_else(|p| p.into_inner());
-        let labels = |(model, protocol, outcome): &(String, &str, &str)| {
-            format!(
-                "model=\"{}\",protocol=\"{protocol}\",outcome=\"{outcome}\"",
-                label_value(model)
-            )
-        };
-        out.push_str("# HELP pjrt_actors_server_requests_total Inference requests by model, protocol and outcome.\n# TYPE pjrt_actors_server_requests_total counter\n");
-        for (key, l) in by_key.iter() {
-            let _ = writeln!(
-                out,
-                "pjrt_actors_server_requests_total{{{}}} {}",
-                labels(key),
-                l.count
-            );
+        fn labels<'a>(key: &'a (String, &'static str, &'static str)) -> [(&'a str, &'a str); 3] {
+            let (model, protocol, outcome) = key;
+            [
+                ("model", model),
+                ("protocol", protocol),
+                ("outcome", outcome),
+            ]
         }
-        out.push_str("# HELP pjrt_actors_server_request_seconds Inference request latency, arrival to answer.\n# TYPE pjrt_actors_server_request_seconds histogram\n");
+        page.family(
+            "pjrt_actors_server_requests_total",
+            Kind::Counter,
+            "Inference requests by model, protocol and outcome.",
+        );
         for (key, l) in by_key.iter() {
-            let labels = labels(key);
-            let mut cumulative = 0;
-            for (b, n) in BUCKETS.iter().zip(&l.buckets) {
-                cumulative += n;
-                let _ = writeln!(
-                    out,
-                    "pjrt_actors_server_request_seconds_bucket{{{labels},le=\"{b}\"}} {cumulative}"
-                );
-            }
-            let _ = writeln!(
-                out,
-                "pjrt_actors_server_request_seconds_bucket{{{labels},le=\"+Inf\"}} {}\npjrt_actors_server_request_seconds_sum{{{labels}}} {}\npjrt_actors_server_request_seconds_count{{{labels}}} {}",
-                l.count, l.sum, l.count
+            page.sample("pjrt_actors_server_requests_total", &labels(key), l.count);
+        }
+        page.family(
+            "pjrt_actors_server_request_seconds",
+            Kind::Histogram,
+            "Inference request latency, arrival to answer.",
+        );
+        for (key, l) in by_key.iter() {
+            page.histogram(
+                "pjrt_actors_server_request_seconds",
+                &labels(key),
+                &BUCKETS,
+                l.buckets,
+                l.count,
+                l.sum,
             );
         }
     }
@@ -96,8 +94,9 @@ mod tests {
         m.record("a\"b".into(), "http", "ok", Duration::from_millis(2));
         m.record("a\"b".into(), "http", "ok", Duration::from_secs(9));
         m.record("(unknown)".into(), "grpc", "not_found", Duration::ZERO);
-        let mut text = String::new();
-        m.render(&mut text);
+        let mut page = Exposition::new();
+        m.render(&mut page);
+        let text = page.finish();
         for want in [
             "pjrt_actors_server_requests_total{model=\"a\\\"b\",protocol=\"http\",outcome=\"ok\"} 2",
             "pjrt_actors_server_requests_total{model=\"(unknown)\",protocol=\"grpc\",outcome=\"not_found\"} 1",
