@@ -251,13 +251,20 @@ pub fn identity_program(rows_and_dims: &str, ty: &str) -> String {
     )
 }
 
-/// The python of the venv holding tritonclient (scripts/triton-venv makes it).
+/// The python of the venv holding tritonclient (scripts/triton-venv makes it), asked once per
+/// test process.
 pub fn triton_python() -> String {
-    let o = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/triton-venv"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
+    static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let o =
+                Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/triton-venv"))
+                    .output()
+                    .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            String::from_utf8_lossy(&o.stdout).trim().to_string()
+        })
+        .clone()
 }
 
 /// Runs cli/tests/data/grpc_cases.py against the server's gRPC port: one JSON answer per case
