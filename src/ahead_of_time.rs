@@ -5,9 +5,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use pjrt_actors_core::actors::client::CreateTopology;
-use pjrt_actors_core::actors::compile_service::ForgetCompiled;
-use pjrt_actors_core::actors::compiler::CompileAhead;
 use pjrt_actors_core::compile::CompileOptions;
 use pjrt_actors_core::envelope;
 use pjrt_actors_core::executable::ExecutableMeta;
@@ -56,7 +53,7 @@ impl CompileRequest {
         let executable = Executable::from_loaded(&loaded)?;
         drop(loaded);
         if !loaded_before {
-            shared.route_plain(ForgetCompiled(key)).await?;
+            shared.compile_service().forget(key).await?;
         }
         Ok(executable)
     }
@@ -131,10 +128,7 @@ impl Client {
         let options = (options.iter())
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect();
-        self.shared.route(CreateTopology {
-            name: name.to_string(),
-            options,
-        })
+        (self.shared.compiler_pool()).create_topology(name.to_string(), options)
     }
 }
 
@@ -239,14 +233,12 @@ fn compile_ahead(
     check_program_for(program, &snap.platform_name, snap.plugin_api_version)?;
     let options = &options.for_program(&pjrt_actors_core::spmd::read(program))?;
     let proto = options.to_bytes(&state.device_facts())?;
-    let job = CompileAhead {
-        code: program.clone(),
-        options: proto.clone(),
-        portable: options.portable,
-        topology: (!own).then(|| topology.serialized.clone()),
-        span: tracing::Span::current(),
-    };
-    let compiled = client.shared.route(job);
+    let compiled = client.shared.compiler_pool().compile_ahead(
+        program.clone(),
+        proto.clone(),
+        options.portable,
+        (!own).then(|| topology.serialized.clone()),
+    );
     let (program, version) = (program.clone(), plugin_stablehlo(&snap.plugin_attributes));
     let (identity, portable) = (state.identity().to_string(), options.portable);
     let serialized = topology.serialized.clone();

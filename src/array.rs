@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use std::future::Future;
 
-use pjrt_actors_core::actors::device::{CopyRequest, ReadRequest};
-use pjrt_actors_core::actors::memory_space::UploadRequest;
+use pjrt_actors_core::actors::memory_space::AsyncUpload;
 use pjrt_actors_core::buffers::{ArrayCore, BufferSlot};
 use pjrt_actors_core::dtype::{ElementType, byte_size};
 use pjrt_actors_core::pjrt::{HostData, NativeType, SharedBytes, zeroed_vec};
@@ -16,7 +15,7 @@ use pjrt_actors_core::site::Site;
 use pjrt_actors_core::state::Upload;
 use pjrt_actors_core::{Error, Result};
 
-use crate::handles::{Array, Client, Device, MemorySpace, Shared, ask, guard_of};
+use crate::handles::{Array, Client, Device, MemorySpace, Shared, guard_of};
 
 /// Host memory handed to an upload, and how long the plugin may read it. The lifetimes make
 /// misuse a compile error: a borrow is read during the call only; anything the plugin reads
@@ -187,8 +186,7 @@ impl Client {
         let (client, dims, explicit_memory) = (self.clone(), dims.to_vec(), memory.is_some());
         async move {
             let (device, memory) = checked?;
-            let (reply, answer) = tokio::sync::oneshot::channel();
-            let request = UploadRequest {
+            let upload = AsyncUpload {
                 owner: client.shared.clone(),
                 site,
                 data,
@@ -196,13 +194,12 @@ impl Client {
                 dims,
                 device,
                 explicit_memory,
-                span: tracing::Span::current(),
-                reply,
             };
-            client.shared.memory_actor(memory).do_send(request);
-            // The reply channel is the request's own: a caller that drops this future is seen
-            // as gone by an upload still waiting for room, which is then never made.
-            Ok(Array::new(answer.await.map_err(|_| Error::ShutDown)??))
+            // A caller that drops this future is seen as gone by an upload still waiting for
+            // room, which is then never made.
+            Ok(Array::new(
+                client.shared.memory(memory).upload(upload).await?,
+            ))
         }
     }
 
@@ -364,12 +361,9 @@ impl Array {
     /// The async form of [`to_bytes`](Self::to_bytes): the read is served by the array's
     /// device actor, in order with the other work sent to that device.
     pub fn to_bytes_async(&self) -> impl Future<Output = Result<Vec<u8>>> + use<> {
-        let request = ReadRequest {
-            array: self.core.clone(),
-            span: tracing::Span::current(),
-        };
-        let actor = self.shared().device_actor(self.slot().device).cloned();
-        async move { ask(&actor?, request).await }
+        let shared = self.shared();
+        let read = (shared.device(self.slot().device)).map(|actor| actor.read(self.core.clone()));
+        async move { read?.await }
     }
 
     /// Copies the array to another device (its default memory space).
@@ -428,21 +422,11 @@ impl Array {
         to_memory: bool,
     ) -> impl Future<Output = Result<Array>> + use<> {
         let shared = self.shared();
-        let request = to.and_then(|to| {
-            let actor = shared.device_actor(self.slot().device)?.clone();
-            let request = CopyRequest {
-                array: self.core.clone(),
-                to,
-                to_memory,
-                site: shared.state().site(),
-                span: tracing::Span::current(),
-            };
-            Ok((actor, request))
+        let copy = to.and_then(|to| {
+            let actor = shared.device(self.slot().device)?;
+            Ok(actor.copy(self.core.clone(), to, to_memory, shared.state().site()))
         });
-        async move {
-            let (actor, request) = request?;
-            Ok(Array::new(ask(&actor, request).await?))
-        }
+        async move { Ok(Array::new(copy?.await?)) }
     }
 }
 

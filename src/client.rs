@@ -6,13 +6,12 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use pjrt_actors_core::actors::client::GetTopology;
-use pjrt_actors_core::actors::registry::{Defragment, DefragmentReport, HeapProfile};
+use pjrt_actors_core::actors::registry::DefragmentReport;
 use pjrt_actors_core::pjrt::{DmaMapping, Layout, NamedValue, SharedBytes};
 use pjrt_actors_core::{ClientSnapshot, ClientState, Error, Result, TopologyDescription};
 
 use crate::client_builder::ClientBuilder;
-use crate::handles::{Array, Client, Device, ask, wait, yield_once};
+use crate::handles::{Array, Client, Device, wait, yield_once};
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -216,8 +215,7 @@ impl Client {
     /// the buffer-registry actor, which owns whole-registry work (a profile is not routed: the
     /// client actor would only forward it).
     pub fn heap_profile_async(&self) -> impl Future<Output = Result<Vec<u8>>> + use<> {
-        let span = tracing::Span::current();
-        ask(self.shared.registry_actor(), HeapProfile { span })
+        self.shared.registry().heap_profile()
     }
 
     /// Moves every live buffer, on any backend: copies each to host, frees its device copy,
@@ -230,19 +228,17 @@ impl Client {
         wait(self.defragment_async())
     }
 
-    /// The async form of [`defragment`](Self::defragment): the request goes through the
-    /// client actor to the buffer-registry actor.
+    /// The async form of [`defragment`](Self::defragment): the request goes straight to the
+    /// buffer-registry actor, which owns whole-registry work.
     pub fn defragment_async(&self) -> impl Future<Output = Result<DefragmentReport>> + use<> {
-        let span = tracing::Span::current();
-        self.shared.route(Defragment { span })
+        self.shared.registry().defragment()
     }
 
     /// Test support: a defragment whose uploads fail once `succeed` of them have succeeded.
     #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
     pub fn defragment_failing_after(&self, succeed: usize) -> Result<DefragmentReport> {
-        use pjrt_actors_core::actors::registry::DefragmentFailingAfter;
-        wait(self.shared.route(DefragmentFailingAfter { succeed }))
+        wait(self.shared.registry().defragment_failing_after(succeed))
     }
 
     /// The plugin's default layout for `dtype` × `dims` on `device` (its Layouts extension;
@@ -309,10 +305,7 @@ impl Client {
         let read = (state.check_open())
             .map(|()| state.topology_description().cloned())
             .transpose();
-        let span = tracing::Span::current();
-        let asked = read
-            .is_none()
-            .then(|| self.shared.route(GetTopology { span }));
+        let asked = (read.is_none()).then(|| self.shared.compiler_pool().topology());
         async move {
             match (read, asked) {
                 (Some(read), _) => read,

@@ -3,8 +3,8 @@
 
 use std::future::Future;
 
+use crate::DeviceWorkStats;
 use pjrt_actors_core::Result;
-use pjrt_actors_core::actors::device::DeviceWorkStats;
 
 use crate::handles::{Client, wait};
 use crate::prometheus::{Exposition, Kind};

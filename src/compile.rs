@@ -7,8 +7,7 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
 
-use pjrt_actors_core::actors::client::{LiveExecutables, Load};
-use pjrt_actors_core::actors::compile_service::{ClearMemoryCache, CompileSpec, Submit};
+use pjrt_actors_core::actors::compile_service::CompileSpec;
 use pjrt_actors_core::callbacks::HostCallback;
 use pjrt_actors_core::compile::{CompileOptions, encode_options};
 pub use pjrt_actors_core::compile_cache::CancelToken;
@@ -17,7 +16,6 @@ use pjrt_actors_core::executable::ExecutableCore;
 use pjrt_actors_core::program_check::{check_program_for, explain_parse_failure, plugin_stablehlo};
 use pjrt_actors_core::site::Site;
 use pjrt_actors_core::{Error, Result};
-use tokio::sync::oneshot;
 
 use crate::handles::{Caller, Client, LoadedExecutable, Shared, wait};
 
@@ -162,25 +160,21 @@ impl CompileRequest {
         } else {
             state.try_acquire_compile_slot()?
         };
-        let (reply, answer) = oneshot::channel();
-        self.shared.route_detached(Submit {
-            spec: CompileSpec {
-                site: self.site.clone(),
-                key,
-                code: self.program.clone(),
-                options: proto,
-                span: tracing::Span::current(),
-            },
-            reply,
-            cancel: self.cancel.clone(),
-        });
-        until_cancelled(answer, cancel)
-            .await?
-            .map_err(|_| Error::ShutDown)?
-            .map_err(|e| {
-                let version = plugin_stablehlo(&snap.plugin_attributes);
-                explain_parse_failure(e, &self.program, &version)
-            })
+        let spec = CompileSpec {
+            site: self.site.clone(),
+            key,
+            code: self.program.clone(),
+            options: proto,
+            span: tracing::Span::current(),
+        };
+        let answer = self
+            .shared
+            .compile_service()
+            .submit(spec, self.cancel.clone());
+        until_cancelled(answer, cancel).await?.map_err(|e| {
+            let version = plugin_stablehlo(&snap.plugin_attributes);
+            explain_parse_failure(e, &self.program, &version)
+        })
     }
 }
 
@@ -225,18 +219,12 @@ impl Client {
                 Some(o) => o.to_bytes(&state.device_facts())?,
                 None => envelope.options,
             };
-            Ok(Load {
-                payload: envelope.payload,
-                options,
-                portable: envelope.portable,
-                site,
-                span: tracing::Span::current(),
-            })
+            let pool = self.shared.compiler_pool();
+            Ok(pool.load(envelope.payload, options, envelope.portable, site))
         });
         let (shared, callbacks) = (self.shared.clone(), callbacks.to_vec());
         async move {
-            let core =
-                (shared.route(load?).await).map_err(|e| e.with_context(|| caller.describe()))?;
+            let core = (load?.await).map_err(|e| e.with_context(|| caller.describe()))?;
             LoadedExecutable::bind(shared, core, callbacks).await
         }
     }
@@ -279,7 +267,7 @@ impl Client {
     /// The async form of [`clear_compile_cache`](Self::clear_compile_cache): the compile
     /// service, which owns the cache, clears it.
     pub fn clear_compile_cache_async(&self) -> impl Future<Output = Result<usize>> + use<> {
-        self.shared.route_plain(ClearMemoryCache)
+        self.shared.compile_service().clear_memory_cache()
     }
 
     /// Every loaded executable still alive (py_client's `live_executables`), including those
@@ -293,7 +281,7 @@ impl Client {
     pub fn live_executables_async(
         &self,
     ) -> impl Future<Output = Result<Vec<LoadedExecutable>>> + use<> {
-        let (shared, listing) = (self.shared.clone(), self.shared.route(LiveExecutables));
+        let (shared, listing) = (self.shared.clone(), self.shared.router().live_executables());
         async move {
             Ok((listing.await?.into_iter())
                 .map(|(core, set)| LoadedExecutable::new(shared.clone(), core, set))

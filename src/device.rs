@@ -6,13 +6,12 @@ use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use pjrt_actors_core::actors::device::{DeviceWorkStats, GetMemoryStats, GetWorkStats};
-use pjrt_actors_core::actors::memory_space::{DescribeMemory, SetBudget};
+use pjrt_actors_core::actors::device::{DeviceHandle, DeviceWorkStats};
 use pjrt_actors_core::pjrt::{DeviceMemoryStats, NamedValue};
 use pjrt_actors_core::{DeviceSnapshot, MemorySnapshot};
 use pjrt_actors_core::{Error, Result};
 
-use crate::handles::{Client, Device, MemorySpace, Shared, ask, wait};
+use crate::handles::{Client, Device, MemorySpace, Shared, wait};
 
 impl Device {
     pub(crate) fn new(shared: Arc<Shared>, index: usize) -> Self {
@@ -114,10 +113,8 @@ impl Device {
             })
     }
 
-    pub(crate) fn actor(
-        &self,
-    ) -> Result<&actix::Addr<pjrt_actors_core::actors::device::DeviceActor>> {
-        self.shared.device_actor(self.index)
+    pub(crate) fn actor(&self) -> Result<DeviceHandle<'_>> {
+        self.shared.device(self.index)
     }
 
     /// The memory kinds the device supports and which is its default: the plugin's memory
@@ -149,7 +146,7 @@ impl Device {
     #[doc(hidden)]
     pub fn poison_actor(&self) -> Result<()> {
         self.shared.refuse_blocking_on_device(self.index)?;
-        wait(ask(self.actor()?, pjrt_actors_core::actors::device::Poison))
+        wait(self.actor()?.poison())
     }
 
     /// The device allocator's statistics, asked of the device actor; `None` where the plugin
@@ -163,9 +160,8 @@ impl Device {
     pub fn memory_stats_async(
         &self,
     ) -> impl Future<Output = Result<Option<DeviceMemoryStats>>> + use<> {
-        let span = tracing::Span::current();
-        let actor = self.actor().cloned();
-        async move { ask(&actor?, GetMemoryStats { span }).await }
+        let asked = self.actor().map(DeviceHandle::memory_stats);
+        async move { asked?.await }
     }
 
     /// What this device's actor has served: async executes (and how many failed), async
@@ -179,8 +175,8 @@ impl Device {
 
     /// The async form of [`work_stats`](Self::work_stats).
     pub fn work_stats_async(&self) -> impl Future<Output = Result<DeviceWorkStats>> + use<> {
-        let actor = self.actor().cloned();
-        async move { ask(&actor?, GetWorkStats).await }
+        let asked = self.actor().map(DeviceHandle::work_stats);
+        async move { asked?.await }
     }
 }
 
@@ -299,11 +295,7 @@ impl MemorySpace {
 
     /// The async form of [`describe`](Self::describe).
     pub fn describe_async(&self) -> impl Future<Output = Result<(String, Vec<i32>)>> + use<> {
-        let span = tracing::Span::current();
-        let request = ask(
-            self.shared.memory_actor(self.index),
-            DescribeMemory { span },
-        );
+        let request = self.shared.memory(self.index).describe();
         async move {
             let (desc, devices) = request.await?;
             Ok((desc.kind, devices))
@@ -338,7 +330,7 @@ impl MemorySpace {
         budget: Option<u64>,
     ) -> impl Future<Output = Result<()>> + use<> {
         let check = self.shared.state().check_open();
-        let request = ask(self.shared.memory_actor(self.index), SetBudget(budget));
+        let request = self.shared.memory(self.index).set_budget(budget);
         async move {
             check?;
             request.await

@@ -7,11 +7,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use smallvec::SmallVec;
-use tokio::sync::oneshot;
-
-use pjrt_actors_core::actors::client::BindCallbacks;
-use pjrt_actors_core::actors::device::ExecuteRequest;
+use pjrt_actors_core::actors::device::Run;
 use pjrt_actors_core::buffers::ArrayCore;
 use pjrt_actors_core::callbacks::{CallbackSet, HostCallback};
 use pjrt_actors_core::envelope::{self, Envelope};
@@ -20,6 +16,7 @@ use pjrt_actors_core::execute::{Outputs as CoreOutputs, caller_context};
 use pjrt_actors_core::pjrt::{ArrayType, CompiledMemoryStats, NamedValue};
 use pjrt_actors_core::registry::ExecutableId;
 use pjrt_actors_core::{Error, Result};
+use smallvec::SmallVec;
 
 use crate::handles::{Array, Caller, Client, Device, LoadedExecutable, Shared, wait};
 
@@ -53,11 +50,7 @@ impl LoadedExecutable {
         if core.meta.callback_ids.is_empty() && callbacks.is_empty() {
             return Ok(LoadedExecutable::new(shared, core, None));
         }
-        let bind = BindCallbacks {
-            executable: core.clone(),
-            callbacks,
-        };
-        let set = shared.route(bind).await?;
+        let set = (shared.router().bind_callbacks(core.clone(), callbacks)).await?;
         Ok(LoadedExecutable::new(shared, core, Some(set)))
     }
 
@@ -255,8 +248,7 @@ impl LoadedExecutable {
         least_loaded: bool,
     ) -> impl Future<Output = Result<CoreOutputs>> + use<> {
         let site = self.shared.state().site();
-        let (reply, answer) = oneshot::channel();
-        let request = self.portable_device(device).and_then(|portable_device| {
+        let run = self.portable_device(device).and_then(|portable_device| {
             if least_loaded && !self.core.meta.portable {
                 return Err(Error::InvalidArgument(format!(
                     "`{}` is not portable: it runs on the devices it was compiled for",
@@ -268,25 +260,17 @@ impl LoadedExecutable {
                 self.cores(list)?;
                 args.push(list.iter().map(|a| a.core.clone()).collect());
             }
-            Ok(ExecuteRequest {
+            Ok(self.shared.router().execute(Run {
                 owner: self.owner.clone(),
                 executable: self.core.clone(),
                 args,
                 portable_device,
                 least_loaded,
-                slot: None,
                 callbacks: self.callbacks.clone(),
                 site,
-                span: tracing::Span::current(),
-                sent: std::time::Instant::now(),
-                reply,
-            })
+            }))
         });
-        let shared = self.shared.clone();
-        async move {
-            shared.route_detached(request?);
-            answer.await.map_err(|_| Error::ShutDown)?
-        }
+        async move { run?.await }
     }
 
     /// Runs a single-device executable on the calling thread; returns its outputs.

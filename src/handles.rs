@@ -5,13 +5,10 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use actix::dev::ToEnvelope;
-use actix::{Actor, Addr, Handler, Message};
 use pjrt_actors_core::buffers::{ArrayCore, ArrayOwner};
 use pjrt_actors_core::callbacks::CallbackSet;
 use pjrt_actors_core::executable::ExecutableCore;
 use pjrt_actors_core::runtime::block_on;
-use pjrt_actors_core::supervision::mailbox_error;
 use pjrt_actors_core::{ClientGuard, Result};
 
 /// What every handle of one client holds: the state the actors share, their addresses and
@@ -30,19 +27,6 @@ pub(crate) async fn yield_once() {
         }
     })
     .await
-}
-
-/// Sends `msg` to a device or memory-space actor and awaits the answer: the one
-/// implementation behind each such call, whose blocking form runs it under `block_on`.
-pub(crate) fn ask<A, M, T>(addr: &Addr<A>, msg: M) -> impl Future<Output = Result<T>> + use<A, M, T>
-where
-    A: Actor + Handler<M>,
-    A::Context: ToEnvelope<A, M>,
-    M: Message<Result = Result<T>> + Send + 'static,
-    T: Send + 'static,
-{
-    let request = addr.send(msg);
-    async move { request.await.map_err(mailbox_error)? }
 }
 
 /// Runs `work` on a thread of its own named `name`, and resolves to its answer: the async form of

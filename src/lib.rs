@@ -105,6 +105,8 @@ pub use array::HostBuffer;
 pub use client_builder::ClientBuilder;
 pub use compile::{CancelToken, CompileCacheStats, CompileRequest};
 pub use handles::{Array, Client, Device, LoadedExecutable, MemorySpace};
+/// XLA's compile options message (from `pjrt-sys`), for callers who need a field we do not wrap.
+pub use pjrt_actors_core::CompileOptionsProto;
 pub use pjrt_actors_core::TopologyDescription;
 pub use pjrt_actors_core::actors::device::DeviceWorkStats;
 pub use pjrt_actors_core::actors::registry::DefragmentReport;
@@ -133,8 +135,6 @@ pub use pjrt_actors_core::registry::{ArrayId, ExecutableId, Id, kind};
 pub use pjrt_actors_core::sharding::{Mesh, PartitionSpec, Sharding};
 pub use pjrt_actors_core::site::SiteCapture;
 pub use pjrt_actors_core::{Error, PjrtCode, PluginError, Result};
-/// XLA's compile options message (from `pjrt-sys`), for callers who need a field we do not wrap.
-pub use pjrt_sys::protos::xla::CompileOptionsProto;
 pub use sharded::ShardedArray;
 
 /// The README's examples run as doctests, so they cannot rot.

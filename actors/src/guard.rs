@@ -4,22 +4,21 @@
 //! state alone: the last user handle (or array, or request in flight) going is what shuts the
 //! client down, wherever the state still lives.
 
-use std::future::Future;
 use std::sync::Arc;
 
-use actix::dev::ToEnvelope;
-use actix::{Addr, Handler, Message};
+use actix::Addr;
 
-use crate::actors::client::{ClientActor, Routes};
-use crate::actors::device::{DeferFree, DeviceActor};
-use crate::actors::memory_space::MemorySpaceActor;
-use crate::actors::registry::BufferRegistryActor;
+use crate::actors::client::{ClientActor, RouterHandle, Routes};
+use crate::actors::compile_service::CompileServiceHandle;
+use crate::actors::compiler::CompilerPoolHandle;
+use crate::actors::device::DeviceHandle;
+use crate::actors::memory_space::MemoryHandle;
+use crate::actors::registry::RegistryHandle;
 use crate::buffers::{ArrayCore, ArrayOwner, BufferRegistry};
 use crate::error::{Error, Result};
 use crate::memory_account::MemoryAccount;
 use crate::runtime::Runtime;
 use crate::state::ClientState;
-use crate::supervision::mailbox_error;
 
 /// A started client: its runtime, its shared state and the addresses handles send to. Field
 /// order is drop order: the runtime stops (and joins) before the rest is released.
@@ -58,48 +57,33 @@ impl ClientGuard {
         self.runtime.stop();
     }
 
-    /// Sends a control-plane request to the client actor, which routes it on; the future
-    /// resolves to its answer.
-    pub fn route<M, T>(&self, msg: M) -> impl Future<Output = Result<T>> + use<M, T>
-    where
-        ClientActor: Handler<M>,
-        <ClientActor as actix::Actor>::Context: ToEnvelope<ClientActor, M>,
-        M: Message<Result = Result<T>> + Send + 'static,
-        T: Send + 'static,
-    {
-        let request = self.client.send(msg);
-        async move { request.await.map_err(mailbox_error)? }
+    /// The client actor, which routes async executes and keeps callback bindings.
+    pub fn router(&self) -> RouterHandle<'_> {
+        RouterHandle { addr: &self.client }
     }
 
-    /// Sends a request whose answer comes back on a channel of its own (a compile), through
-    /// the client actor.
-    pub fn route_detached<M>(&self, msg: M)
-    where
-        ClientActor: Handler<M>,
-        <ClientActor as actix::Actor>::Context: ToEnvelope<ClientActor, M>,
-        M: Message<Result = ()> + Send + 'static,
-    {
-        self.client.do_send(msg);
+    /// The compile service, which owns the compile queue and the memory cache.
+    pub fn compile_service(&self) -> CompileServiceHandle<'_> {
+        CompileServiceHandle {
+            addr: &self.routes.compile_service,
+        }
     }
 
-    /// Sends a request whose answer is not a `Result` to the client actor.
-    pub fn route_plain<M>(&self, msg: M) -> impl Future<Output = Result<M::Result>> + use<M>
-    where
-        ClientActor: Handler<M>,
-        <ClientActor as actix::Actor>::Context: ToEnvelope<ClientActor, M>,
-        M: Message + Send + 'static,
-        M::Result: Send,
-    {
-        let request = self.client.send(msg);
-        async move { request.await.map_err(mailbox_error) }
+    /// The compiler pool: loads, ahead-of-time compiles, topologies.
+    pub fn compiler_pool(&self) -> CompilerPoolHandle<'_> {
+        CompilerPoolHandle {
+            addr: &self.routes.compiler,
+            state: &self.state,
+        }
     }
 
     /// The actor of device `index`; `Error::InvalidArgument` for a device this process cannot
     /// address.
-    pub fn device_actor(&self, index: usize) -> Result<&Addr<DeviceActor>> {
+    pub fn device(&self, index: usize) -> Result<DeviceHandle<'_>> {
         (self.routes.devices)
             .get(index)
             .and_then(Option::as_ref)
+            .map(|addr| DeviceHandle { addr })
             .ok_or_else(|| {
                 Error::InvalidArgument(format!("device index {index} is not addressable here"))
             })
@@ -124,13 +108,17 @@ impl ClientGuard {
     }
 
     /// The buffer-registry actor.
-    pub fn registry_actor(&self) -> &Addr<BufferRegistryActor> {
-        &self.routes.buffer_registry
+    pub fn registry(&self) -> RegistryHandle<'_> {
+        RegistryHandle {
+            addr: &self.routes.buffer_registry,
+        }
     }
 
     /// The actor of memory space `index`.
-    pub fn memory_actor(&self, index: usize) -> &Addr<MemorySpaceActor> {
-        &self.routes.memories[index]
+    pub fn memory(&self, index: usize) -> MemoryHandle<'_> {
+        MemoryHandle {
+            addr: &self.routes.memories[index],
+        }
     }
 }
 
@@ -148,8 +136,8 @@ impl ArrayOwner for ClientGuard {
     }
 
     fn defer_free(&self, device: usize, array: std::sync::Weak<ArrayCore>) {
-        if let Some(Some(actor)) = self.routes.devices.get(device) {
-            actor.do_send(DeferFree(array));
+        if let Ok(actor) = self.device(device) {
+            actor.defer_free(array);
         }
     }
 

@@ -53,5 +53,7 @@ pub use guard::ClientGuard;
 pub use open::open_client;
 pub use pjrt_actors_fence as pjrt;
 pub use pjrt_actors_fence::dtype;
+/// The compile options XLA reads, as `pjrt-sys` generates them.
+pub use pjrt_sys::protos::xla::CompileOptionsProto;
 pub use state::{ClientSnapshot, ClientState, DeviceSnapshot, MemorySnapshot};
 pub use topology::TopologyDescription;

@@ -175,9 +175,22 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
                 })
             })
             .collect::<Vec<_>>();
-        let memories = (0..st.memories.len())
-            .map(|index| MemorySpaceActor::new(st.clone(), index).start())
-            .collect::<Vec<_>>();
+        // Off the system thread, on one thread of their own: an async upload is a plugin call,
+        // and the system thread's actors (the client actor, the compile service) must never
+        // wait on one.
+        let memories = {
+            let arbiter = tag.new_arbiter();
+            let memories = (0..st.memories.len())
+                .map(|index| {
+                    let st = st.clone();
+                    MemorySpaceActor::start_in_arbiter(&arbiter.handle(), move |_| {
+                        MemorySpaceActor::new(st, index)
+                    })
+                })
+                .collect::<Vec<_>>();
+            arbiters.push(arbiter);
+            memories
+        };
         let (pjrt, pjrt_devices) = (st.pjrt.clone(), st.devices.clone());
         let name = || {
             std::thread::Builder::new()
@@ -205,8 +218,8 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
             devices: devices.into_iter().map(|d| d.map(|(a, _)| a)).collect(),
             memories,
             // On a thread of its own: a defragment or heap profile of many arrays must
-            // not stall the client actor, the compile service and the memory spaces,
-            // which share the system thread.
+            // not stall the client actor and the compile service, which share the system
+            // thread, nor the memory spaces' uploads.
             buffer_registry: {
                 let arbiter = tag.new_arbiter();
                 let st = st.clone();

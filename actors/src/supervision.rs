@@ -61,9 +61,32 @@ where
     result
 }
 
-/// Maps a mailbox failure (the actor is gone) to the error a handle reports.
-pub fn mailbox_error(_: actix::MailboxError) -> Error {
-    Error::ShutDown
+/// Sends `msg` to `addr` and resolves to its answer; a mailbox that is gone (the client shut
+/// down) is `Error::ShutDown`. The one send helper: every actor handle's request that is
+/// answered through actix goes through it.
+pub(crate) fn ask<A, M, T>(
+    addr: &actix::Addr<A>,
+    msg: M,
+) -> impl std::future::Future<Output = Result<T>> + use<A, M, T>
+where
+    A: actix::Actor + actix::Handler<M>,
+    A::Context: actix::dev::ToEnvelope<A, M>,
+    M: actix::Message<Result = Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    let request = addr.send(msg);
+    async move {
+        request
+            .await
+            .map_err(|_: actix::MailboxError| Error::ShutDown)?
+    }
+}
+
+/// Resolves to the answer on `reply`, a request's own channel (for requests answered by
+/// someone other than the actor they were sent to, or after they waited); a channel dropped
+/// unanswered means the client shut down.
+pub(crate) async fn answer<T>(reply: tokio::sync::oneshot::Receiver<Result<T>>) -> Result<T> {
+    reply.await.map_err(|_| Error::ShutDown)?
 }
 
 #[cfg(test)]

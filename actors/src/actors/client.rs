@@ -1,36 +1,47 @@
-//! The client actor: the control plane's router. Compiles, loads, async executes,
-//! defragments and compile-cache clears enter here and go on to the actor that owns
-//! the work (the compile service, the compiler pool, a device actor, the buffer-registry
-//! actor). It owns that route table and the host-callback registrations: which callbacks each
-//! live executable was last bound to, so a listed executable runs with them.
+//! The client actor: the router of async executes and the owner of what routing them needs:
+//! the least-loaded choice, the reservation of each run's slot in its device's queue, and the
+//! host-callback registrations (which callbacks each live executable was last bound to, so a
+//! listed executable runs with them). Everything else goes from the handles straight to the
+//! actor that owns it (see `OWNED_HERE`, which a test holds to the handlers).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Weak};
 
-use actix::dev::{MessageResponse, ToEnvelope};
-use actix::{Actor, Addr, Context, Handler, Message, ResponseFuture};
+use actix::{Actor, Addr, Context, Handler, Message};
 use smallvec::SmallVec;
-use tracing::Span;
 
-use super::compile_service::{ClearMemoryCache, CompileService, ForgetCompiled, Submit};
-use super::compiler::{CompileAhead, CompiledAhead, CompilerActor, DeserializeJob};
-use super::device::{DeviceActor, ExecuteRequest};
+use super::compile_service::CompileService;
+use super::compiler::CompilerActor;
+use super::device::{DeviceActor, DeviceHandle, ExecuteRequest, Run};
 use super::memory_space::MemorySpaceActor;
-use super::registry::{BufferRegistryActor, Defragment, DefragmentReport};
+use super::registry::BufferRegistryActor;
 use crate::callbacks::{CallbackSet, HostCallback};
 use crate::device_queue::{DeviceQueue, least_loaded};
 use crate::error::{Error, Result};
 use crate::executable::ExecutableCore;
-use crate::pjrt::{NamedValue, PjrtTopology};
+use crate::execute::Outputs;
 use crate::registry::ExecutableId;
-use crate::site::Site;
 use crate::state::ClientState;
-use crate::supervision::{guarded, mailbox_error};
-use crate::topology::TopologyDescription;
+use crate::supervision::{answer, ask, guarded};
 
-/// The one route table: where each kind of request goes. The client actor routes the control
-/// plane by it; the client's guard holds the same table (an `Arc`) for the data plane's reads
-/// and uploads, which go straight to the device or memory-space actor that owns them.
+/// Each message the client actor handles, and the state of its own that the handler needs:
+/// a message that needs none belongs to another actor, and goes there from its handle.
+pub const OWNED_HERE: &[(&str, &str)] = &[
+    (
+        "ExecuteRequest",
+        "the least-loaded choice (`next_device`) and the queue slots it reserves",
+    ),
+    ("BindCallbacks", "the callback registrations (`callbacks`)"),
+    (
+        "LiveExecutables",
+        "the callback registrations (`callbacks`)",
+    ),
+];
+
+/// The one route table: where each kind of request goes. The client's guard holds it (an
+/// `Arc`) and hands out each actor's handle from it; the client actor reads it to send each
+/// routed run to its device.
 pub(crate) struct Routes {
     pub compile_service: Addr<CompileService>,
     pub compiler: Addr<CompilerActor>,
@@ -67,121 +78,6 @@ impl Actor for ClientActor {
     type Context = Context<Self>;
 }
 
-/// Sends `msg` on to `addr` and answers with its answer, without holding this actor up.
-fn forward<A, M, T>(addr: &Addr<A>, msg: M) -> ResponseFuture<Result<T>>
-where
-    A: Actor + Handler<M>,
-    A::Context: ToEnvelope<A, M>,
-    M: Message<Result = Result<T>> + Send + 'static,
-    T: Send + 'static,
-    Result<T>: MessageResponse<A, M>,
-{
-    let request = addr.send(msg);
-    Box::pin(async move { request.await.map_err(mailbox_error)? })
-}
-
-/// Asks for the client's topology description.
-#[derive(Message)]
-#[rtype(result = "Result<TopologyDescription>")]
-pub struct GetTopology {
-    pub span: Span,
-}
-
-impl Handler<GetTopology> for ClientActor {
-    type Result = Result<TopologyDescription>;
-
-    fn handle(&mut self, msg: GetTopology, _: &mut Context<Self>) -> Self::Result {
-        let _span = tracing::debug_span!(parent: &msg.span, "client.topology").entered();
-        guarded("topology", || TopologyDescription::read(&self.state.pjrt))
-    }
-}
-
-/// Asks the plugin for a topology by name and options (`PJRT_TopologyDescription_Create`): the
-/// devices an ahead-of-time compile may target without this process having them.
-#[derive(Message)]
-#[rtype(result = "Result<TopologyDescription>")]
-pub struct CreateTopology {
-    pub name: String,
-    pub options: Vec<(String, NamedValue)>,
-}
-
-impl Handler<CreateTopology> for ClientActor {
-    type Result = Result<TopologyDescription>;
-
-    fn handle(&mut self, msg: CreateTopology, _: &mut Context<Self>) -> Self::Result {
-        let _span = tracing::debug_span!("client.create_topology", name = %msg.name).entered();
-        guarded("create topology", || {
-            let plugin = self.state.pjrt.plugin().clone();
-            TopologyDescription::describe(&PjrtTopology::create(plugin, &msg.name, &msg.options)?)
-        })
-    }
-}
-
-impl Handler<Submit> for ClientActor {
-    type Result = ();
-
-    /// A compile goes on to the compile service; its answer comes back on the request's own
-    /// reply channel, so a caller that drops it is seen there as gone.
-    fn handle(&mut self, msg: Submit, _: &mut Context<Self>) {
-        self.routes.compile_service.do_send(msg);
-    }
-}
-
-impl Handler<ForgetCompiled> for ClientActor {
-    type Result = ResponseFuture<bool>;
-
-    fn handle(&mut self, msg: ForgetCompiled, _: &mut Context<Self>) -> Self::Result {
-        let request = self.routes.compile_service.send(msg);
-        Box::pin(async move { request.await.unwrap_or(false) })
-    }
-}
-
-impl Handler<ClearMemoryCache> for ClientActor {
-    type Result = ResponseFuture<usize>;
-
-    fn handle(&mut self, msg: ClearMemoryCache, _: &mut Context<Self>) -> Self::Result {
-        let request = self.routes.compile_service.send(msg);
-        Box::pin(async move { request.await.unwrap_or(0) })
-    }
-}
-
-/// Loads envelope-checked executable bytes on the compiler pool and registers the result.
-#[derive(Message)]
-#[rtype(result = "Result<Arc<ExecutableCore>>")]
-pub struct Load {
-    pub payload: Vec<u8>,
-    pub options: Vec<u8>,
-    pub portable: bool,
-    pub site: Site,
-    pub span: Span,
-}
-
-impl Handler<Load> for ClientActor {
-    type Result = ResponseFuture<Result<Arc<ExecutableCore>>>;
-
-    fn handle(&mut self, msg: Load, _: &mut Context<Self>) -> Self::Result {
-        let request = self.routes.compiler.send(DeserializeJob {
-            payload: msg.payload,
-            options: msg.options,
-            portable: msg.portable,
-            span: msg.span,
-        });
-        let (state, site) = (self.state.clone(), msg.site);
-        Box::pin(async move {
-            let (exe, meta) = request.await.map_err(mailbox_error)??;
-            Ok(state.register_executable(exe, meta, site))
-        })
-    }
-}
-
-impl Handler<CompileAhead> for ClientActor {
-    type Result = ResponseFuture<Result<CompiledAhead>>;
-
-    fn handle(&mut self, msg: CompileAhead, _: &mut Context<Self>) -> Self::Result {
-        forward(&self.routes.compiler, msg)
-    }
-}
-
 impl Handler<ExecuteRequest> for ClientActor {
     type Result = ();
 
@@ -190,55 +86,37 @@ impl Handler<ExecuteRequest> for ClientActor {
     /// thread wake fewer than answering back through here. Its slot in that device's queue is
     /// reserved here: past the queue's limit the caller gets `Error::Busy` at once.
     fn handle(&mut self, mut msg: ExecuteRequest, _: &mut Context<Self>) {
-        if msg.least_loaded {
-            let depths: SmallVec<[Option<usize>; 8]> = (self.routes.queues.iter())
-                .map(|q| q.as_ref().map(|q| q.depth()))
-                .collect();
-            msg.portable_device = least_loaded(&depths, self.next_device);
-            self.next_device = msg.portable_device.map_or(0, |d| d + 1);
-        }
-        let device = msg.device();
-        let route = device.and_then(|d| {
-            let actor = self.routes.devices.get(d).cloned().flatten()?;
-            Some((actor, self.routes.queues[d].as_ref()?.try_reserve()))
-        });
-        match route {
-            Some((actor, Ok(slot))) => {
-                msg.slot = Some(slot);
-                actor.do_send(msg)
+        let routed = guarded("route execute", || {
+            if msg.run.least_loaded {
+                let depths: SmallVec<[Option<usize>; 8]> = (self.routes.queues.iter())
+                    .map(|q| q.as_ref().map(|q| q.depth()))
+                    .collect();
+                msg.run.portable_device = least_loaded(&depths, self.next_device);
+                self.next_device = msg.run.portable_device.map_or(0, |d| d + 1);
             }
-            Some((_, Err(busy))) => {
-                let _ = msg.reply.send(Err(busy));
-            }
-            None => {
-                let name = &msg.executable.meta.name;
-                let _ = msg.reply.send(Err(Error::InvalidArgument(match device {
+            let device = msg.device();
+            let route = device.and_then(|d| {
+                let addr = self.routes.devices.get(d)?.as_ref()?;
+                Some((DeviceHandle { addr }, self.routes.queues[d].as_ref()?))
+            });
+            let Some((actor, queue)) = route else {
+                let name = &msg.run.executable.meta.name;
+                return Err(Error::InvalidArgument(match device {
                     None => format!("`{name}` has no device to run on"),
                     Some(d) => format!("device index {d} is not addressable here"),
-                })));
+                }));
+            };
+            Ok((actor.addr.clone(), queue.try_reserve()?))
+        });
+        match routed {
+            Ok((addr, slot)) => {
+                msg.slot = Some(slot);
+                DeviceHandle { addr: &addr }.run(msg)
+            }
+            Err(e) => {
+                let _ = msg.reply.send(Err(e));
             }
         }
-    }
-}
-
-impl Handler<Defragment> for ClientActor {
-    type Result = ResponseFuture<Result<DefragmentReport>>;
-
-    fn handle(&mut self, msg: Defragment, _: &mut Context<Self>) -> Self::Result {
-        forward(&self.routes.buffer_registry, msg)
-    }
-}
-
-#[cfg(feature = "test-hooks")]
-impl Handler<super::registry::DefragmentFailingAfter> for ClientActor {
-    type Result = ResponseFuture<Result<DefragmentReport>>;
-
-    fn handle(
-        &mut self,
-        msg: super::registry::DefragmentFailingAfter,
-        _: &mut Context<Self>,
-    ) -> Self::Result {
-        forward(&self.routes.buffer_registry, msg)
     }
 }
 
@@ -247,9 +125,9 @@ impl Handler<super::registry::DefragmentFailingAfter> for ClientActor {
 /// so that `live_executables` hands out handles that run with it.
 #[derive(Message)]
 #[rtype(result = "Result<Arc<CallbackSet>>")]
-pub struct BindCallbacks {
-    pub executable: Arc<ExecutableCore>,
-    pub callbacks: Vec<HostCallback>,
+pub(crate) struct BindCallbacks {
+    executable: Arc<ExecutableCore>,
+    callbacks: Vec<HostCallback>,
 }
 
 impl Handler<BindCallbacks> for ClientActor {
@@ -271,7 +149,7 @@ impl Handler<BindCallbacks> for ClientActor {
 /// holds them).
 #[derive(Message)]
 #[rtype(result = "Result<Vec<(Arc<ExecutableCore>, Option<Arc<CallbackSet>>)>>")]
-pub struct LiveExecutables;
+pub(crate) struct LiveExecutables;
 
 impl Handler<LiveExecutables> for ClientActor {
     type Result = Result<Vec<(Arc<ExecutableCore>, Option<Arc<CallbackSet>>)>>;
@@ -286,5 +164,46 @@ impl Handler<LiveExecutables> for ClientActor {
                 })
                 .collect())
         })
+    }
+}
+
+/// The one way to reach the client actor: only this builds its messages.
+#[derive(Clone, Copy)]
+pub struct RouterHandle<'a> {
+    pub(crate) addr: &'a Addr<ClientActor>,
+}
+
+impl RouterHandle<'_> {
+    /// Routes an async run to its device's actor (the least-loaded one where the run asks),
+    /// which answers on the run's own channel: past the device queue's limit, `Error::Busy`
+    /// at once.
+    pub fn execute(self, run: Run) -> impl Future<Output = Result<Outputs>> + use<> {
+        let (request, answer_on) = ExecuteRequest::new(run);
+        self.addr.do_send(request);
+        answer(answer_on)
+    }
+
+    /// Binds host callbacks to a loaded executable: checks that every callback the program
+    /// calls is given, and registers the set as the executable's.
+    pub fn bind_callbacks(
+        self,
+        executable: Arc<ExecutableCore>,
+        callbacks: Vec<HostCallback>,
+    ) -> impl Future<Output = Result<Arc<CallbackSet>>> + use<> {
+        ask(
+            self.addr,
+            BindCallbacks {
+                executable,
+                callbacks,
+            },
+        )
+    }
+
+    /// Every live loaded executable, with the callbacks it was last bound to.
+    pub fn live_executables(
+        self,
+    ) -> impl Future<Output = Result<Vec<(Arc<ExecutableCore>, Option<Arc<CallbackSet>>)>>> + use<>
+    {
+        ask(self.addr, LiveExecutables)
     }
 }

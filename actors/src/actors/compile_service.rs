@@ -4,6 +4,7 @@
 //! is handed to the compiler pool only as workers free up, so a cancelled request leaves the
 //! queue without ever compiling.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use actix::{Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Message, WrapFuture};
@@ -11,7 +12,7 @@ use pjrt_sys::protos::xla::CompileOptionsProto;
 use tokio::sync::oneshot;
 use tracing::Span;
 
-use super::compiler::{CompileJob, CompilerActor};
+use super::compiler::{CompileJob, CompilerActor, CompilerPoolHandle};
 use crate::compile_cache::{CancelToken, CompileKey, bump};
 use crate::compile_env::CompileEnv;
 use crate::error::{Error, Result};
@@ -20,7 +21,7 @@ use crate::flight::{SingleFlight, Submitted, Waiter};
 use crate::pjrt::PjrtLoadedExecutable;
 use crate::site::Site;
 use crate::state::ClientState;
-use crate::supervision::guarded;
+use crate::supervision::{answer, ask, guarded};
 
 /// What a compile is, apart from who waits for it.
 pub struct CompileSpec {
@@ -38,23 +39,23 @@ pub type CompileReply = Result<Arc<ExecutableCore>>;
 /// Submit a compile. The answer comes on `reply`.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Submit {
-    pub spec: CompileSpec,
-    pub reply: oneshot::Sender<CompileReply>,
-    pub cancel: Option<CancelToken>,
+pub(crate) struct Submit {
+    spec: CompileSpec,
+    reply: oneshot::Sender<CompileReply>,
+    cancel: Option<CancelToken>,
 }
 
 /// Forget every executable in the memory cache (they stay loaded while handles hold them);
 /// answers how many it held.
 #[derive(Message)]
-#[rtype(result = "usize")]
-pub struct ClearMemoryCache;
+#[rtype(result = "Result<usize>")]
+pub(crate) struct ClearMemoryCache;
 
 /// Forgets one key's executable in the memory cache (an unloaded compile's: it must not stay
 /// loaded and live); answers whether it was there.
 #[derive(Message)]
-#[rtype(result = "bool")]
-pub struct ForgetCompiled(pub CompileKey);
+#[rtype(result = "Result<bool>")]
+pub(crate) struct ForgetCompiled(CompileKey);
 
 pub struct CompileService {
     pool: Addr<CompilerActor>,
@@ -83,7 +84,11 @@ impl CompileService {
         let mut dropped = 0;
         while let Some((key, spec)) = self.flight.next_job(&mut dropped) {
             let site = spec.site;
-            let request = self.pool.send(CompileJob {
+            let pool = CompilerPoolHandle {
+                addr: &self.pool,
+                state: &self.state,
+            };
+            let request = pool.compile(CompileJob {
                 key,
                 code: spec.code,
                 options: spec.options,
@@ -91,7 +96,6 @@ impl CompileService {
                 span: spec.span,
             });
             ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
-                let result = result.unwrap_or(Err(Error::ShutDown));
                 if let Err(e) = guarded("compile finish", || {
                     act.finish(key, site, result);
                     Ok(())
@@ -172,17 +176,55 @@ impl Handler<Submit> for CompileService {
 }
 
 impl Handler<ForgetCompiled> for CompileService {
-    type Result = bool;
+    type Result = Result<bool>;
 
-    fn handle(&mut self, msg: ForgetCompiled, _: &mut Context<Self>) -> bool {
-        self.state.memory_cache.remove(&msg.0)
+    fn handle(&mut self, msg: ForgetCompiled, _: &mut Context<Self>) -> Self::Result {
+        guarded("forget compiled", || {
+            Ok(self.state.memory_cache.remove(&msg.0))
+        })
     }
 }
 
 impl Handler<ClearMemoryCache> for CompileService {
-    type Result = usize;
+    type Result = Result<usize>;
 
-    fn handle(&mut self, _: ClearMemoryCache, _: &mut Context<Self>) -> usize {
-        self.state.memory_cache.clear()
+    fn handle(&mut self, _: ClearMemoryCache, _: &mut Context<Self>) -> Self::Result {
+        guarded("clear memory cache", || Ok(self.state.memory_cache.clear()))
+    }
+}
+
+/// The one way to reach the compile service: only this builds its messages.
+#[derive(Clone, Copy)]
+pub struct CompileServiceHandle<'a> {
+    pub(crate) addr: &'a Addr<CompileService>,
+}
+
+impl CompileServiceHandle<'_> {
+    /// Submits a compile: answered from the memory cache, by a compile in flight for the same
+    /// key, or by its own compile once a worker is free. A cancelled token ends the wait
+    /// where the caller races it against the answer; the future resolves on the request's own
+    /// channel, so a caller that drops it is seen as gone.
+    pub fn submit(
+        self,
+        spec: CompileSpec,
+        cancel: Option<CancelToken>,
+    ) -> impl Future<Output = CompileReply> + use<> {
+        let (reply, answer_on) = oneshot::channel();
+        self.addr.do_send(Submit {
+            spec,
+            reply,
+            cancel,
+        });
+        answer(answer_on)
+    }
+
+    /// Forgets one key's executable in the memory cache; resolves to whether it was there.
+    pub fn forget(self, key: CompileKey) -> impl Future<Output = Result<bool>> + use<> {
+        ask(self.addr, ForgetCompiled(key))
+    }
+
+    /// Forgets every executable the memory cache holds; resolves to how many it held.
+    pub fn clear_memory_cache(self) -> impl Future<Output = Result<usize>> + use<> {
+        ask(self.addr, ClearMemoryCache)
     }
 }

@@ -2,7 +2,9 @@
 //! thread for tens of milliseconds. A worker compiles (or loads from the disk cache, which it
 //! reads and writes itself, off the service's thread) and deserializes.
 
-use actix::{Actor, Handler, Message, SyncContext};
+use std::future::Future;
+
+use actix::{Actor, Addr, Handler, Message, SyncContext};
 use pjrt_sys::protos::xla::CompileOptionsProto;
 
 use crate::compile::encode_options;
@@ -18,7 +20,9 @@ use crate::executable::ExecutableMeta;
 use crate::pjrt::{NamedValue, PjrtClient, PjrtDevice, PjrtLoadedExecutable, PjrtTopology};
 use crate::redis_cache::Lookup;
 use crate::runtime::WorkerToken;
-use crate::supervision::guarded;
+use crate::site::Site;
+use crate::state::ClientState;
+use crate::supervision::{ask, guarded};
 use crate::topology::TopologyDescription;
 
 /// What a worker answers: the loaded executable and what was read of it.
@@ -94,12 +98,12 @@ impl Actor for CompilerActor {
 /// A compile for a worker: from the disk cache when allowed and present, else the plugin.
 #[derive(Message)]
 #[rtype(result = "Loaded")]
-pub struct CompileJob {
-    pub key: CompileKey,
-    pub code: Arc<Vec<u8>>,
-    pub options: CompileOptionsProto,
-    pub env: CompileEnv,
-    pub span: Span,
+pub(crate) struct CompileJob {
+    pub(crate) key: CompileKey,
+    pub(crate) code: Arc<Vec<u8>>,
+    pub(crate) options: CompileOptionsProto,
+    pub(crate) env: CompileEnv,
+    pub(crate) span: Span,
 }
 
 impl Handler<CompileJob> for CompilerActor {
@@ -207,11 +211,11 @@ impl CompilerActor {
 /// Loads envelope-checked bytes on a worker (the async form of deserialize).
 #[derive(Message)]
 #[rtype(result = "Loaded")]
-pub struct DeserializeJob {
-    pub payload: Vec<u8>,
-    pub options: Vec<u8>,
-    pub portable: bool,
-    pub span: Span,
+pub(crate) struct DeserializeJob {
+    payload: Vec<u8>,
+    options: Vec<u8>,
+    portable: bool,
+    span: Span,
 }
 
 impl Handler<DeserializeJob> for CompilerActor {
@@ -251,12 +255,12 @@ pub struct CompiledAhead {
 /// isolation: a worker process could not load the result either.
 #[derive(Message)]
 #[rtype(result = "Result<CompiledAhead>")]
-pub struct CompileAhead {
-    pub code: Arc<Vec<u8>>,
-    pub options: Vec<u8>,
-    pub portable: bool,
-    pub topology: Option<Vec<u8>>,
-    pub span: Span,
+pub(crate) struct CompileAhead {
+    code: Arc<Vec<u8>>,
+    options: Vec<u8>,
+    portable: bool,
+    topology: Option<Vec<u8>>,
+    span: Span,
 }
 
 impl Handler<CompileAhead> for CompilerActor {
@@ -279,5 +283,132 @@ impl Handler<CompileAhead> for CompilerActor {
                 payload: exe.serialize()?,
             })
         })
+    }
+}
+
+/// Asks the plugin for the client's topology description: a plugin call, so on a compiler
+/// thread, never the system thread.
+#[derive(Message)]
+#[rtype(result = "Result<TopologyDescription>")]
+pub(crate) struct GetTopology {
+    span: Span,
+}
+
+impl Handler<GetTopology> for CompilerActor {
+    type Result = Result<TopologyDescription>;
+
+    fn handle(&mut self, msg: GetTopology, _: &mut SyncContext<Self>) -> Self::Result {
+        let _span = tracing::debug_span!(parent: &msg.span, "compiler.topology").entered();
+        guarded("topology", || TopologyDescription::read(&self.client))
+    }
+}
+
+/// Asks the plugin for a topology by name and options (`PJRT_TopologyDescription_Create`): the
+/// devices an ahead-of-time compile may target without this process having them.
+#[derive(Message)]
+#[rtype(result = "Result<TopologyDescription>")]
+pub(crate) struct CreateTopology {
+    name: String,
+    options: Vec<(String, NamedValue)>,
+    span: Span,
+}
+
+impl Handler<CreateTopology> for CompilerActor {
+    type Result = Result<TopologyDescription>;
+
+    fn handle(&mut self, msg: CreateTopology, _: &mut SyncContext<Self>) -> Self::Result {
+        let _span =
+            tracing::debug_span!(parent: &msg.span, "compiler.create_topology", name = %msg.name)
+                .entered();
+        guarded("create topology", || {
+            let plugin = self.client.plugin().clone();
+            TopologyDescription::describe(&PjrtTopology::create(plugin, &msg.name, &msg.options)?)
+        })
+    }
+}
+
+/// The one way to reach the compiler pool: only this builds its messages, taking the caller's
+/// span as it sends. (Compiles go through the compile service, which owns their queue.)
+#[derive(Clone, Copy)]
+pub struct CompilerPoolHandle<'a> {
+    pub(crate) addr: &'a Addr<CompilerActor>,
+    pub(crate) state: &'a Arc<ClientState>,
+}
+
+impl CompilerPoolHandle<'_> {
+    /// Compiles `job` on a free worker (the compile service's queue hands jobs out only as
+    /// workers free up); resolves to the loaded executable, not yet registered.
+    pub(crate) fn compile(self, job: CompileJob) -> impl Future<Output = Loaded> + use<> {
+        ask(self.addr, job)
+    }
+
+    /// Loads envelope-checked executable bytes on a compiler thread and registers the result,
+    /// allocated at `site`.
+    pub fn load(
+        self,
+        payload: Vec<u8>,
+        options: Vec<u8>,
+        portable: bool,
+        site: Site,
+    ) -> impl Future<Output = Result<Arc<crate::executable::ExecutableCore>>> + use<> {
+        let span = Span::current();
+        let job = DeserializeJob {
+            payload,
+            options,
+            portable,
+            span,
+        };
+        let (loaded, state) = (ask(self.addr, job), self.state.clone());
+        async move {
+            let (exe, meta) = loaded.await?;
+            Ok(state.register_executable(exe, meta, site))
+        }
+    }
+
+    /// Compiles with nothing loaded, for this client's topology (`topology` `None`) or one
+    /// known by its serialized bytes.
+    pub fn compile_ahead(
+        self,
+        code: Arc<Vec<u8>>,
+        options: Vec<u8>,
+        portable: bool,
+        topology: Option<Vec<u8>>,
+    ) -> impl Future<Output = Result<CompiledAhead>> + use<> {
+        let span = Span::current();
+        let job = CompileAhead {
+            code,
+            options,
+            portable,
+            topology,
+            span,
+        };
+        ask(self.addr, job)
+    }
+
+    /// The client's topology description, asked of the plugin.
+    pub fn topology(self) -> impl Future<Output = Result<TopologyDescription>> + use<> {
+        ask(
+            self.addr,
+            GetTopology {
+                span: Span::current(),
+            },
+        )
+    }
+
+    /// A topology the plugin makes by name and options.
+    pub fn create_topology(
+        self,
+        name: String,
+        options: Vec<(String, NamedValue)>,
+    ) -> impl Future<Output = Result<TopologyDescription>> + use<> {
+        let span = Span::current();
+        ask(
+            self.addr,
+            CreateTopology {
+                name,
+                options,
+                span,
+            },
+        )
     }
 }

@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use actix::{Actor, Context, Handler, Message};
+use std::future::Future;
+
+use actix::{Actor, Addr, Context, Handler, Message};
 use tokio::sync::oneshot;
 use tracing::Span;
 
@@ -19,7 +21,7 @@ use crate::execute::Outputs;
 use crate::pjrt::DeviceMemoryStats;
 use crate::site::Site;
 use crate::state::ClientState;
-use crate::supervision::{count_restart, serve};
+use crate::supervision::{ask, count_restart, guarded, serve};
 
 pub struct DeviceActor {
     state: Arc<ClientState>,
@@ -73,16 +75,18 @@ impl DeviceActor {
 /// Asks for what this device's actor has served.
 #[derive(Message)]
 #[rtype(result = "Result<DeviceWorkStats>")]
-pub struct GetWorkStats;
+pub(crate) struct GetWorkStats;
 
 impl Handler<GetWorkStats> for DeviceActor {
     type Result = Result<DeviceWorkStats>;
 
-    fn handle(&mut self, _: GetWorkStats, _: &mut Context<Self>) -> Self::Result {
-        Ok(DeviceWorkStats {
-            in_flight: self.queue.depth(),
-            pending_frees: self.deferred_frees.len(),
-            ..self.stats
+    fn handle(&mut self, _: GetWorkStats, ctx: &mut Context<Self>) -> Self::Result {
+        serve::<Self, _>(ctx, "work stats", || {
+            Ok(DeviceWorkStats {
+                in_flight: self.queue.depth(),
+                pending_frees: self.deferred_frees.len(),
+                ..self.stats
+            })
         })
     }
 }
@@ -100,8 +104,8 @@ impl actix::Supervised for DeviceActor {
 /// Asks for the device allocator's statistics (`None` where the plugin keeps none).
 #[derive(Message)]
 #[rtype(result = "Result<Option<DeviceMemoryStats>>")]
-pub struct GetMemoryStats {
-    pub span: Span,
+pub(crate) struct GetMemoryStats {
+    span: Span,
 }
 
 impl Handler<GetMemoryStats> for DeviceActor {
@@ -117,12 +121,8 @@ impl Handler<GetMemoryStats> for DeviceActor {
     }
 }
 
-/// Runs an executable on this device's actor (the first device of a replicated run, or the
-/// chosen device of a portable one). Outputs come back flat, device-major, on `reply`: the
-/// client actor routes the request here, and the answer goes straight back to the caller.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct ExecuteRequest {
+/// An async run, as its caller asks for it: what runs, on what, for whom.
+pub struct Run {
     /// Who owns the outputs: the caller's client guard.
     pub owner: Arc<dyn ArrayOwner>,
     pub executable: Arc<ExecutableCore>,
@@ -131,23 +131,45 @@ pub struct ExecuteRequest {
     /// A portable run for the client actor to place on the least-loaded device (its
     /// arguments are copied there first where they live elsewhere).
     pub least_loaded: bool,
-    /// Its slot in the device's queue, reserved by the router; released once its outputs are
-    /// computed.
-    pub slot: Option<QueueSlot>,
     pub callbacks: Option<Arc<CallbackSet>>,
     pub site: Site,
-    pub span: Span,
+}
+
+/// Runs an executable on this device's actor (the first device of a replicated run, or the
+/// chosen device of a portable one). Outputs come back flat, device-major, on `reply`: the
+/// client actor routes the request here, and the answer goes straight back to the caller.
+/// Built only by [`RouterHandle::execute`](super::client::RouterHandle::execute).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct ExecuteRequest {
+    pub(crate) run: Run,
+    /// Its slot in the device's queue, reserved by the router; released once its outputs are
+    /// computed.
+    pub(crate) slot: Option<QueueSlot>,
+    pub(crate) span: Span,
     /// When it was sent, for the queue wait.
-    pub sent: std::time::Instant,
-    pub reply: oneshot::Sender<Result<Outputs>>,
+    pub(crate) sent: std::time::Instant,
+    pub(crate) reply: oneshot::Sender<Result<Outputs>>,
 }
 
 impl ExecuteRequest {
+    /// A request for `run`, sent now from the current span; its answer comes on `reply`.
+    pub(crate) fn new(run: Run) -> (Self, oneshot::Receiver<Result<Outputs>>) {
+        let (reply, answer) = oneshot::channel();
+        let request = ExecuteRequest {
+            run,
+            slot: None,
+            span: Span::current(),
+            sent: std::time::Instant::now(),
+            reply,
+        };
+        (request, answer)
+    }
+
     /// The device whose actor serves it: the chosen one of a portable run, else the first
     /// device the executable runs on.
     pub(crate) fn device(&self) -> Option<usize> {
-        self.portable_device
-            .or_else(|| self.executable.meta.devices.first().copied())
+        (self.run.portable_device).or_else(|| self.run.executable.meta.devices.first().copied())
     }
 }
 
@@ -155,14 +177,15 @@ impl Handler<ExecuteRequest> for DeviceActor {
     type Result = ();
 
     fn handle(&mut self, msg: ExecuteRequest, ctx: &mut Context<Self>) {
-        let _span = tracing::debug_span!(parent: &msg.span, "device.execute", device = self.index, executable = %msg.executable.meta.name)
+        let run = msg.run;
+        let _span = tracing::debug_span!(parent: &msg.span, "device.execute", device = self.index, executable = %run.executable.meta.name)
             .entered();
         let started = std::time::Instant::now();
         let waited = started.saturating_duration_since(msg.sent);
         let result = serve::<Self, _>(ctx, "execute", || {
-            let args = match msg.least_loaded {
-                true => self.placed_here(&msg.args, msg.site.clone())?,
-                false => msg.args,
+            let args = match run.least_loaded {
+                true => self.placed_here(&run.args, run.site.clone())?,
+                false => run.args,
             };
             let refs: Vec<Vec<&ArrayCore>> = args
                 .iter()
@@ -170,12 +193,12 @@ impl Handler<ExecuteRequest> for DeviceActor {
                 .collect();
             let lists: Vec<&[&ArrayCore]> = refs.iter().map(|l| l.as_slice()).collect();
             self.state.execute(
-                &msg.owner,
-                &msg.executable,
+                &run.owner,
+                &run.executable,
                 &lists,
-                msg.portable_device,
-                msg.callbacks.as_deref(),
-                msg.site.clone(),
+                run.portable_device,
+                run.callbacks.as_deref(),
+                run.site.clone(),
             )
         });
         let stats = &mut self.stats;
@@ -196,7 +219,7 @@ impl Handler<ExecuteRequest> for DeviceActor {
 /// go.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct DeferFree(pub std::sync::Weak<ArrayCore>);
+pub(crate) struct DeferFree(pub(crate) std::sync::Weak<ArrayCore>);
 
 impl Handler<DeferFree> for DeviceActor {
     type Result = ();
@@ -204,7 +227,11 @@ impl Handler<DeferFree> for DeviceActor {
     fn handle(&mut self, msg: DeferFree, ctx: &mut Context<Self>) {
         self.stats.frees_deferred += 1;
         self.deferred_frees.push(msg.0);
-        self.free_deferred(ctx);
+        // Nobody waits for an answer: a panic is logged by `guarded`, the list kept.
+        let _ = guarded("deferred free", || {
+            self.free_deferred(ctx);
+            Ok(())
+        });
     }
 }
 
@@ -258,9 +285,9 @@ fn release_when_computed(outputs: &Outputs, slot: QueueSlot) {
 /// Reads an array of this device back to host bytes.
 #[derive(Message)]
 #[rtype(result = "Result<Vec<u8>>")]
-pub struct ReadRequest {
-    pub array: Arc<ArrayCore>,
-    pub span: Span,
+pub(crate) struct ReadRequest {
+    array: Arc<ArrayCore>,
+    span: Span,
 }
 
 impl Handler<ReadRequest> for DeviceActor {
@@ -281,12 +308,12 @@ impl Handler<ReadRequest> for DeviceActor {
 /// `to_memory`, into memory space `memory`: the async copy, in order with this device's work.
 #[derive(Message)]
 #[rtype(result = "Result<Arc<ArrayCore>>")]
-pub struct CopyRequest {
-    pub array: Arc<ArrayCore>,
-    pub to: (usize, usize),
-    pub to_memory: bool,
-    pub site: Site,
-    pub span: Span,
+pub(crate) struct CopyRequest {
+    array: Arc<ArrayCore>,
+    to: (usize, usize),
+    to_memory: bool,
+    site: Site,
+    span: Span,
 }
 
 impl Handler<CopyRequest> for DeviceActor {
@@ -305,7 +332,7 @@ impl Handler<CopyRequest> for DeviceActor {
 #[cfg(feature = "test-hooks")]
 #[derive(Message)]
 #[rtype(result = "Result<()>")]
-pub struct Poison;
+pub(crate) struct Poison;
 
 #[cfg(feature = "test-hooks")]
 impl Handler<Poison> for DeviceActor {
@@ -313,5 +340,79 @@ impl Handler<Poison> for DeviceActor {
 
     fn handle(&mut self, _: Poison, ctx: &mut Context<Self>) -> Self::Result {
         serve::<Self, ()>(ctx, "poison", || panic!("poisoned on purpose"))
+    }
+}
+
+/// The one way to reach a device actor: only this builds its messages, taking the caller's
+/// span as it sends. Every request resolves to a `Result`, whoever answers it.
+#[derive(Clone, Copy)]
+pub struct DeviceHandle<'a> {
+    pub(crate) addr: &'a Addr<DeviceActor>,
+}
+
+impl DeviceHandle<'_> {
+    /// The device allocator's statistics.
+    pub fn memory_stats(self) -> impl Future<Output = Result<Option<DeviceMemoryStats>>> + use<> {
+        ask(
+            self.addr,
+            GetMemoryStats {
+                span: Span::current(),
+            },
+        )
+    }
+
+    /// What this device's actor has served.
+    pub fn work_stats(self) -> impl Future<Output = Result<DeviceWorkStats>> + use<> {
+        ask(self.addr, GetWorkStats)
+    }
+
+    /// Reads `array` (of this device) back to host bytes, in order with the device's work.
+    pub fn read(self, array: Arc<ArrayCore>) -> impl Future<Output = Result<Vec<u8>>> + use<> {
+        ask(
+            self.addr,
+            ReadRequest {
+                array,
+                span: Span::current(),
+            },
+        )
+    }
+
+    /// Copies `array` (of this device) to `to` (device, memory space), in order with the
+    /// device's work; `to_memory` says the caller named the memory space.
+    pub fn copy(
+        self,
+        array: Arc<ArrayCore>,
+        to: (usize, usize),
+        to_memory: bool,
+        site: Site,
+    ) -> impl Future<Output = Result<Arc<ArrayCore>>> + use<> {
+        let span = Span::current();
+        ask(
+            self.addr,
+            CopyRequest {
+                array,
+                to,
+                to_memory,
+                site,
+                span,
+            },
+        )
+    }
+
+    /// Test support: a request whose handler panics.
+    #[cfg(feature = "test-hooks")]
+    pub fn poison(self) -> impl Future<Output = Result<()>> + use<> {
+        ask(self.addr, Poison)
+    }
+
+    /// Hands the actor a deleted array whose buffer an operation still holds, to free once it
+    /// lets go; nobody waits for the answer.
+    pub(crate) fn defer_free(self, array: std::sync::Weak<ArrayCore>) {
+        self.addr.do_send(DeferFree(array));
+    }
+
+    /// Sends a routed run on, its slot reserved; the run's caller waits on its own channel.
+    pub(crate) fn run(self, request: ExecuteRequest) {
+        self.addr.do_send(request);
     }
 }

@@ -2,11 +2,11 @@
 //! them in arrival order, owns the space's budget and the uploads waiting for room under it,
 //! and answers with its live view of the memory space.
 
+use std::collections::VecDeque;
+use std::future::Future;
 use std::sync::Arc;
 
-use std::collections::VecDeque;
-
-use actix::{Actor, Context, Handler, Message};
+use actix::{Actor, Addr, Context, Handler, Message};
 use tokio::sync::oneshot;
 use tracing::Span;
 
@@ -18,7 +18,7 @@ use crate::memory_account::{MemoryAccount, OverBudget};
 use crate::pjrt::{HostData, MemoryDescription};
 use crate::site::Site;
 use crate::state::{ClientState, Upload};
-use crate::supervision::guarded;
+use crate::supervision::{answer, ask, guarded};
 
 pub struct MemorySpaceActor {
     state: Arc<ClientState>,
@@ -71,23 +71,24 @@ impl MemorySpaceActor {
 
     /// Uploads a request whose `bytes` are charged, and answers its caller.
     fn upload_charged(&self, msg: UploadRequest, bytes: u64) {
+        let (upload, span) = (msg.upload, msg.span);
         let _span = tracing::debug_span!(
-            parent: &msg.span,
+            parent: &span,
             "memory_space.upload",
             memory = self.index,
-            bytes = msg.data.bytes().len()
+            bytes = upload.data.bytes().len()
         )
         .entered();
         let uploaded = guarded("upload", || {
             self.state.upload_charged(
                 Upload {
-                    owner: msg.owner,
-                    data: msg.data,
-                    dtype: msg.dtype,
-                    dims: &msg.dims,
-                    placement: (msg.device, self.index),
-                    explicit_memory: msg.explicit_memory,
-                    site: msg.site,
+                    owner: upload.owner,
+                    data: upload.data,
+                    dtype: upload.dtype,
+                    dims: &upload.dims,
+                    placement: (upload.device, self.index),
+                    explicit_memory: upload.explicit_memory,
+                    site: upload.site,
                 },
                 bytes,
             )
@@ -109,7 +110,8 @@ impl MemorySpaceActor {
 
 /// The bytes an upload charges: its dense size.
 fn upload_bytes(msg: &UploadRequest) -> u64 {
-    crate::dtype::byte_size(msg.dtype, &msg.dims).map_or(u64::MAX, |n| n as u64)
+    let upload = &msg.upload;
+    crate::dtype::byte_size(upload.dtype, &upload.dims).map_or(u64::MAX, |n| n as u64)
 }
 
 /// Sets or clears the memory space's budget (bytes our arrays may hold there). Uploads past it
@@ -117,16 +119,18 @@ fn upload_bytes(msg: &UploadRequest) -> u64 {
 /// execute or a copy makes are counted but never refused (the plugin made them already).
 #[derive(Message)]
 #[rtype(result = "Result<()>")]
-pub struct SetBudget(pub Option<u64>);
+pub(crate) struct SetBudget(Option<u64>);
 
 impl Handler<SetBudget> for MemorySpaceActor {
     type Result = Result<()>;
 
     fn handle(&mut self, msg: SetBudget, ctx: &mut Context<Self>) -> Self::Result {
-        self.account().set_budget(msg.0);
-        // A larger budget (or none) may let waiting uploads in now.
-        self.admit_waiting(ctx);
-        Ok(())
+        guarded("set budget", || {
+            self.account().set_budget(msg.0);
+            // A larger budget (or none) may let waiting uploads in now.
+            self.admit_waiting(ctx);
+            Ok(())
+        })
     }
 }
 
@@ -137,8 +141,8 @@ impl Actor for MemorySpaceActor {
 /// Asks the plugin again for the memory space's description and the ids of its devices.
 #[derive(Message)]
 #[rtype(result = "Result<(MemoryDescription, Vec<i32>)>")]
-pub struct DescribeMemory {
-    pub span: Span,
+pub(crate) struct DescribeMemory {
+    span: Span,
 }
 
 impl Handler<DescribeMemory> for MemorySpaceActor {
@@ -161,12 +165,10 @@ impl Handler<DescribeMemory> for MemorySpaceActor {
     }
 }
 
-/// Uploads host data (already checked against dtype and dims) into this memory space, on
-/// `device`. The data is owned (no borrowed form), so the plugin may read it for as long as its
-/// semantics allow.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct UploadRequest {
+/// An async upload, as its caller asks for it: host data (already checked against dtype and
+/// dims) for this memory space, on `device`. The data is owned (no borrowed form), so the
+/// plugin may read it for as long as its semantics allow.
+pub struct AsyncUpload {
     /// Who owns the new array: the caller's client guard.
     pub owner: Arc<dyn ArrayOwner>,
     pub site: Site,
@@ -176,10 +178,17 @@ pub struct UploadRequest {
     pub device: usize,
     /// Whether the caller named this memory space (else it is the device's default).
     pub explicit_memory: bool,
-    pub span: Span,
+}
+
+/// An upload request: built only by [`MemoryHandle::upload`].
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct UploadRequest {
+    upload: AsyncUpload,
+    span: Span,
     /// The caller's answer: its own channel, so a caller that went away is seen while the
     /// upload waits for room.
-    pub reply: oneshot::Sender<Result<Arc<ArrayCore>>>,
+    reply: oneshot::Sender<Result<Arc<ArrayCore>>>,
 }
 
 impl Handler<UploadRequest> for MemorySpaceActor {
@@ -190,14 +199,59 @@ impl Handler<UploadRequest> for MemorySpaceActor {
     fn handle(&mut self, msg: UploadRequest, ctx: &mut Context<Self>) {
         let bytes = upload_bytes(&msg);
         if self.waiting.is_empty() && self.account().try_charge(bytes).is_ok() {
+            // Under `guarded` there, with the answer sent whatever happens.
             return self.upload_charged(msg, bytes);
         }
-        if !self.account().could_fit(bytes) {
-            let refused = self.over_budget(&msg);
-            let _ = msg.reply.send(Err(refused));
-            return;
-        }
-        self.waiting.push_back(msg);
-        self.admit_waiting(ctx);
+        // A panic below drops the request, which its caller reads as the client gone.
+        let _ = guarded("queue upload", || {
+            if !self.account().could_fit(bytes) {
+                let refused = self.over_budget(&msg);
+                let _ = msg.reply.send(Err(refused));
+                return Ok(());
+            }
+            self.waiting.push_back(msg);
+            self.admit_waiting(ctx);
+            Ok(())
+        });
+    }
+}
+
+/// The one way to reach a memory-space actor: only this builds its messages, taking the
+/// caller's span as it sends.
+#[derive(Clone, Copy)]
+pub struct MemoryHandle<'a> {
+    pub(crate) addr: &'a Addr<MemorySpaceActor>,
+}
+
+impl MemoryHandle<'_> {
+    /// Uploads `upload` in arrival order, waiting for room under the space's budget; a caller
+    /// that drops the future is seen as gone by an upload still waiting, which is never made.
+    pub fn upload(
+        self,
+        upload: AsyncUpload,
+    ) -> impl Future<Output = Result<Arc<ArrayCore>>> + use<> {
+        let (reply, answer_on) = oneshot::channel();
+        let span = Span::current();
+        self.addr.do_send(UploadRequest {
+            upload,
+            span,
+            reply,
+        });
+        answer(answer_on)
+    }
+
+    /// The space's description and its devices' ids, asked of the plugin again.
+    pub fn describe(self) -> impl Future<Output = Result<(MemoryDescription, Vec<i32>)>> + use<> {
+        ask(
+            self.addr,
+            DescribeMemory {
+                span: Span::current(),
+            },
+        )
+    }
+
+    /// Sets or clears the space's budget.
+    pub fn set_budget(self, budget: Option<u64>) -> impl Future<Output = Result<()>> + use<> {
+        ask(self.addr, SetBudget(budget))
     }
 }

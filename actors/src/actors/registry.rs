@@ -3,9 +3,10 @@
 //! register and unregister themselves in O(1), and listing reads the registry on the caller's
 //! thread (see ARCHITECTURE.md's ownership table and its measurements).
 
+use std::future::Future;
 use std::sync::Arc;
 
-use actix::{Actor, Context, Handler, Message};
+use actix::{Actor, Addr, Context, Handler, Message};
 use tracing::Span;
 
 use rayon::prelude::*;
@@ -15,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::heap_profile::{self, ExecutableSample};
 use crate::pjrt::{HostData, PjrtBuffer};
 use crate::state::ClientState;
-use crate::supervision::guarded;
+use crate::supervision::{ask, guarded};
 
 pub struct BufferRegistryActor {
     state: Arc<ClientState>,
@@ -34,8 +35,8 @@ impl Actor for BufferRegistryActor {
 /// A heap profile of every live array and executable, as pprof bytes.
 #[derive(Message)]
 #[rtype(result = "Result<Vec<u8>>")]
-pub struct HeapProfile {
-    pub span: Span,
+pub(crate) struct HeapProfile {
+    span: Span,
 }
 
 impl Handler<HeapProfile> for BufferRegistryActor {
@@ -88,8 +89,8 @@ pub struct DefragmentReport {
 /// Moves every live buffer: all taken off their devices first, then all uploaded again.
 #[derive(Message)]
 #[rtype(result = "Result<DefragmentReport>")]
-pub struct Defragment {
-    pub span: Span,
+pub(crate) struct Defragment {
+    span: Span,
 }
 
 impl Handler<Defragment> for BufferRegistryActor {
@@ -105,8 +106,8 @@ impl Handler<Defragment> for BufferRegistryActor {
 #[cfg(feature = "test-hooks")]
 #[derive(Message)]
 #[rtype(result = "Result<DefragmentReport>")]
-pub struct DefragmentFailingAfter {
-    pub succeed: usize,
+pub(crate) struct DefragmentFailingAfter {
+    succeed: usize,
 }
 
 #[cfg(feature = "test-hooks")]
@@ -115,6 +116,44 @@ impl Handler<DefragmentFailingAfter> for BufferRegistryActor {
 
     fn handle(&mut self, msg: DefragmentFailingAfter, _: &mut Context<Self>) -> Self::Result {
         guarded("defragment", || self.defragment(Some(msg.succeed)))
+    }
+}
+
+/// The one way to reach the buffer-registry actor: only this builds its messages, taking the
+/// caller's span as it sends.
+#[derive(Clone, Copy)]
+pub struct RegistryHandle<'a> {
+    pub(crate) addr: &'a Addr<BufferRegistryActor>,
+}
+
+impl RegistryHandle<'_> {
+    /// A heap profile of every live array and executable, as pprof bytes.
+    pub fn heap_profile(self) -> impl Future<Output = Result<Vec<u8>>> + use<> {
+        ask(
+            self.addr,
+            HeapProfile {
+                span: Span::current(),
+            },
+        )
+    }
+
+    /// Moves every live buffer.
+    pub fn defragment(self) -> impl Future<Output = Result<DefragmentReport>> + use<> {
+        ask(
+            self.addr,
+            Defragment {
+                span: Span::current(),
+            },
+        )
+    }
+
+    /// Test support: a defragment whose uploads fail once `succeed` of them have succeeded.
+    #[cfg(feature = "test-hooks")]
+    pub fn defragment_failing_after(
+        self,
+        succeed: usize,
+    ) -> impl Future<Output = Result<DefragmentReport>> + use<> {
+        ask(self.addr, DefragmentFailingAfter { succeed })
     }
 }
 
