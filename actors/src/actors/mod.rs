@@ -1,14 +1,18 @@
-//! The actors. The client actor routes the control plane (compile, load, async execute,
-//! heap profile, defragment) to the actor that owns the work; each device and memory-space
-//! actor orders the async work on its device or memory space; the buffer-registry actor runs
-//! whole-registry work one request at a time; the compile service owns the compile queue and
-//! the compiler actors compile. Each message carries the caller's `tracing` span.
+//! The actors, each reached only through its handle (`DeviceHandle`, `MemoryHandle`,
+//! `RouterHandle`, `RegistryHandle`, `CompileServiceHandle`, `CompilerPoolHandle`), which alone
+//! builds its messages and stamps them with the caller's `tracing` span. The client actor routes
+//! async executes and keeps callback bindings; each device and memory-space actor orders the
+//! async work on its device or memory space; the buffer-registry actor runs whole-registry work
+//! one request at a time; the compile service owns the compile queue and the compiler actors
+//! compile, load and describe topologies. `protocol_check` holds these rules to the source.
 
 pub mod client;
 pub mod compile_service;
 pub mod compiler;
 pub mod device;
 pub mod memory_space;
+#[cfg(test)]
+mod protocol_check;
 pub mod registry;
 
 use actix::{Actor, AsyncContext, Context};
