@@ -56,7 +56,7 @@ fn global_zeros(
         })
         .collect())
 }
-use crate::{Cli, open, spawn_worker, usage, worker_count};
+use crate::common::{GlobalArgs, open, spawn_worker, usage, worker_count};
 
 /// A module on each of `workers` devices, or an SPMD one once over its devices, with its
 /// inputs (the ones given, or zeros) uploaded.
@@ -171,7 +171,7 @@ pub struct BenchArgs {
     pub duration: Option<f64>,
 }
 
-pub fn bench(cli: &Cli, args: &BenchArgs) -> Result<()> {
+pub fn bench(cli: &GlobalArgs, args: &BenchArgs) -> Result<()> {
     let BenchArgs {
         module,
         inputs,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::Subcommand;
 use pjrt_actors::{CACHE_DIR_ENV, CACHE_REDIS_ENV, DiskCache, RedisCacheConfig, RedisTier, Result};
 
-use crate::usage;
+use crate::common::usage;
 
 #[derive(Subcommand)]
 pub enum CacheAction {

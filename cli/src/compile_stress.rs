@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use pjrt_actors::{CompileOptions, Error, Result};
 
-use crate::{Cli, open_with, spawn_worker, usage, worker_count};
+use crate::common::{GlobalArgs, open_with, spawn_worker, usage, worker_count};
 
 /// What `compile-stress` was asked to do.
 pub struct Stress {
@@ -30,7 +30,7 @@ fn generated_module(i: usize) -> String {
     )
 }
 
-pub fn compile_stress(cli: &Cli, stress: Stress) -> Result<()> {
+pub fn compile_stress(cli: &GlobalArgs, stress: Stress) -> Result<()> {
     if stress.processes == 0 || stress.processes > MAX_PROCESSES {
         return Err(usage(format!(
             "--processes must be between 1 and {MAX_PROCESSES}, got {}",
@@ -126,7 +126,7 @@ pub fn compile_stress(cli: &Cli, stress: Stress) -> Result<()> {
 }
 
 /// Runs the same stress in `processes` child processes at once and sums what they report.
-fn fleet(cli: &Cli, stress: &Stress) -> Result<()> {
+fn fleet(cli: &GlobalArgs, stress: &Stress) -> Result<()> {
     let me =
         std::env::current_exe().map_err(|e| usage(format!("cannot find this program: {e}")))?;
     let mut common: Vec<String> = Vec::new();

@@ -3,10 +3,10 @@
 use pjrt_actors::{Client, NamedValue, Result};
 use serde_json::{Value, json};
 
-use crate::{Cli, open};
+use crate::common::{GlobalArgs, open};
 
 /// `devices`: the client's devices and their memory spaces, as a table or JSON.
-pub fn devices(cli: &Cli, json: bool) -> Result<()> {
+pub fn devices(cli: &GlobalArgs, json: bool) -> Result<()> {
     let client = open(cli)?;
     if json {
         out!(

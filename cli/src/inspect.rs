@@ -6,7 +6,7 @@ use std::path::Path;
 use pjrt_actors::Result;
 use pjrt_actors::export::Exported;
 
-use crate::usage;
+use crate::common::usage;
 
 pub fn inspect(path: &Path, json: bool) -> Result<()> {
     let bytes = std::fs::read(path).map_err(|e| usage(format!("{}: {e}", path.display())))?;

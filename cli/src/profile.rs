@@ -4,10 +4,10 @@ use std::path::Path;
 
 use pjrt_actors::{CompileOptions, Result};
 
-use crate::{Cli, open, usage};
+use crate::common::{GlobalArgs, open, usage};
 
 /// A small workload: weights on every device, a few compiled programs, some results kept.
-pub fn profile(cli: &Cli, out: &Path) -> Result<()> {
+pub fn profile(cli: &GlobalArgs, out: &Path) -> Result<()> {
     let client = open(cli)?;
     let mut keep = Vec::new();
     for device in client.devices() {

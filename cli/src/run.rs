@@ -9,7 +9,7 @@ use pjrt_actors::host_data::{
 };
 use pjrt_actors::{Array, Client, CompileOptions, HostBuffer, LoadedExecutable, Result};
 
-use crate::{Cli, open, usage};
+use crate::common::{GlobalArgs, open, usage};
 
 /// What `run` was asked: its flags.
 pub struct RunSpec<'a> {
@@ -25,7 +25,7 @@ pub struct RunSpec<'a> {
 
 /// `run`: compile a module, run it once on `device` (an SPMD program on its devices), print or
 /// save its outputs.
-pub fn run(cli: &Cli, spec: &RunSpec<'_>) -> Result<()> {
+pub fn run(cli: &GlobalArgs, spec: &RunSpec<'_>) -> Result<()> {
     let RunSpec {
         module,
         inputs,

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::kserve::QueuePolicy;
 use super::wire::shown;
-use crate::usage;
+use crate::common::usage;
 
 /// The config keys a model's config file may have (Triton's names).
 pub const KEYS: &[&str] = &[

@@ -25,7 +25,7 @@ use pjrt_actors::serving::ShutdownMode;
 use tokio::sync::Semaphore;
 
 use crate::bench::seconds_flag;
-use crate::{Cli, open, usage};
+use crate::common::{GlobalArgs, open, usage};
 use kserve::Models;
 use limits::{Limits, MemoryBudget};
 use listen::Protocol;
@@ -141,7 +141,7 @@ fn sources(spec: &ServeArgs) -> Result<Vec<ModelSource>> {
     Ok(sources)
 }
 
-pub fn serve(cli: &Cli, spec: &ServeArgs) -> Result<()> {
+pub fn serve(cli: &GlobalArgs, spec: &ServeArgs) -> Result<()> {
     let sources = sources(spec)?;
     let limits = Limits {
         body_bytes: spec.max_body_bytes,

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::config::{KEYS, batcher_config, refused};
 use super::kserve::{ServedModel, TensorSpec};
 use super::wire::shown;
-use crate::usage;
+use crate::common::usage;
 
 /// One model to load: its name, program, weights and config file.
 pub struct ModelSource {
