@@ -415,6 +415,10 @@ fn timeouts_follow_triton_and_past_the_server_limit_grpc_says_deadline_exceeded(
             json!({"default_queue_policy": {"allow_timeout_override": false}}).to_string(),
         ),
         ("waits", slow(json!({}))),
+        // The same for gRPC, a queue of its own: in one queue, a request the server gave up on
+        // still opens the batch window, and a gRPC client slow to start (a loaded machine)
+        // would ride out in its batch before the limit.
+        ("waits_grpc", slow(json!({}))),
     ];
     let mut args = vec!["--request-timeout".to_string(), "1".into()];
     for (name, config) in &models {
@@ -444,7 +448,7 @@ fn timeouts_follow_triton_and_past_the_server_limit_grpc_says_deadline_exceeded(
     assert!(message(&err).contains("--request-timeout"), "{err}");
     let a = grpc_cases(
         &server,
-        &json!([{"model": "waits", "inputs": [{"name": "input0", "datatype": "FP32", "shape": [1, 2], "contents": {"fp32_contents": [1, 2]}}]}]),
+        &json!([{"model": "waits_grpc", "inputs": [{"name": "input0", "datatype": "FP32", "shape": [1, 2], "contents": {"fp32_contents": [1, 2]}}]}]),
     );
     assert_eq!(a[0]["code"], "DEADLINE_EXCEEDED", "{}", a[0]);
 }
