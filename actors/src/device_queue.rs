@@ -32,7 +32,8 @@ impl DeviceQueue {
     }
 
     /// The limit (`usize::MAX` when unlimited).
-    pub fn limit(&self) -> usize {
+    #[cfg(test)]
+    fn limit(&self) -> usize {
         self.limit
     }
 

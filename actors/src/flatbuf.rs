@@ -136,10 +136,6 @@ impl<'a> Vector<'a> {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// The elements as bytes (a `[ubyte]` vector).
     pub fn as_bytes(&self) -> &'a [u8] {
         &self.buf[self.start..self.start + self.len]

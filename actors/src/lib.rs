@@ -1,6 +1,7 @@
 //! The actors of pjrt-actors over the PJRT fence (the `pjrt-actors-fence` crate, re-exported as
-//! `pjrt`). The public crate `pjrt-actors` wraps these in cheap handles; nothing here is
-//! user-facing API.
+//! `pjrt`). Nothing here is user-facing API: the public surface is what the `pjrt-actors` crate
+//! needs to build its handles (each actor's handle, the state and formats they pass), plus what
+//! its own tests, benches and compile-worker binary check from inside; the rest is private.
 
 #![forbid(unsafe_code)]
 
@@ -9,31 +10,31 @@ pub mod buffers;
 pub mod callbacks;
 pub mod compile;
 pub mod compile_cache;
-pub mod compile_env;
+mod compile_env;
 pub mod compile_worker;
 pub mod config;
 pub mod custom_call_layouts;
-pub mod device_queue;
+mod device_queue;
 pub mod disk_cache;
 pub mod envelope;
-pub mod error;
+mod error;
 pub mod executable;
 pub mod execute;
 pub mod exported;
 mod exported_check;
-pub mod flatbuf;
+mod flatbuf;
 mod flight;
-pub mod guard;
+mod guard;
 pub mod heap_profile;
 pub mod hlo_text;
 #[cfg(feature = "redis")]
 pub mod kv_store;
-pub mod lock_rank;
-pub mod memory_account;
-pub mod mlir_bytecode;
-pub mod open;
+mod lock_rank;
+mod memory_account;
+mod mlir_bytecode;
+mod open;
 pub mod program_check;
-pub mod pytree;
+mod pytree;
 pub mod redis_cache;
 pub mod registry;
 pub mod runtime;
@@ -44,8 +45,8 @@ pub mod site;
 pub mod spmd;
 pub mod state;
 pub mod supervision;
-pub mod topology;
-pub mod xla_options;
+mod topology;
+mod xla_options;
 
 pub use config::ClientConfig;
 pub use error::{Error, PjrtCode, PluginError, Result};

@@ -145,14 +145,17 @@ impl Handler<BindCallbacks> for ClientActor {
     }
 }
 
-/// Every live loaded executable, with the callbacks it was last bound to (if any handle still
-/// holds them).
+/// A live loaded executable and the callbacks it was last bound to (if any handle still holds
+/// them).
+pub type LiveExecutable = (Arc<ExecutableCore>, Option<Arc<CallbackSet>>);
+
+/// Every live loaded executable, with its callbacks.
 #[derive(Message)]
-#[rtype(result = "Result<Vec<(Arc<ExecutableCore>, Option<Arc<CallbackSet>>)>>")]
+#[rtype(result = "Result<Vec<LiveExecutable>>")]
 pub(crate) struct LiveExecutables;
 
 impl Handler<LiveExecutables> for ClientActor {
-    type Result = Result<Vec<(Arc<ExecutableCore>, Option<Arc<CallbackSet>>)>>;
+    type Result = Result<Vec<LiveExecutable>>;
 
     fn handle(&mut self, _: LiveExecutables, _: &mut Context<Self>) -> Self::Result {
         guarded("live executables", || {
@@ -200,10 +203,7 @@ impl RouterHandle<'_> {
     }
 
     /// Every live loaded executable, with the callbacks it was last bound to.
-    pub fn live_executables(
-        self,
-    ) -> impl Future<Output = Result<Vec<(Arc<ExecutableCore>, Option<Arc<CallbackSet>>)>>> + use<>
-    {
+    pub fn live_executables(self) -> impl Future<Output = Result<Vec<LiveExecutable>>> + use<> {
         ask(self.addr, LiveExecutables)
     }
 }
