@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use pjrt_actors::{Client, CompileOptions};
 use pjrt_actors_core::compile::DeviceFacts;
-use pjrt_actors_core::pjrt::{HostData, PjrtClient, PjrtLoadedExecutable, Plugin};
+use pjrt_actors_core::pjrt::{HostBuffer, PjrtClient, PjrtLoadedExecutable, Plugin};
 use pjrt_actors_core::runtime::block_on;
 use pjrt_actors_fence::baseline::RawAdd;
 use prost::Message;
@@ -136,7 +136,7 @@ fn main() {
         let bytes: Vec<u8> = v.iter().flat_map(|f| f.to_ne_bytes()).collect();
         raw_client
             .upload(
-                HostData::Borrowed(&bytes),
+                HostBuffer::Copy(&bytes),
                 pjrt_actors::ElementType::F32,
                 &[4],
                 &raw_devices[device],

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use pjrt_actors::Client;
 use pjrt_actors::export::{ExportedModel, dotted_path};
-use pjrt_actors::host_data::{HostData, read_npz};
+use pjrt_actors::host_data::{HostArray, read_npz};
 use pjrt_actors::serving::{Batcher, BatcherConfig, InferRequest};
 use serde_json::{Value, json};
 use support::jax::{self, JaxHelper};
@@ -65,8 +65,8 @@ fn data_dir() -> PathBuf {
 fn load(
     client: &Client,
     file: &str,
-    args: &[(String, HostData)],
-) -> (ExportedModel, Vec<HostData>) {
+    args: &[(String, HostArray)],
+) -> (ExportedModel, Vec<HostArray>) {
     let mut model = client
         .load_exported(&std::fs::read(data_dir().join(file)).unwrap())
         .unwrap();

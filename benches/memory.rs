@@ -14,7 +14,7 @@ mod support;
 use std::time::Instant;
 
 use pjrt_actors::{Array, Client, ElementType};
-use pjrt_actors_core::pjrt::{HostData, PjrtBuffer, PjrtClient, Plugin};
+use pjrt_actors_core::pjrt::{HostBuffer, PjrtBuffer, PjrtClient, Plugin};
 use pjrt_actors_fence::baseline::raw_profile_floor;
 use support::*;
 
@@ -104,7 +104,7 @@ fn main() {
             let bytes: Vec<u8> = [i as f32; 4].iter().flat_map(|f| f.to_ne_bytes()).collect();
             let device = &raw_devices[i % raw_devices.len()];
             (raw_client.upload(
-                HostData::Borrowed(&bytes),
+                HostBuffer::Copy(&bytes),
                 ElementType::F32,
                 &[4],
                 device,

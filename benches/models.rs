@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use pjrt_actors::host_data::{HostData, read_npy};
+use pjrt_actors::host_data::{HostArray, read_npy};
 use pjrt_actors::{
     Array, Client, CompileOptions, ElementType, HostBuffer, LoadedExecutable, NamedValue,
 };
@@ -37,7 +37,7 @@ fn data_dir() -> PathBuf {
 }
 
 /// Argument `k` of a case, as export.py's `inputs` makes it.
-fn argument(k: usize, arg: &Value) -> HostData {
+fn argument(k: usize, arg: &Value) -> HostArray {
     let dims: Vec<i64> = (arg["shape"].as_array().unwrap().iter())
         .map(|d| d.as_i64().unwrap())
         .collect();
@@ -60,10 +60,10 @@ fn argument(k: usize, arg: &Value) -> HostData {
         ),
         other => panic!("no argument formula for {other}"),
     };
-    HostData { dtype, dims, bytes }
+    HostArray { dtype, dims, bytes }
 }
 
-fn f32s(h: &HostData) -> Vec<f32> {
+fn f32s(h: &HostArray) -> Vec<f32> {
     (h.bytes.chunks_exact(4))
         .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
         .collect()
@@ -114,7 +114,7 @@ impl Prepared {
         let mut worst = 0f64;
         for (g, w) in got.iter().zip(want) {
             let w = read_npy(&std::fs::read(data_dir().join(w.as_str().unwrap())).unwrap());
-            let (g, w) = (f32s(&HostData::from_array(g).unwrap()), f32s(&w.unwrap()));
+            let (g, w) = (f32s(&g.to_host_array().unwrap()), f32s(&w.unwrap()));
             assert_eq!(g.len(), w.len(), "{}: output size", case["name"]);
             let scale = w.iter().fold(1e-30f32, |m, v| m.max(v.abs()));
             for (a, b) in g.iter().zip(&w) {
@@ -156,7 +156,7 @@ impl RawCase {
                 let h = argument(k, a);
                 let b = client
                     .upload(
-                        raw::HostData::Borrowed(&h.bytes),
+                        raw::HostBuffer::Copy(&h.bytes),
                         h.dtype,
                         &h.dims,
                         device,

@@ -12,7 +12,7 @@ mod support;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use pjrt_actors::host_data::HostData;
+use pjrt_actors::host_data::HostArray;
 use pjrt_actors::serving::{Batcher, InferRequest};
 use pjrt_actors::{Client, CompileOptions, Error};
 use support::percentile_us;
@@ -57,9 +57,9 @@ fn load_on_threads(client: impl Fn(usize, Instant) -> Vec<f64> + Sync) -> Load {
     summarize(latencies, start.elapsed().as_secs_f64())
 }
 
-fn request(seed: u64) -> HostData {
+fn request(seed: u64) -> HostArray {
     let x = serve_values(seed);
-    HostData {
+    HostArray {
         dtype: pjrt_actors::ElementType::F32,
         dims: vec![4, 16],
         bytes: x.iter().flat_map(|v| v.to_le_bytes()).collect(),

@@ -9,7 +9,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use pjrt_actors::host_data::HostData;
+use pjrt_actors::host_data::HostArray;
 use pjrt_actors::{Array, Client, CompileOptions, ElementType, ShardedArray};
 use serde_json::json;
 use support::jax::{self, JaxHelper};
@@ -25,9 +25,9 @@ fn data_dir() -> PathBuf {
 }
 
 /// Argument `k` as export.py's `arg` makes it: sin(0.7 i + 1.3 k) / 4 in f64, then f32.
-fn argument(k: usize, dims: &[i64]) -> HostData {
+fn argument(k: usize, dims: &[i64]) -> HostArray {
     let n = dims.iter().product::<i64>() as usize;
-    HostData {
+    HostArray {
         dtype: ElementType::F32,
         dims: dims.to_vec(),
         bytes: (0..n)
@@ -45,7 +45,7 @@ fn shapes(batch: i64) -> [Vec<i64>; 4] {
     ]
 }
 
-fn f32s(h: &HostData) -> Vec<f32> {
+fn f32s(h: &HostArray) -> Vec<f32> {
     (h.bytes.chunks_exact(4))
         .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
         .collect()
@@ -60,7 +60,7 @@ fn main() {
     let spmd =
         (client.compile_and_load(read("bench_dp_mlp.mlir"), &CompileOptions::default())).unwrap();
     let shardings = spmd.parameter_shardings().unwrap();
-    let global: Vec<HostData> = (shapes(BATCH).iter().enumerate())
+    let global: Vec<HostArray> = (shapes(BATCH).iter().enumerate())
         .map(|(k, s)| argument(k, s))
         .collect();
     let sharded: Vec<ShardedArray> = (global.iter().zip(&shardings))
@@ -108,7 +108,7 @@ fn main() {
     // The same numbers both ways: the SPMD output's rows are the quarters'.
     let whole = f32s(&spmd_call()[0].to_host().unwrap());
     let parts: Vec<f32> = (singles_call().iter())
-        .flat_map(|o| f32s(&HostData::from_array(&o[0]).unwrap()))
+        .flat_map(|o| f32s(&o[0].to_host_array().unwrap()))
         .collect();
     let worst = whole
         .iter()

@@ -13,11 +13,9 @@ pub mod transformer;
 
 use std::time::{Duration, Instant};
 
-use pjrt_actors::host_data::HostData;
+use pjrt_actors::host_data::HostArray;
 use pjrt_actors::serving::{BatchModel, Batcher, BatcherConfig, InferRequest};
-use pjrt_actors::{
-    Array, Client, CompileOptions, Device, ElementType, HostBuffer, LoadedExecutable,
-};
+use pjrt_actors::{Array, Client, CompileOptions, Device, ElementType, LoadedExecutable};
 
 const MLP: &str = include_str!("mlp.mlir");
 const BATCH: usize = 4;
@@ -88,8 +86,8 @@ impl Weights {
     }
 }
 
-fn f32_data(values: &[f32], dims: &[i64]) -> HostData {
-    HostData {
+fn f32_data(values: &[f32], dims: &[i64]) -> HostArray {
+    HostArray {
         dtype: ElementType::F32,
         dims: dims.to_vec(),
         bytes: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
@@ -132,7 +130,7 @@ struct Replica {
 
 struct Request {
     id: u64,
-    input: HostData,
+    input: HostArray,
     sent: Instant,
 }
 
@@ -187,7 +185,7 @@ pub fn run(
         })
         .collect::<pjrt_actors::Result<Vec<_>>>()?;
     let input = |id: u64| f32_data(&values(1000 + id, BATCH * IN), &[BATCH as i64, IN as i64]);
-    let check = |_: u64, x: &HostData, y: &HostData| {
+    let check = |_: u64, x: &HostArray, y: &HostArray| {
         let want = weights.reference(&f32s(x));
         let got = f32s(y);
         let close = (got.iter().zip(&want)).all(|(a, b)| (a - b).abs() <= 1e-4 * (1.0 + b.abs()));
@@ -206,7 +204,7 @@ pub fn run(
     )
 }
 
-fn f32s(h: &HostData) -> Vec<f32> {
+fn f32s(h: &HostArray) -> Vec<f32> {
     (h.bytes.chunks_exact(4))
         .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
         .collect()
@@ -226,8 +224,8 @@ fn drive(
     batcher: Option<&Batcher>,
     replicas: &[Replica],
     load: Load,
-    input: &(dyn Fn(u64) -> HostData + Sync),
-    check: &(dyn Fn(u64, &HostData, &HostData) -> Option<String> + Sync),
+    input: &(dyn Fn(u64) -> HostArray + Sync),
+    check: &(dyn Fn(u64, &HostArray, &HostArray) -> Option<String> + Sync),
 ) -> pjrt_actors::Result<Report> {
     let Load {
         requests,
@@ -259,7 +257,7 @@ fn drive(
                         let mut latency =
                             hdrhistogram::Histogram::<u64>::new(3).expect("valid precision");
                         let (mut checked, mut mismatches) = (0, 0);
-                        let mut answered = |req: &Request, y: &HostData| {
+                        let mut answered = |req: &Request, y: &HostArray| {
                             let _ = latency.record(req.sent.elapsed().as_nanos() as u64);
                             if req.id.is_multiple_of(check_every) {
                                 checked += 1;
@@ -292,16 +290,11 @@ fn drive(
                                 }
                             }
                             (None, Some(replica)) => {
-                                let client = replica.exe.client();
                                 for req in rx.iter() {
-                                    let h = &req.input;
-                                    let data = HostBuffer::Copy(&h.bytes);
-                                    let (dtype, device) = (h.dtype, &replica.device);
-                                    let x = client
-                                        .buffer_from_host(data, dtype, &h.dims, device, None)?;
+                                    let x = replica.device.put_array(&req.input)?;
                                     let [w1, b1, w2, b2] = &replica.weights;
                                     let y = replica.exe.execute(&[&x, w1, b1, w2, b2])?;
-                                    answered(&req, &HostData::from_array(&y[0])?);
+                                    answered(&req, &y[0].to_host_array()?);
                                 }
                             }
                             (None, None) => unreachable!("an unbatched run has replicas"),

@@ -9,56 +9,13 @@ use std::future::Future;
 use pjrt_actors_core::actors::memory_space::AsyncUpload;
 use pjrt_actors_core::buffers::{ArrayCore, BufferSlot};
 use pjrt_actors_core::dtype::{ElementType, byte_size};
-use pjrt_actors_core::pjrt::{HostData, NativeType, SharedBytes, zeroed_vec};
+use pjrt_actors_core::pjrt::{HostBuffer, NativeType, zeroed_vec};
 use pjrt_actors_core::registry::ArrayId;
 use pjrt_actors_core::site::Site;
 use pjrt_actors_core::state::Upload;
 use pjrt_actors_core::{Error, Result};
 
 use crate::handles::{Array, Client, Device, MemorySpace, Shared, guard_of};
-
-/// Host memory handed to an upload, and how long the plugin may read it. The lifetimes make
-/// misuse a compile error: a borrow is read during the call only; anything the plugin reads
-/// later is owned (`Arc<[u8]>`) and kept alive by the runtime for as long as needed.
-pub enum HostBuffer<'a> {
-    /// Copied before the upload returns (py_client's `kImmutableOnlyDuringCall`).
-    Copy(&'a [u8]),
-    /// Read until the transfer completes; the runtime holds a clone of the `Arc` until then
-    /// (`kImmutableUntilTransferCompletes`).
-    UntilTransferCompletes(Arc<[u8]>),
-    /// Aliased for the array's whole life where the plugin can (the CPU plugin: `SharedBytes`
-    /// are 64-byte aligned, as it needs); the runtime holds a clone as long as the array
-    /// (`kImmutableZeroCopy`).
-    ZeroCopy(SharedBytes),
-}
-
-impl<'a> HostBuffer<'a> {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            HostBuffer::Copy(b) => b,
-            HostBuffer::UntilTransferCompletes(b) => b,
-            HostBuffer::ZeroCopy(b) => b,
-        }
-    }
-
-    fn into_host_data(self) -> HostData<'a> {
-        match self {
-            HostBuffer::Copy(b) => HostData::Borrowed(b),
-            HostBuffer::UntilTransferCompletes(b) => HostData::UntilTransfer(b),
-            HostBuffer::ZeroCopy(b) => HostData::ZeroCopy(b),
-        }
-    }
-
-    /// The same, owning what it holds (for an upload served later, by an actor): a borrow is
-    /// copied now.
-    fn into_owned_host_data(self) -> HostData<'static> {
-        match self {
-            HostBuffer::Copy(b) => HostData::UntilTransfer(Arc::from(b)),
-            HostBuffer::UntilTransferCompletes(b) => HostData::UntilTransfer(b),
-            HostBuffer::ZeroCopy(b) => HostData::ZeroCopy(b),
-        }
-    }
-}
 
 /// Checks host data against `dtype` × `dims`: its length (without overflowing on huge
 /// shapes), and for `pred` that every byte is 0 or 1 (XLA reads any other byte inconsistently:
@@ -132,7 +89,7 @@ pub(crate) fn upload(
     let placement = placement(shared, device, memory)?;
     let core = shared.state().upload(Upload {
         owner: shared.clone(),
-        data: data.into_host_data(),
+        data,
         dtype,
         dims,
         placement,
@@ -182,7 +139,7 @@ impl Client {
         let site = self.site();
         let checked = check_host_data(dtype, dims, data.bytes())
             .and_then(|()| placement(&self.shared, device, memory));
-        let data = data.into_owned_host_data();
+        let data = data.into_owned();
         let (client, dims, explicit_memory) = (self.clone(), dims.to_vec(), memory.is_some());
         async move {
             let (device, memory) = checked?;
@@ -356,6 +313,16 @@ impl Array {
     /// Reads the array's dense bytes (any dtype, e.g. f16, bf16, complex).
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         self.core.read()
+    }
+
+    /// The array's contents read back as a [`HostArray`](crate::HostArray) (element type,
+    /// dims, bytes): what [`Device::put_array`] uploads.
+    pub fn to_host_array(&self) -> Result<crate::HostArray> {
+        Ok(crate::HostArray {
+            dtype: self.dtype(),
+            dims: self.dims().to_vec(),
+            bytes: self.to_bytes()?,
+        })
     }
 
     /// The async form of [`to_bytes`](Self::to_bytes): the read is served by the array's

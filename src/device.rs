@@ -198,6 +198,23 @@ impl Device {
         let site = self.shared.state().site();
         crate::array::upload(&self.shared, data, T::TYPE, dims, (self, None), site)
     }
+
+    /// Creates an array on this device from a host array (copied during the call): the upload
+    /// of the one owned host type, which serving, weights and the command line use.
+    /// [`Array::to_host_array`] reads one back.
+    #[track_caller]
+    pub fn put_array(&self, array: &crate::HostArray) -> Result<crate::Array> {
+        let data = crate::HostBuffer::Copy(&array.bytes);
+        let site = self.shared.state().site();
+        crate::array::upload(
+            &self.shared,
+            data,
+            array.dtype,
+            &array.dims,
+            (self, None),
+            site,
+        )
+    }
 }
 
 impl PartialEq for Device {

@@ -101,16 +101,16 @@ pub mod spmd {
 mod sharded;
 
 pub use ahead_of_time::Executable;
-pub use array::HostBuffer;
 pub use client_builder::ClientBuilder;
 pub use compile::{CancelToken, CompileCacheStats, CompileRequest};
 pub use handles::{Array, Client, Device, LoadedExecutable, MemorySpace};
 /// XLA's compile options message (from `pjrt-sys`), for callers who need a field we do not wrap.
 pub use pjrt_actors_core::CompileOptionsProto;
+pub use pjrt_actors_core::HostArray;
 pub use pjrt_actors_core::TopologyDescription;
 pub use pjrt_actors_core::actors::device::DeviceWorkStats;
 pub use pjrt_actors_core::actors::registry::DefragmentReport;
-pub use pjrt_actors_core::callbacks::{CallbackKind, HostArray, HostCallback};
+pub use pjrt_actors_core::callbacks::{CallbackKind, HostCallback};
 pub use pjrt_actors_core::compile::{CompileOptions, JAX_DEBUG_OPTIONS, XlaOption};
 pub use pjrt_actors_core::compile_worker::{
     COMPILE_TIMEOUT_ENV, COMPILE_WORKER_ENV, COMPILE_WORKER_MEMORY_ENV, time_limit,
@@ -123,8 +123,8 @@ pub use pjrt_actors_core::kv_store::RedisKvStore;
 pub use pjrt_actors_core::pjrt::kv::{KvError, KvStore};
 pub use pjrt_actors_core::pjrt::lapack;
 pub use pjrt_actors_core::pjrt::{
-    ArrayType, CompiledMemoryStats, DeviceMemoryStats, DmaMapping, HostView, HostViewMut, Layout,
-    MemoryKind, NamedValue, NativeType, PLUGIN_PATH_ENV, SharedBytes,
+    ArrayType, CompiledMemoryStats, DeviceMemoryStats, DmaMapping, HostBuffer, HostView,
+    HostViewMut, Layout, MemoryKind, NamedValue, NativeType, PLUGIN_PATH_ENV, SharedBytes,
 };
 pub use pjrt_actors_core::redis_cache::{
     CACHE_REDIS_ENV, CACHE_REDIS_READ_ONLY_ENV, RedisCacheConfig, RedisTier,

@@ -10,7 +10,7 @@ use pjrt_actors_core::sharding::Sharding;
 use pjrt_actors_core::{Error, Result};
 use smallvec::SmallVec;
 
-use crate::host_data::HostData;
+use crate::host_data::HostArray;
 use crate::{Array, Client, Device, ElementType, HostBuffer, LoadedExecutable};
 
 /// One global array held as shards on several devices.
@@ -114,7 +114,7 @@ impl ShardedArray {
     }
 
     /// Reads the global value back: one replica of each tile, read in parallel, placed.
-    pub fn to_host(&self) -> Result<HostData> {
+    pub fn to_host(&self) -> Result<HostArray> {
         let width = self.dtype.byte_size();
         let ranges = self.sharding.shard_ranges(&self.dims)?;
         let firsts: Vec<usize> = (0..self.shards.len())
@@ -126,7 +126,7 @@ impl ShardedArray {
         for (&k, block) in firsts.iter().zip(&blocks) {
             place_block(&mut bytes, &self.dims, width, &ranges[k], block);
         }
-        Ok(HostData {
+        Ok(HostArray {
             dtype: self.dtype,
             dims: self.dims.clone(),
             bytes,
@@ -142,7 +142,7 @@ impl ShardedArray {
 impl Client {
     /// Splits `data` by `sharding` (an uneven split is an error, as in JAX) and uploads each
     /// shard to its device, in parallel.
-    pub fn put_sharded(&self, data: &HostData, sharding: &Sharding) -> Result<ShardedArray> {
+    pub fn put_sharded(&self, data: &HostArray, sharding: &Sharding) -> Result<ShardedArray> {
         let width = data.dtype.byte_size();
         let ranges = sharding.shard_ranges(&data.dims)?;
         let shard_dims = sharding.shard_dims(&data.dims)?;
@@ -270,7 +270,7 @@ impl LoadedExecutable {
     /// Splits host arguments by the parameter shardings, uploads them, and runs
     /// [`execute_sharded`](Self::execute_sharded).
     #[track_caller]
-    pub fn execute_sharded_host(&self, args: &[HostData]) -> Result<Vec<ShardedArray>> {
+    pub fn execute_sharded_host(&self, args: &[HostArray]) -> Result<Vec<ShardedArray>> {
         let shardings = self
             .parameter_shardings()
             .ok_or_else(|| self.spmd().unwrap_err())?;

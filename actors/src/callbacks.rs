@@ -10,6 +10,7 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+use crate::host_array::HostArray;
 use crate::lock_rank::{CALLBACK_FAILURE, CALLBACK_ORDER, RankedMutex};
 use crate::pjrt::{
     ArrayType, CALLBACK_ID_ATTR, CallbackDispatch, HOST_CALLBACK_TARGET, HostView, HostViewMut,
@@ -314,28 +315,6 @@ fn tensor_type(t: &ArrayType) -> String {
     let mut dims: Vec<String> = t.dims.iter().map(|d| d.to_string()).collect();
     dims.push(t.dtype.mlir_name().to_string());
     format!("tensor<{}>", dims.join("x"))
-}
-
-/// An owned host array a callback returns: element type, dims and dense bytes.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HostArray {
-    /// The element type.
-    pub dtype: crate::dtype::ElementType,
-    /// The dimensions.
-    pub dims: Vec<i64>,
-    /// The dense bytes, little-endian, major-to-minor.
-    pub bytes: Vec<u8>,
-}
-
-impl HostArray {
-    /// An array of `values` with `dims`.
-    pub fn from_slice<T: crate::pjrt::NativeType>(values: &[T], dims: &[i64]) -> Self {
-        HostArray {
-            dtype: T::TYPE,
-            dims: dims.to_vec(),
-            bytes: crate::pjrt::as_bytes(values).to_vec(),
-        }
-    }
 }
 
 /// A stable, positive id for a callback name.

@@ -27,6 +27,7 @@ mod flight;
 mod guard;
 pub mod heap_profile;
 pub mod hlo_text;
+pub mod host_array;
 #[cfg(feature = "redis")]
 pub mod kv_store;
 mod lock_rank;
@@ -51,6 +52,7 @@ mod xla_options;
 pub use config::ClientConfig;
 pub use error::{Error, PjrtCode, PluginError, Result};
 pub use guard::ClientGuard;
+pub use host_array::HostArray;
 pub use open::open_client;
 pub use pjrt_actors_fence as pjrt;
 pub use pjrt_actors_fence::dtype;

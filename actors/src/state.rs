@@ -17,7 +17,7 @@ use crate::executable::{ExecutableCore, ExecutableMeta, ExecutableRegistry};
 use crate::execute::{ExecuteContext, Outputs};
 use crate::memory_account::{MemoryAccount, OverBudget};
 use crate::pjrt::{
-    DeviceDescription, HostData, MemoryDescription, NamedValue, PjrtClient, PjrtDevice,
+    DeviceDescription, HostBuffer, MemoryDescription, NamedValue, PjrtClient, PjrtDevice,
     PjrtLoadedExecutable, PjrtMemory,
 };
 use crate::site::{Site, SiteCapture};
@@ -39,7 +39,7 @@ pub struct DeviceSnapshot {
 /// from its request.
 pub struct Upload<'a> {
     pub owner: Arc<dyn ArrayOwner>,
-    pub data: HostData<'a>,
+    pub data: HostBuffer<'a>,
     pub dtype: crate::dtype::ElementType,
     pub dims: &'a [i64],
     /// Device index, and the memory space's (the device's default unless `explicit_memory`).

@@ -122,7 +122,7 @@ fn send_recv_callback_text_lowers_to_host_send_and_recv() {
 fn execute_options_carry_send_and_recv_callback_lists() {
     use pjrt_actors_core::compile::{CompileOptions, DeviceFacts};
     use pjrt_actors_core::dtype::ElementType;
-    use pjrt_actors_core::pjrt::{HostData, HostTransferDispatch, HostTransfers, RecvStream};
+    use pjrt_actors_core::pjrt::{HostBuffer, HostTransferDispatch, HostTransfers, RecvStream};
     use prost::Message;
 
     struct Unused;
@@ -151,7 +151,7 @@ fn execute_options_carry_send_and_recv_callback_lists() {
     let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
     let input = client
         .upload(
-            HostData::Borrowed(&bytes),
+            HostBuffer::Copy(&bytes),
             ElementType::F32,
             &[3],
             device,

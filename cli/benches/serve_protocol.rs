@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use pjrt_actors::host_data::{HostData, read_npz};
+use pjrt_actors::host_data::{HostArray, read_npz};
 use pjrt_actors::serving::{Batcher, BatcherConfig, InferRequest};
 use pjrt_actors::{Client, ElementType};
 use serde_json::json;
@@ -252,7 +252,7 @@ fn in_process_load(batcher: &Batcher, r: &Recorded) -> Load {
         let (mut lat, mut i) = (Vec::new(), k);
         while Instant::now() < end {
             let tokens = &r.tokens[i % r.tokens.len()];
-            let x = HostData {
+            let x = HostArray {
                 dtype: ElementType::S32,
                 dims: vec![1, 8],
                 bytes: tokens.iter().flat_map(|t| t.to_le_bytes()).collect(),

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use pjrt_actors::export::ExportedModel;
-use pjrt_actors::host_data::HostData;
+use pjrt_actors::host_data::HostArray;
 use pjrt_actors::{Array, Client, LoadedExecutable, Result, ShardedArray};
 
 use crate::run::{check_inputs, is_export, load_module, read_inputs, upload, zeros, zeros_for};
@@ -15,7 +15,7 @@ use crate::run::{check_inputs, is_export, load_module, read_inputs, upload, zero
 enum Prepared {
     OnDevice(LoadedExecutable, Vec<Array>),
     Sharded(LoadedExecutable, Vec<ShardedArray>),
-    Exported(Box<ExportedModel>, Vec<HostData>),
+    Exported(Box<ExportedModel>, Vec<HostArray>),
 }
 
 impl Prepared {
@@ -40,7 +40,7 @@ impl Prepared {
 fn global_zeros(
     exe: &LoadedExecutable,
     shardings: &[pjrt_actors::Sharding],
-) -> Result<Vec<pjrt_actors::host_data::HostData>> {
+) -> Result<Vec<pjrt_actors::host_data::HostArray>> {
     let shards = zeros_for(exe)?;
     Ok((shards.into_iter().zip(shardings))
         .map(|(mut h, s)| {
@@ -64,7 +64,7 @@ fn prepare_module(
     client: &Client,
     module: &Path,
     inputs: &[String],
-    parsed: Option<Vec<HostData>>,
+    parsed: Option<Vec<HostArray>>,
     workers: usize,
 ) -> Result<Vec<Prepared>> {
     let first = load_module(client, module, 0, None)?;
@@ -115,7 +115,7 @@ fn prepare_export(
     client: &Client,
     module: &Path,
     params: Option<&Path>,
-    parsed: Option<Vec<HostData>>,
+    parsed: Option<Vec<HostArray>>,
 ) -> Result<Prepared> {
     let read = |path: &Path, what: &str| {
         std::fs::read(path).map_err(|e| usage(format!("{what} {}: {e}", path.display())))
@@ -136,7 +136,7 @@ fn prepare_export(
                     t.ok_or_else(|| usage(format!("{path} is of a dtype with no zeros here")))?;
                 match used {
                     true => zeros(&format!("input {path}"), &t),
-                    false => Ok(HostData {
+                    false => Ok(HostArray {
                         dtype: t.dtype,
                         dims: t.dims,
                         bytes: Vec::new(),

@@ -15,6 +15,7 @@ mod common;
 mod compile_stress;
 mod devices;
 mod inspect;
+mod literal;
 mod profile;
 mod run;
 mod serve;

@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use pjrt_actors::host_data::{
-    HostData, LITERAL_LIMIT, json_values, npy_supports, parse_literal, read_npy, void_reads_as,
-    write_npy,
+    HostArray, npy_supports, read_npy, retyped_void, void_reads_as, write_npy,
 };
-use pjrt_actors::{Array, Client, CompileOptions, HostBuffer, LoadedExecutable, Result};
+use pjrt_actors::{Array, Client, CompileOptions, LoadedExecutable, Result};
 
 use crate::common::{GlobalArgs, open, usage};
+use crate::literal::{LITERAL_LIMIT, json_values, parse_literal};
 
 /// What `run` was asked: its flags.
 pub struct RunSpec<'a> {
@@ -127,13 +127,13 @@ pub fn is_export(path: &Path) -> bool {
 }
 
 /// Host outputs and, for an SPMD program, each one's (sharding, devices).
-type Placed = (Vec<HostData>, Vec<Option<(String, Vec<i32>)>>);
+type Placed = (Vec<HostArray>, Vec<Option<(String, Vec<i32>)>>);
 
 /// Compiles a module and runs it once: on one device, or as an SPMD program on global inputs.
 fn run_module(
     client: &Client,
     spec: &RunSpec<'_>,
-    parsed: Vec<HostData>,
+    parsed: Vec<HostArray>,
     stage: &std::sync::atomic::AtomicU8,
 ) -> Result<Placed> {
     let RunSpec {
@@ -177,7 +177,7 @@ fn run_module(
         let results = exe.execute(&refs)?;
         let host = results
             .iter()
-            .map(HostData::from_array)
+            .map(Array::to_host_array)
             .collect::<Result<Vec<_>>>()?;
         (host, vec![None; results.len()])
     };
@@ -185,7 +185,7 @@ fn run_module(
 }
 
 /// An `--input`: a literal, or `@path` to a `.npy` file.
-fn read_input(text: &str) -> Result<HostData> {
+fn read_input(text: &str) -> Result<HostArray> {
     match text.strip_prefix('@') {
         Some(path) => {
             let bytes = std::fs::read(path)
@@ -293,13 +293,13 @@ fn check_output(flag: &str) -> Result<PathBuf> {
 }
 
 /// Reads and parses every `--input`, each exactly once.
-pub fn read_inputs(texts: &[String]) -> Result<Vec<HostData>> {
+pub fn read_inputs(texts: &[String]) -> Result<Vec<HostArray>> {
     texts.iter().map(|t| read_input(t)).collect()
 }
 
 /// Zeros of every parameter's type (what `bench` runs on without inputs), each at most
 /// `LITERAL_LIMIT` bytes, as a literal may describe: a larger parameter needs a `.npy` input.
-pub fn zeros_for(exe: &LoadedExecutable) -> Result<Vec<HostData>> {
+pub fn zeros_for(exe: &LoadedExecutable) -> Result<Vec<HostArray>> {
     (exe.parameter_types().iter().enumerate())
         .map(|(i, p)| zeros(&format!("parameter {i}"), p))
         .collect()
@@ -307,7 +307,7 @@ pub fn zeros_for(exe: &LoadedExecutable) -> Result<Vec<HostData>> {
 
 /// Zeros of type `t` for `what` (a parameter, an export's input), refused past
 /// `LITERAL_LIMIT` bytes as a literal is: a larger one needs a `.npy` input.
-pub fn zeros(what: &str, t: &pjrt_actors::ArrayType) -> Result<HostData> {
+pub fn zeros(what: &str, t: &pjrt_actors::ArrayType) -> Result<HostArray> {
     let bytes = t.byte_size()?;
     if bytes > LITERAL_LIMIT {
         return Err(usage(format!(
@@ -317,7 +317,7 @@ pub fn zeros(what: &str, t: &pjrt_actors::ArrayType) -> Result<HostData> {
             LITERAL_LIMIT >> 20
         )));
     }
-    Ok(HostData {
+    Ok(HostArray {
         dtype: t.dtype,
         dims: t.dims.clone(),
         bytes: vec![0; bytes],
@@ -329,8 +329,8 @@ pub fn zeros(what: &str, t: &pjrt_actors::ArrayType) -> Result<HostData> {
 pub fn check_inputs(
     exe: &LoadedExecutable,
     texts: &[String],
-    inputs: Vec<HostData>,
-) -> Result<Vec<HostData>> {
+    inputs: Vec<HostArray>,
+) -> Result<Vec<HostArray>> {
     let params = &exe.global_parameter_types();
     check_input_count(params.len(), texts)?;
     let mut checked = Vec::with_capacity(inputs.len());
@@ -341,7 +341,7 @@ pub fn check_inputs(
             && texts[i].starts_with('@');
         let (dtype, dims) = (input.dtype, input.dims.clone());
         let input = if void && dtype != p.dtype {
-            input.retyped_void(p.dtype).map_err(|e| {
+            retyped_void(input, p.dtype).map_err(|e| {
                 usage(format!(
                     "input {i} (`{}`): {}; the module expects {}{:?}",
                     texts[i],
@@ -364,13 +364,7 @@ pub fn check_inputs(
     Ok(checked)
 }
 
-pub fn upload(exe: &LoadedExecutable, inputs: &[HostData]) -> Result<Vec<Array>> {
-    let client = exe.client();
+pub fn upload(exe: &LoadedExecutable, inputs: &[HostArray]) -> Result<Vec<Array>> {
     let device = &exe.addressable_devices()[0];
-    inputs
-        .iter()
-        .map(|h| {
-            client.buffer_from_host(HostBuffer::Copy(&h.bytes), h.dtype, &h.dims, device, None)
-        })
-        .collect()
+    inputs.iter().map(|h| device.put_array(h)).collect()
 }

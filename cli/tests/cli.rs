@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use pjrt_actors::ElementType;
-use pjrt_actors::host_data::{HostData, read_npy, write_npy};
+use pjrt_actors::host_data::{HostArray, read_npy, write_npy};
 
 fn cli(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
@@ -97,7 +97,7 @@ fn run_with_npy_inputs_and_outputs() {
     let a = dir.join("a.npy");
     let b = dir.join("b.npy");
     let out = dir.join("out.npy");
-    let f32s = |v: &[f32]| HostData {
+    let f32s = |v: &[f32]| HostArray {
         dtype: ElementType::F32,
         dims: vec![2, 2],
         bytes: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
@@ -334,7 +334,7 @@ fn a_reader_that_goes_away_ends_the_command_quietly() {
 fn an_input_from_standard_input_is_read_once() {
     use std::io::Write;
     let m = add_module();
-    let npy = pjrt_actors::host_data::write_npy(&HostData {
+    let npy = pjrt_actors::host_data::write_npy(&HostArray {
         dtype: ElementType::F32,
         dims: vec![2, 2],
         bytes: [1f32, 2., 3., 4.]
@@ -421,7 +421,7 @@ fn run_serves_a_jax_exported_solve_and_matches_jax() {
     let got = read_npy(&std::fs::read(&out).unwrap()).unwrap();
     let want = read_npy(&std::fs::read(data.join("solve.f64.out0.npy")).unwrap()).unwrap();
     assert_eq!((got.dtype, &got.dims), (want.dtype, &want.dims));
-    let f64s = |h: &HostData| -> Vec<f64> {
+    let f64s = |h: &HostArray| -> Vec<f64> {
         (h.bytes.chunks_exact(8))
             .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
             .collect()
@@ -594,7 +594,7 @@ fn a_lease_holder_killed_mid_compile_is_taken_over_by_the_next_process() {
 fn bfloat16_and_float8_npy_files_in_ml_dtypes_form_round_trip_and_mismatches_are_refused() {
     let dir = scratch_dir("cli-bf16");
     // ml_dtypes saves bfloat16 as a 2-byte void: `{'descr': '<V2', ...}`.
-    let bf16 = |v: &[f32]| HostData {
+    let bf16 = |v: &[f32]| HostArray {
         dtype: ElementType::BF16,
         dims: vec![v.len() as i64],
         bytes: v

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use pjrt_actors::host_data::{HostData, read_npz};
+use pjrt_actors::host_data::{HostArray, read_npz};
 
 const RTOL: f32 = 2e-2;
 
@@ -21,7 +21,7 @@ fn read(name: &str) -> Result<Vec<u8>, String> {
     std::fs::read(data(name)).map_err(|e| format!("{name}: {e}"))
 }
 
-fn npz(name: &str, key: &str) -> Result<HostData, String> {
+fn npz(name: &str, key: &str) -> Result<HostArray, String> {
     let all = read_npz(&read(name)?).map_err(|e| e.to_string())?;
     (all.into_iter().find(|(k, _)| k == key).map(|(_, h)| h)).ok_or(format!("{name} has no {key}"))
 }
@@ -52,7 +52,7 @@ pub fn exported(client: &pjrt_actors::Client) -> Result<String, String> {
     lm.load_params(&read("serve/transformer.safetensors")?)
         .map_err(e)?;
     let tokens = npz("serve/requests.npz", "tokens")?;
-    let rows = HostData {
+    let rows = HostArray {
         dims: vec![16, 8],
         bytes: tokens.bytes[..16 * 8 * 4].to_vec(),
         ..tokens

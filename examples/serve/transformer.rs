@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use pjrt_actors::host_data::{HostData, read_npz};
+use pjrt_actors::host_data::{HostArray, read_npz};
 use pjrt_actors::serving::{Batcher, BatcherConfig};
 
 use super::{Load, Report, drive, f32s};
@@ -76,7 +76,7 @@ pub fn run_transformer(
             .rows((id % RECORDED) as usize, 1)
             .expect("a recorded row")
     };
-    let check = |id: u64, _: &HostData, y: &HostData| {
+    let check = |id: u64, _: &HostArray, y: &HostArray| {
         let (got, want) = (
             f32s(y),
             f32s(

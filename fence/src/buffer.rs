@@ -113,24 +113,38 @@ impl Drop for PjrtEvent {
     }
 }
 
-/// How the plugin may use host memory handed to an upload.
-pub enum HostData<'a> {
-    /// Read during the call only: the plugin copies before the upload returns.
-    Borrowed(&'a [u8]),
-    /// Read until the transfer completes: a clone of the `Arc` is kept until then.
-    UntilTransfer(Arc<[u8]>),
-    /// Aliased for the buffer's whole life where the plugin can (CPU, 64-byte aligned): a clone
-    /// is kept as long as the buffer.
+/// Host memory handed to an upload, and how long the plugin may read it (PJRT's host buffer
+/// semantics). The lifetimes make misuse a compile error: a borrow is read during the call only;
+/// anything the plugin reads later is owned and kept alive for as long as it is needed.
+pub enum HostBuffer<'a> {
+    /// Copied before the upload returns (`kImmutableOnlyDuringCall`).
+    Copy(&'a [u8]),
+    /// Read until the transfer completes; a clone of the `Arc` is kept until then
+    /// (`kImmutableUntilTransferCompletes`).
+    UntilTransferCompletes(Arc<[u8]>),
+    /// Aliased for the buffer's whole life where the plugin can (the CPU plugin: `SharedBytes`
+    /// are 64-byte aligned, as it needs); a clone is kept as long as the buffer
+    /// (`kImmutableZeroCopy`).
     ZeroCopy(crate::native::SharedBytes),
 }
 
-impl HostData<'_> {
+impl HostBuffer<'_> {
     /// The bytes, whatever their owner.
     pub fn bytes(&self) -> &[u8] {
         match self {
-            HostData::Borrowed(b) => b,
-            HostData::UntilTransfer(b) => b,
-            HostData::ZeroCopy(b) => b,
+            HostBuffer::Copy(b) => b,
+            HostBuffer::UntilTransferCompletes(b) => b,
+            HostBuffer::ZeroCopy(b) => b,
+        }
+    }
+
+    /// The same, owning what it holds (for an upload served later, by an actor): a borrow is
+    /// copied now.
+    pub fn into_owned(self) -> HostBuffer<'static> {
+        match self {
+            HostBuffer::Copy(b) => HostBuffer::UntilTransferCompletes(Arc::from(b)),
+            HostBuffer::UntilTransferCompletes(b) => HostBuffer::UntilTransferCompletes(b),
+            HostBuffer::ZeroCopy(b) => HostBuffer::ZeroCopy(b),
         }
     }
 }
@@ -161,20 +175,20 @@ impl PjrtClient {
     /// the bytes of `dtype` × `dims` and that `memory` (if any) belongs to `device`.
     pub fn upload(
         &self,
-        data: HostData<'_>,
+        data: HostBuffer<'_>,
         dtype: ElementType,
         dims: &[i64],
         device: &PjrtDevice,
         memory: Option<&PjrtMemory>,
     ) -> Result<PjrtBuffer> {
         let semantics = match data {
-            HostData::Borrowed(_) => {
+            HostBuffer::Copy(_) => {
                 sys::PJRT_HostBufferSemantics_PJRT_HostBufferSemantics_kImmutableOnlyDuringCall
             }
-            HostData::UntilTransfer(_) => {
+            HostBuffer::UntilTransferCompletes(_) => {
                 sys::PJRT_HostBufferSemantics_PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes
             }
-            HostData::ZeroCopy(_) => sys::PJRT_HostBufferSemantics_PJRT_HostBufferSemantics_kImmutableZeroCopy,
+            HostBuffer::ZeroCopy(_) => sys::PJRT_HostBufferSemantics_PJRT_HostBufferSemantics_kImmutableZeroCopy,
         };
         let bytes = data.bytes();
         // Empty arrays still need a valid, aligned address to hand over.
@@ -212,16 +226,16 @@ impl PjrtClient {
             _aliased: None,
         };
         match data {
-            HostData::Borrowed(_) => {
+            HostBuffer::Copy(_) => {
                 // Only-during-call: the plugin is done with the memory when the call returns.
                 drop(done);
             }
-            HostData::UntilTransfer(keep) => {
+            HostBuffer::UntilTransferCompletes(keep) => {
                 if let Some(done) = done {
                     done.on_ready(Box::new(move || drop(keep)))?;
                 }
             }
-            HostData::ZeroCopy(keep) => {
+            HostBuffer::ZeroCopy(keep) => {
                 drop(done);
                 buffer._aliased = Some(keep);
             }

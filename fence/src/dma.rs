@@ -75,7 +75,7 @@ impl PjrtClient {
 }
 
 impl DmaMapping {
-    /// The mapped memory, shared: a zero-copy upload source (`HostData::ZeroCopy`). Each
+    /// The mapped memory, shared: a zero-copy upload source (`HostBuffer::ZeroCopy`). Each
     /// clone keeps the memory mapped.
     pub fn bytes(&self) -> SharedBytes {
         self.memory.clone()

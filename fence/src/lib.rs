@@ -28,7 +28,7 @@ mod plugin;
 mod plugin_bytes;
 mod values;
 
-pub use buffer::{HostData, PjrtBuffer, PjrtEvent};
+pub use buffer::{HostBuffer, PjrtBuffer, PjrtEvent};
 pub use client::{
     DeviceDescription, DeviceMemoryStats, MemoryDescription, PjrtClient, PjrtDevice, PjrtMemory,
     PjrtTopology,

@@ -13,6 +13,11 @@ use prost::Message;
 #[path = "../../cli/src/serve/wire/mod.rs"]
 mod wire;
 
+// The values' text reader the wire formats use (`crate::literal::parse_value`).
+#[allow(dead_code)]
+#[path = "../../cli/src/literal/mod.rs"]
+mod literal;
+
 use wire::json_request::{DataSpan, parse};
 use wire::messages::ModelInferRequest;
 

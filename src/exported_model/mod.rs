@@ -12,10 +12,9 @@ use weights::read_safetensors;
 use pjrt_actors_core::exported::{Aval, Dim, Exported, ExportedDtype};
 use pjrt_actors_core::{Error, Result};
 
-use crate::host_data::HostData;
+use crate::host_data::HostArray;
 use crate::{
-    Array, ArrayType, Client, CompileOptions, ElementType, HostBuffer, LoadedExecutable,
-    ShardedArray,
+    Array, ArrayType, Client, CompileOptions, ElementType, LoadedExecutable, ShardedArray,
 };
 
 /// The host form of an aval: its element type and dims. A PRNG key travels as its key data,
@@ -44,8 +43,8 @@ fn host_type(aval: &Aval) -> Option<(ElementType, Vec<i64>)> {
 pub const CALLING_CONVENTIONS: std::ops::RangeInclusive<u16> = 9..=10;
 
 /// The platform index argument, as the module takes it: an s32 scalar.
-fn platform_index_data(index: i32) -> HostData {
-    HostData {
+fn platform_index_data(index: i32) -> HostArray {
+    HostArray {
         dtype: ElementType::S32,
         dims: Vec::new(),
         bytes: index.to_le_bytes().to_vec(),
@@ -229,9 +228,9 @@ impl ExportedModel {
     /// argument are refused, naming both (whatever order the file lists them in).
     pub fn load_tensors(
         &mut self,
-        tensors: impl IntoIterator<Item = (String, HostData)>,
+        tensors: impl IntoIterator<Item = (String, HostArray)>,
     ) -> Result<usize> {
-        let mut tensors: Vec<(String, HostData)> = tensors.into_iter().collect();
+        let mut tensors: Vec<(String, HostArray)> = tensors.into_iter().collect();
         tensors.sort_by(|a, b| a.0.cmp(&b.0));
         let mut named_by: Vec<Option<&str>> = vec![None; self.paths.len()];
         let mut matched = Vec::with_capacity(tensors.len());
@@ -331,7 +330,7 @@ impl ExportedModel {
             .collect()
     }
 
-    fn check_arg(&self, i: usize, arg: &HostData) -> Result<()> {
+    fn check_arg(&self, i: usize, arg: &HostArray) -> Result<()> {
         let aval = &self.exported.in_avals[i];
         if host_type(aval) != Some((arg.dtype, arg.dims.clone())) {
             return Err(refused(format!(
@@ -357,24 +356,20 @@ impl ExportedModel {
 
     /// Uploads `data` as module parameter `j`: sharded as the SPMD module expects, else to
     /// its device.
-    fn upload(&self, j: usize, data: &HostData) -> Result<Held> {
+    fn upload(&self, j: usize, data: &HostArray) -> Result<Held> {
         let client = self.exe.client();
         Ok(match &self.placement {
             Placement::Sharded(shardings) => {
                 Held::Sharded(client.put_sharded(data, &shardings[j])?)
             }
-            Placement::OnDevice(device) => {
-                let data_ref = HostBuffer::Copy(&data.bytes);
-                let dims = &data.dims;
-                Held::OnDevice(client.buffer_from_host(data_ref, data.dtype, dims, device, None)?)
-            }
+            Placement::OnDevice(device) => Held::OnDevice(device.put_array(data)?),
         })
     }
 
     /// Calls the function on the arguments not held resident ([`free_inputs`](Self::free_inputs),
     /// flattened, in path order; an unused one is checked for its type and dropped, its bytes
     /// never read), returning its flattened results. Resident weights are not uploaded again.
-    pub fn call(&self, args: &[HostData]) -> Result<Vec<HostData>> {
+    pub fn call(&self, args: &[HostArray]) -> Result<Vec<HostArray>> {
         let e = &self.exported;
         let free = self.from_weights.iter().filter(|weight| !**weight).count();
         if args.len() != free {
@@ -427,7 +422,7 @@ impl ExportedModel {
             })
             .collect();
         (self.exe.execute(&arrays)?.iter())
-            .map(HostData::from_array)
+            .map(Array::to_host_array)
             .collect()
     }
 }

@@ -5,7 +5,6 @@ use pjrt_actors_core::Result;
 use pjrt_actors_core::exported::Dim;
 
 use super::{ExportedModel, Held, platform_index_data, refused};
-use crate::host_data::HostData;
 use crate::serving::BatchModel;
 
 impl ExportedModel {
@@ -62,7 +61,7 @@ impl ExportedModel {
                 continue;
             }
             let data = match held {
-                Some(Held::OnDevice(a)) => HostData::from_array(a)?,
+                Some(Held::OnDevice(a)) => a.to_host_array()?,
                 Some(Held::Sharded(s)) => s.to_host()?,
                 None => {
                     return Err(refused(format!(

@@ -5,7 +5,7 @@ use pjrt_actors_core::Result;
 
 use super::refused;
 use crate::ElementType;
-use crate::host_data::HostData;
+use crate::host_data::HostArray;
 
 /// `[0]['layer0']['w']` as `0.layer0.w`: how weight files name a parameter.
 pub fn dotted_path(path: &str) -> String {
@@ -16,7 +16,7 @@ pub fn dotted_path(path: &str) -> String {
 }
 
 /// A `.safetensors` file's tensors, by name.
-pub(super) fn read_safetensors(bytes: &[u8]) -> Result<Vec<(String, HostData)>> {
+pub(super) fn read_safetensors(bytes: &[u8]) -> Result<Vec<(String, HostArray)>> {
     let file = safetensors::SafeTensors::deserialize(bytes)
         .map_err(|e| refused(format!("a .safetensors file that cannot be read: {e}")))?;
     (file.tensors().into_iter())
@@ -27,7 +27,7 @@ pub(super) fn read_safetensors(bytes: &[u8]) -> Result<Vec<(String, HostData)>> 
                     tensor.dtype()
                 ))
             })?;
-            let data = HostData {
+            let data = HostArray {
                 dtype,
                 dims: tensor.shape().iter().map(|&d| d as i64).collect(),
                 bytes: tensor.data().to_vec(),

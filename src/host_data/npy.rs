@@ -1,9 +1,9 @@
-//! NumPy `.npy` files to and from `HostData`: format 1.0 to 3.0, little-endian, C order; bf16
+//! NumPy `.npy` files to and from `HostArray`: format 1.0 to 3.0, little-endian, C order; bf16
 //! and the 8-bit floats in ml_dtypes' form (a 2-byte and a 1-byte void).
 
 use pjrt_actors_core::dtype::{ElementType, byte_size};
 
-use super::{HostData, bad};
+use super::{HostArray, bad};
 use crate::Result;
 
 /// Whether a `.npy` file can hold `dtype` (bf16 as ml_dtypes writes it: a 2-byte void).
@@ -45,7 +45,7 @@ pub fn is_void_descr(descr: &str) -> bool {
 }
 
 /// The type a void of `width` bytes is read as until a caller that knows better retypes it
-/// ([`HostData::retyped_void`](super::HostData::retyped_void)): bf16 for 2 bytes (ml_dtypes'
+/// ([`retyped_void`](super::retyped_void)): bf16 for 2 bytes (ml_dtypes'
 /// `<V2`), and for 1 byte f8e4m3fn (ml_dtypes' `<V1`, which also holds its other 8-bit types).
 pub fn void_reads_as(width: usize) -> Option<ElementType> {
     match width {
@@ -80,7 +80,7 @@ fn dtype_of_descr(descr: &str) -> Option<ElementType> {
 }
 
 /// Reads a NumPy `.npy` file's bytes (format 1.0–3.0, little-endian, C order).
-pub fn read_npy(bytes: &[u8]) -> Result<HostData> {
+pub fn read_npy(bytes: &[u8]) -> Result<HostArray> {
     let what = "npy file";
     if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
         return Err(bad(what, "not a .npy file (bad magic)".into()));
@@ -141,7 +141,7 @@ pub fn read_npy(bytes: &[u8]) -> Result<HostData> {
             ),
         ));
     }
-    Ok(HostData {
+    Ok(HostArray {
         dtype,
         dims,
         bytes: data.to_vec(),
@@ -149,7 +149,7 @@ pub fn read_npy(bytes: &[u8]) -> Result<HostData> {
 }
 
 /// Writes a `.npy` (format 1.0) file's bytes.
-pub fn write_npy(data: &HostData) -> Result<Vec<u8>> {
+pub fn write_npy(data: &HostArray) -> Result<Vec<u8>> {
     let descr = npy_descr(data.dtype)
         .ok_or_else(|| bad("npy output", format!("NumPy has no {} type", data.dtype)))?;
     let shape = match data.dims.len() {

@@ -4,7 +4,7 @@
 
 use pjrt_actors_core::{Error, Result};
 
-use super::{HostData, read_npy};
+use super::{HostArray, read_npy};
 
 fn bad(what: impl std::fmt::Display) -> Error {
     Error::InvalidArgument(format!(".npz file: {what}"))
@@ -21,7 +21,7 @@ fn u32_at(b: &[u8], at: usize) -> Result<usize> {
 }
 
 /// The arrays of an `.npz` file, by their names (the member names without `.npy`).
-pub fn read_npz(bytes: &[u8]) -> Result<Vec<(String, HostData)>> {
+pub fn read_npz(bytes: &[u8]) -> Result<Vec<(String, HostArray)>> {
     // The end-of-central-directory record: the last of its signature within the final 64 KiB.
     let from = bytes.len().saturating_sub(22 + 65_535);
     let end = (from..bytes.len().saturating_sub(21))

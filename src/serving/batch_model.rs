@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::host_data::HostData;
+use crate::host_data::HostArray;
 
 /// A served model: its program for each batch size, and the parameters that are not batched.
 #[derive(Clone)]
@@ -13,7 +13,7 @@ pub struct BatchModel {
     /// The program (text or bytecode) for a batch size.
     pub(super) program: Arc<dyn Fn(usize) -> Vec<u8> + Send + Sync>,
     pub(super) batched_inputs: usize,
-    pub(super) fixed: Vec<HostData>,
+    pub(super) fixed: Vec<HostArray>,
     pub(super) callbacks: Vec<crate::HostCallback>,
     /// Where each input goes among the program's parameters: the batched ones, then the fixed
     /// ones. `None`: in that order (a jax.export's batched argument may come anywhere).
@@ -50,7 +50,7 @@ impl BatchModel {
         program: Vec<u8>,
         size: usize,
         batched_inputs: usize,
-        fixed: Vec<HostData>,
+        fixed: Vec<HostArray>,
         order: Vec<usize>,
     ) -> Self {
         let program = Arc::new(program);
@@ -104,7 +104,7 @@ impl BatchModel {
     }
 
     /// Adds a parameter that every batch shares (weights), uploaded once to each device.
-    pub fn fixed_input(mut self, input: HostData) -> Self {
+    pub fn fixed_input(mut self, input: HostArray) -> Self {
         self.fixed.push(input);
         self
     }

@@ -8,8 +8,8 @@ use super::Response;
 use super::metrics::{Metrics, Outcome};
 use super::queue::padded_size;
 use super::request::{Pending, answer_expired, fail_all};
-use crate::host_data::HostData;
-use crate::{Array, Device, Error, HostBuffer, LoadedExecutable, Result, ShardedArray, Sharding};
+use crate::host_data::HostArray;
+use crate::{Array, Device, Error, LoadedExecutable, Result, ShardedArray, Sharding};
 
 /// Where a worker's batches run, with the fixed inputs resident there.
 pub(crate) enum Target {
@@ -47,7 +47,7 @@ fn in_order<'a, T>(order: &[usize], inputs: impl Iterator<Item = &'a T>) -> Vec<
 }
 
 /// Bytes per row of a host array (its size over its leading dimension).
-fn row_bytes(h: &HostData) -> usize {
+fn row_bytes(h: &HostArray) -> usize {
     match h.dims.first() {
         Some(&rows) if rows > 0 => h.bytes.len() / rows as usize,
         _ => 0,
@@ -56,7 +56,7 @@ fn row_bytes(h: &HostData) -> usize {
 
 impl DeviceModel {
     /// Uploads `inputs` (batched, `size` rows), executes at `size`, reads every output back.
-    pub(crate) fn run(&self, size: usize, inputs: &[HostData]) -> Result<Vec<HostData>> {
+    pub(crate) fn run(&self, size: usize, inputs: &[HostArray]) -> Result<Vec<HostArray>> {
         let at = (self.sizes.iter())
             .position(|(s, _)| *s == size)
             .expect("a compiled size");
@@ -65,14 +65,11 @@ impl DeviceModel {
         match &self.target {
             Target::Device { device, fixed } => {
                 let batched = (inputs.iter())
-                    .map(|h| {
-                        let data = HostBuffer::Copy(&h.bytes);
-                        client.buffer_from_host(data, h.dtype, &h.dims, device, None)
-                    })
+                    .map(|h| device.put_array(h))
                     .collect::<Result<Vec<_>>>()?;
                 let args: Vec<&Array> = in_order(&self.order, batched.iter().chain(fixed));
                 (exe.execute(&args)?.iter())
-                    .map(HostData::from_array)
+                    .map(Array::to_host_array)
                     .collect()
             }
             Target::Group { fixed, batched, .. } => {
@@ -126,7 +123,7 @@ impl DeviceModel {
             metrics.observe_queue(started - p.arrived);
         }
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let inputs: Vec<HostData> = (0..live[0].inputs.len())
+            let inputs: Vec<HostArray> = (0..live[0].inputs.len())
                 .map(|i| {
                     let first = &live[0].inputs[i];
                     let width = row_bytes(first);
@@ -137,7 +134,7 @@ impl DeviceModel {
                     bytes.resize(padded * width, 0);
                     let mut dims = first.dims.clone();
                     dims[0] = padded as i64;
-                    HostData {
+                    HostArray {
                         dtype: first.dtype,
                         dims,
                         bytes,
@@ -175,7 +172,7 @@ impl DeviceModel {
                     let width = row_bytes(o);
                     let mut dims = o.dims.clone();
                     dims[0] = p.rows as i64;
-                    HostData {
+                    HostArray {
                         dtype: o.dtype,
                         dims,
                         bytes: o.bytes[offset * width..(offset + p.rows) * width].to_vec(),

@@ -6,6 +6,7 @@ mod actor;
 mod admission;
 mod batch_model;
 mod device;
+mod inputs;
 mod metrics;
 mod model;
 mod queue;
@@ -18,10 +19,11 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 use tokio::sync::oneshot;
 
-use crate::host_data::HostData;
-use crate::{ArrayType, Client, Error, Result};
+use crate::host_data::HostArray;
+use crate::{ArrayType, Client, ElementType, Error, Result};
 use admission::Admission;
 pub use batch_model::BatchModel;
+pub use inputs::InputMismatch;
 use metrics::{Metrics, Outcome};
 pub use queue::Priority;
 use request::{Msg, Pending};
@@ -85,14 +87,14 @@ impl Default for BatcherConfig {
 /// One request: its batched inputs (each with the request's rows leading), a deadline and a
 /// priority.
 pub struct InferRequest {
-    inputs: Vec<HostData>,
+    inputs: Vec<HostArray>,
     deadline: Option<Instant>,
     priority: Priority,
 }
 
 impl InferRequest {
     /// A request of these inputs (in the model's batched-parameter order).
-    pub fn new(inputs: Vec<HostData>) -> Self {
+    pub fn new(inputs: Vec<HostArray>) -> Self {
         InferRequest {
             inputs,
             deadline: None,
@@ -126,7 +128,7 @@ impl InferRequest {
 #[derive(Debug)]
 pub struct Response {
     /// The model's outputs, this request's rows only.
-    pub outputs: Vec<HostData>,
+    pub outputs: Vec<HostArray>,
     /// Rows in the batch that served this request, before padding.
     pub batch_rows: usize,
     /// The size the batch was padded to and executed at.
@@ -206,6 +208,16 @@ impl Batcher {
     /// The most rows one request may have (the batcher's `max_batch_size`).
     pub fn max_rows(&self) -> usize {
         self.inner.max_rows
+    }
+
+    /// Checks a request's inputs by element type and dims alone, in the model's order (a server
+    /// checks before it reads any data): the rule `infer` applies, answering the rows or how
+    /// the inputs miss it.
+    pub fn check_inputs<'a>(
+        &self,
+        inputs: impl ExactSizeIterator<Item = (ElementType, &'a [i64])>,
+    ) -> std::result::Result<usize, InputMismatch> {
+        inputs::check_shapes(&self.inner.signature, self.inner.max_rows, inputs)
     }
 
     /// Compiles the model at every allowed size on every serving device (through the compile
@@ -294,7 +306,7 @@ impl Batcher {
                 what: format!("the batcher for `{}`", inner.name),
             });
         };
-        let rows = match model::check_request(&inner.signature, inner.max_rows, &request.inputs) {
+        let rows = match inputs::check_request(&inner.signature, inner.max_rows, &request.inputs) {
             Ok(rows) => rows,
             Err(e) => return refuse(e),
         };

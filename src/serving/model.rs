@@ -12,71 +12,8 @@ use super::device::{DeviceModel, Target};
 use super::metrics::Metrics;
 use super::request::{Msg, Pending};
 use super::{BatchModel, BatcherConfig, Signature};
-use crate::host_data::HostData;
-use crate::{
-    ArrayType, Client, CompileOptions, Device, Error, HostBuffer, LoadedExecutable, Result,
-    Sharding,
-};
-
-/// Checks a request against the model before it is queued; returns its rows.
-pub(crate) fn check_request(
-    signature: &Signature,
-    max_rows: usize,
-    inputs: &[HostData],
-) -> Result<usize> {
-    let bad = |why: String| Err(Error::InvalidArgument(format!("inference request: {why}")));
-    if inputs.len() != signature.inputs.len() {
-        return bad(format!(
-            "the model takes {} batched inputs; the request has {}",
-            signature.inputs.len(),
-            inputs.len()
-        ));
-    }
-    let mut rows = None;
-    for (i, (input, want)) in inputs.iter().zip(&signature.inputs).enumerate() {
-        let Some((&r, tail)) = input.dims.split_first() else {
-            return bad(format!(
-                "input {i} is a scalar; it needs the rows as its leading dimension"
-            ));
-        };
-        if input.dtype != want.dtype || tail != want.dims.as_slice() {
-            return bad(format!(
-                "input {i} is {}{:?}; the model takes {}[rows, {}]",
-                input.dtype,
-                input.dims,
-                want.dtype,
-                want.dims
-                    .iter()
-                    .map(|d| d.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        let expected = pjrt_actors_core::dtype::byte_size(input.dtype, &input.dims)?;
-        if input.bytes.len() != expected {
-            return bad(format!(
-                "input {i} has {} bytes; {}{:?} is {expected}",
-                input.bytes.len(),
-                input.dtype,
-                input.dims
-            ));
-        }
-        if rows.is_some_and(|rows| rows != r) {
-            return bad(format!(
-                "input {i} has {r} rows; input 0 has {}",
-                rows.unwrap_or_default()
-            ));
-        }
-        rows = Some(r);
-    }
-    match rows {
-        Some(r) if r >= 1 && r as usize <= max_rows => Ok(r as usize),
-        Some(r) => bad(format!(
-            "{r} rows; a request has 1 to {max_rows} (the batcher's max_batch_size)"
-        )),
-        None => bad("the model has no batched inputs".into()),
-    }
-}
+use crate::host_data::HostArray;
+use crate::{ArrayType, Client, CompileOptions, Device, Error, LoadedExecutable, Result, Sharding};
 
 /// A model compiled and ready on its devices, before its threads start.
 pub(crate) struct Plan {
@@ -214,10 +151,7 @@ impl Plan {
                 None => {
                     let device = devices.into_iter().next().expect("one device a target");
                     let fixed = (model.fixed.iter())
-                        .map(|h| {
-                            let data = HostBuffer::Copy(&h.bytes);
-                            client.buffer_from_host(data, h.dtype, &h.dims, &device, None)
-                        })
+                        .map(|h| device.put_array(h))
                         .collect::<Result<Vec<_>>>()?;
                     Target::Device { device, fixed }
                 }
@@ -449,12 +383,12 @@ fn signature_of(
     Ok(Signature { inputs, outputs })
 }
 
-fn zeros(t: &ArrayType, rows: usize) -> Result<HostData> {
+fn zeros(t: &ArrayType, rows: usize) -> Result<HostArray> {
     let dims: Vec<i64> = std::iter::once(rows as i64)
         .chain(t.dims.iter().copied())
         .collect();
     let bytes = vec![0; pjrt_actors_core::dtype::byte_size(t.dtype, &dims)?];
-    Ok(HostData {
+    Ok(HostArray {
         dtype: t.dtype,
         dims,
         bytes,

@@ -8,12 +8,12 @@ use tokio::sync::oneshot;
 use super::metrics::{Metrics, Outcome};
 use super::queue::{Priority, Queued};
 use super::{Response, ShutdownMode};
-use crate::host_data::HostData;
+use crate::host_data::HostArray;
 use crate::{Error, Result};
 
 /// A queued request: its inputs, rows, times, and where its answer goes.
 pub(crate) struct Pending {
-    pub(crate) inputs: Vec<HostData>,
+    pub(crate) inputs: Vec<HostArray>,
     pub(crate) rows: usize,
     pub(crate) arrived: Instant,
     pub(crate) deadline: Option<Instant>,

@@ -162,7 +162,7 @@ fn cut_garbled_and_foreign_bytes_are_typed_errors() {
 mod cpu_plugin {
     use super::*;
 
-    fn npy(name: &str) -> pjrt_actors::host_data::HostData {
+    fn npy(name: &str) -> pjrt_actors::host_data::HostArray {
         pjrt_actors::host_data::read_npy(&std::fs::read(data_dir().join(name)).unwrap()).unwrap()
     }
 
@@ -419,7 +419,7 @@ mod cpu_plugin {
                     let weights =
                         safetensors(&[("w", &[8, 4], &[0.0; 32]), ("b", &[4], &[1.0; 4])]);
                     assert_eq!(model.load_params(&weights).unwrap(), 2, "{name}");
-                    let arg = pjrt_actors::host_data::HostData {
+                    let arg = pjrt_actors::host_data::HostArray {
                         dtype: ElementType::F32,
                         dims: vec![2, 8],
                         bytes: x.iter().flat_map(|v| v.to_le_bytes()).collect(),

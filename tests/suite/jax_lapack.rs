@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pjrt_actors::host_data::{HostData, read_npy};
+use pjrt_actors::host_data::{HostArray, read_npy};
 use pjrt_actors::{Client, CompileOptions, Error, HostBuffer, LoadedExecutable};
 use serde_json::Value;
 
@@ -18,7 +18,7 @@ fn manifest() -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-fn npy(name: &str) -> HostData {
+fn npy(name: &str) -> HostArray {
     read_npy(&std::fs::read(data_dir().join(name)).unwrap()).unwrap()
 }
 
@@ -26,7 +26,7 @@ pub(crate) use crate::jax_outputs::values;
 
 /// Compares `got` with JAX's `want`: same type and shape, NaN and infinities where JAX has
 /// them, and finite values within `rtol` of the largest finite magnitude.
-fn compare(got: &HostData, want: &HostData, rtol: f64) -> Result<(), String> {
+fn compare(got: &HostArray, want: &HostArray, rtol: f64) -> Result<(), String> {
     if got.dtype != want.dtype || got.dims != want.dims {
         return Err(format!(
             "got {}{:?}, JAX has {}{:?}",
@@ -55,7 +55,7 @@ pub(crate) fn load(client: &Client, program: &[u8]) -> Result<LoadedExecutable, 
     client.compile_and_load(program, &CompileOptions::default())
 }
 
-pub(crate) fn run(exe: &LoadedExecutable, inputs: &[HostData]) -> Result<Vec<HostData>, Error> {
+pub(crate) fn run(exe: &LoadedExecutable, inputs: &[HostArray]) -> Result<Vec<HostArray>, Error> {
     let client = exe.client();
     let device = &client.devices()[0];
     let arrays = inputs
@@ -67,7 +67,7 @@ pub(crate) fn run(exe: &LoadedExecutable, inputs: &[HostData]) -> Result<Vec<Hos
     let refs: Vec<_> = arrays.iter().collect();
     exe.execute(&refs)?
         .iter()
-        .map(HostData::from_array)
+        .map(pjrt_actors::Array::to_host_array)
         .collect()
 }
 
@@ -75,12 +75,12 @@ pub(crate) fn run(exe: &LoadedExecutable, inputs: &[HostData]) -> Result<Vec<Hos
 fn check_case(client: &Client, case: &Value) -> Result<(), String> {
     let name = case["name"].as_str().unwrap();
     let program = std::fs::read(data_dir().join(case["program"].as_str().unwrap())).unwrap();
-    let inputs: Vec<HostData> = (case["inputs"].as_array().unwrap().iter())
+    let inputs: Vec<HostArray> = (case["inputs"].as_array().unwrap().iter())
         .map(|f| npy(f.as_str().unwrap()))
         .collect();
     let exe = load(client, &program).map_err(|e| format!("{name}: compile: {}", e.detail()))?;
     let outputs = run(&exe, &inputs).map_err(|e| format!("{name}: execute: {}", e.detail()))?;
-    let expected: Vec<HostData> = (case["outputs"].as_array().unwrap().iter())
+    let expected: Vec<HostArray> = (case["outputs"].as_array().unwrap().iter())
         .map(|f| npy(f.as_str().unwrap()))
         .collect();
     if outputs.len() != expected.len() {
@@ -397,10 +397,10 @@ fn malformed_lapack_calls_are_typed_errors_and_the_client_keeps_working() {
     for (what, program, word) in bad_calls() {
         let err = load(&client, program.as_bytes())
             .and_then(|exe| {
-                let inputs: Vec<HostData> = exe
+                let inputs: Vec<HostArray> = exe
                     .parameter_types()
                     .iter()
-                    .map(|t| HostData {
+                    .map(|t| HostArray {
                         dtype: t.dtype,
                         dims: t.dims.clone(),
                         bytes: vec![

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use pjrt_actors::ElementType;
-use pjrt_actors::host_data::{HostData, read_npz};
+use pjrt_actors::host_data::{HostArray, read_npz};
 use serde_json::Value;
 
 /// The corpus folder, from the root package's tests or the CLI's (a folder below it).
@@ -27,7 +27,7 @@ pub fn read(name: &str) -> Vec<u8> {
 }
 
 /// JAX's outputs of a case, in order.
-pub fn wanted(name: &str) -> Vec<HostData> {
+pub fn wanted(name: &str) -> Vec<HostArray> {
     let mut outs = read_npz(&read(&format!("{name}.want.npz"))).unwrap();
     outs.sort_by_key(|(k, _)| k[3..].parse::<usize>().unwrap());
     outs.into_iter().map(|(_, h)| h).collect()
@@ -46,7 +46,7 @@ pub fn tolerance(name: &str) -> f64 {
 }
 
 /// An array's values as f64s (complex: re, im pairs); integers exactly.
-pub fn values(h: &HostData) -> Vec<f64> {
+pub fn values(h: &HostArray) -> Vec<f64> {
     let chunks = |w: usize| h.bytes.chunks_exact(w);
     match h.dtype {
         ElementType::F32 | ElementType::C64 => chunks(4)
@@ -72,7 +72,7 @@ pub fn values(h: &HostData) -> Vec<f64> {
 
 /// Checks each output against JAX's: type, shape, and values within `rtol` of the largest
 /// magnitude (integers and booleans exactly, as their f64 values compare).
-pub fn check_outputs(name: &str, got: &[HostData], want: &[HostData], rtol: f64) {
+pub fn check_outputs(name: &str, got: &[HostArray], want: &[HostArray], rtol: f64) {
     assert_eq!(got.len(), want.len(), "{name}: output count");
     for (k, (g, w)) in got.iter().zip(want).enumerate() {
         assert_eq!(

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use pjrt_actors::host_data::HostData;
+use pjrt_actors::host_data::HostArray;
 use pjrt_actors::{Client, CompileOptions, ElementType, XlaOption};
 use serde_json::Value;
 
@@ -25,7 +25,7 @@ fn reductions(client: &Client, options: &CompileOptions) -> (Vec<Vec<String>>, V
     let input: Vec<f32> = (recorded["input"].as_array().unwrap().iter())
         .map(|v| v.as_str().unwrap().parse().unwrap())
         .collect();
-    let input = HostData {
+    let input = HostArray {
         dtype: ElementType::F32,
         dims: vec![input.len() as i64],
         bytes: input.iter().flat_map(|v| v.to_le_bytes()).collect(),

@@ -6,7 +6,7 @@
 mod cpu_plugin {
     use std::time::Duration;
 
-    use pjrt_actors::host_data::HostData;
+    use pjrt_actors::host_data::HostArray;
     use pjrt_actors::{Client, ElementType};
 
     use crate::jax_lapack::{custom_call, load, run, values};
@@ -76,7 +76,7 @@ mod cpu_plugin {
         }
 
         /// A well-conditioned m x n operand, with `bad` at one entry when given.
-        fn input(&self, bad: Option<f64>) -> HostData {
+        fn input(&self, bad: Option<f64>) -> HostArray {
             let (_, _, dtype) = self.elem();
             let count = (self.m * self.n) as usize;
             let parts = if matches!(self.letter, 'c' | 'z') {
@@ -97,7 +97,7 @@ mod cpu_plugin {
                 }
                 _ => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             };
-            HostData {
+            HostArray {
                 dtype,
                 dims: vec![self.m, self.n],
                 bytes,
@@ -105,11 +105,11 @@ mod cpu_plugin {
         }
     }
 
-    fn info(out: &HostData) -> i32 {
+    fn info(out: &HostArray) -> i32 {
         values(out)[0] as i32
     }
 
-    fn all_nan(out: &HostData) -> bool {
+    fn all_nan(out: &HostArray) -> bool {
         values(out).iter().all(|v| v.is_nan())
     }
 

@@ -101,22 +101,6 @@ pub(crate) fn cases() -> Vec<Case> {
             Expect::Valid,
         ),
         (
-            // It silently became inf, while integer literals were range-checked.
-            "an f32 literal beyond f32's range",
-            |_| pjrt_actors::host_data::parse_literal("f32=1e40").map(|_| ()),
-            Expect::Fails(|e| refused(e, "out of the range of f32")),
-        ),
-        (
-            "an f16 literal beyond f16's range",
-            |_| pjrt_actors::host_data::parse_literal("2xf16=1,70000").map(|_| ()),
-            Expect::Fails(|e| refused(e, "out of the range of f16")),
-        ),
-        (
-            "inf and nan written as such",
-            |_| pjrt_actors::host_data::parse_literal("3xf32=inf,-inf,nan").map(|_| ()),
-            Expect::Valid,
-        ),
-        (
             // It compiled, then its execute waited forever for data nobody sends.
             "a program that reads infeed",
             |f| {
@@ -152,20 +136,6 @@ pub(crate) fn cases() -> Vec<Case> {
                     }
                 )
             }),
-        ),
-        (
-            // It said "unknown element type `64`".
-            "a complex literal names its type",
-            |_| pjrt_actors::host_data::parse_literal("2xcomplex64=1").map(|_| ()),
-            Expect::Fails(|e| refused(e, "c64 values cannot be written as text")),
-        ),
-        (
-            "a literal's own error has one prefix",
-            |_| {
-                pjrt_actors::host_data::parse_literal("9999999999999x9999999999999xf32=1")
-                    .map(|_| ())
-            },
-            Expect::Fails(|e| e.to_string().matches("invalid argument").count() == 1),
         ),
         (
             // A 700-deep module's diagnostic echoed the whole module: a 1 MB error.

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pjrt_actors::host_data::HostData;
+use pjrt_actors::host_data::HostArray;
 use pjrt_actors::serving::{
     BatchModel, Batcher, BatcherConfig, InferRequest, ModelServer, Priority, ShutdownMode, wait,
 };
@@ -29,15 +29,15 @@ pub(crate) fn affine_template(guarded: Option<&HostCallback>) -> String {
     )
 }
 
-pub(crate) fn f32s(values: &[f32], rows: usize) -> HostData {
-    HostData {
+pub(crate) fn f32s(values: &[f32], rows: usize) -> HostArray {
+    HostArray {
         dtype: ElementType::F32,
         dims: vec![rows as i64, (values.len() / rows) as i64],
         bytes: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
     }
 }
 
-pub(crate) fn values_of(h: &HostData) -> Vec<f32> {
+pub(crate) fn values_of(h: &HostArray) -> Vec<f32> {
     (h.bytes.chunks_exact(4))
         .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
         .collect()
@@ -80,18 +80,18 @@ pub(crate) fn input_guard(
 }
 
 trait Reshape {
-    fn reshaped(self, dims: &[i64]) -> HostData;
+    fn reshaped(self, dims: &[i64]) -> HostArray;
 }
 
-impl Reshape for HostData {
-    fn reshaped(mut self, dims: &[i64]) -> HostData {
+impl Reshape for HostArray {
+    fn reshaped(mut self, dims: &[i64]) -> HostArray {
         self.dims = dims.to_vec();
         self
     }
 }
 
 /// The request a caller `id` sends: `rows` rows whose values encode the caller.
-pub(crate) fn request_of(id: u32, rows: usize) -> (HostData, Vec<f32>) {
+pub(crate) fn request_of(id: u32, rows: usize) -> (HostArray, Vec<f32>) {
     let x: Vec<f32> = (0..rows * 3).map(|i| id as f32 + i as f32 / 16.0).collect();
     let want: Vec<f32> = x
         .iter()
@@ -325,17 +325,17 @@ fn bad_requests_and_unknown_models_are_typed_errors_before_queueing() {
         config(8, Duration::from_micros(100)),
     )
     .unwrap();
-    let f64s = HostData {
+    let f64s = HostArray {
         dtype: ElementType::F64,
         dims: vec![1, 3],
         bytes: vec![0; 24],
     };
-    let cases: Vec<(&str, Vec<HostData>)> = vec![
+    let cases: Vec<(&str, Vec<HostArray>)> = vec![
         ("wrong dtype", vec![f64s]),
         ("wrong trailing dims", vec![f32s(&[0.0; 4], 1)]),
         (
             "no rows",
-            vec![HostData {
+            vec![HostArray {
                 dtype: ElementType::F32,
                 dims: vec![0, 3],
                 bytes: vec![],
@@ -344,7 +344,7 @@ fn bad_requests_and_unknown_models_are_typed_errors_before_queueing() {
         ("more rows than a batch", vec![f32s(&[0.0; 27], 9)]),
         (
             "a scalar",
-            vec![HostData {
+            vec![HostArray {
                 dtype: ElementType::F32,
                 dims: vec![],
                 bytes: vec![0; 4],
@@ -356,7 +356,7 @@ fn bad_requests_and_unknown_models_are_typed_errors_before_queueing() {
         ),
         (
             "bytes that do not match the dims",
-            vec![HostData {
+            vec![HostArray {
                 dtype: ElementType::F32,
                 dims: vec![1, 3],
                 bytes: vec![0; 8],

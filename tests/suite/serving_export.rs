@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pjrt_actors::host_data::{HostData, read_npz};
+use pjrt_actors::host_data::{HostArray, read_npz};
 use pjrt_actors::serving::{Batcher, BatcherConfig, InferRequest};
 use pjrt_actors::{Client, ElementType};
 
@@ -106,8 +106,8 @@ mod cpu_plugin {
     struct DpMlp {
         client: Client,
         batcher: Batcher,
-        x: HostData,
-        want: HostData,
+        x: HostArray,
+        want: HostArray,
     }
 
     impl DpMlp {

@@ -3,7 +3,7 @@
 //! the weights resident as sharded arrays; every answer checked against the same product in
 //! Rust. And the groups a batcher refuses.
 
-use pjrt_actors::host_data::HostData;
+use pjrt_actors::host_data::HostArray;
 use pjrt_actors::serving::{BatchModel, Batcher, BatcherConfig, InferRequest};
 use pjrt_actors::{Client, ElementType};
 
@@ -20,8 +20,8 @@ fn template(x: &str, w: &str, out: &str) -> String {
     )
 }
 
-fn f32s(values: &[f32], dims: &[i64]) -> HostData {
-    HostData {
+fn f32s(values: &[f32], dims: &[i64]) -> HostArray {
+    HostArray {
         dtype: ElementType::F32,
         dims: dims.to_vec(),
         bytes: values.iter().flat_map(|v| v.to_le_bytes()).collect(),

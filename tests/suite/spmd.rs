@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pjrt_actors::host_data::{HostData, read_npy};
+use pjrt_actors::host_data::{HostArray, read_npy};
 use pjrt_actors::{Client, CompileOptions, Error, Mesh, PartitionSpec, Sharding};
 use serde_json::Value;
 
@@ -26,7 +26,7 @@ fn case(name: &str) -> Value {
         .clone()
 }
 
-fn npy(file: &Value) -> HostData {
+fn npy(file: &Value) -> HostArray {
     read_npy(&std::fs::read(data_dir().join(file.as_str().unwrap())).unwrap()).unwrap()
 }
 
@@ -57,7 +57,7 @@ fn named(entry: &Value, rank: usize) -> Sharding {
 }
 
 /// JAX's global inputs of a case.
-fn inputs_of(c: &Value) -> Vec<HostData> {
+fn inputs_of(c: &Value) -> Vec<HostArray> {
     (c["inputs"].as_array().unwrap().iter())
         .map(|i| npy(&i["file"]))
         .collect()
@@ -227,7 +227,7 @@ fn bad_shardings_splits_and_device_counts_are_typed_errors() {
         other => panic!("{other:?}"),
     }
     // An uneven split, as in JAX.
-    let uneven = HostData {
+    let uneven = HostArray {
         dims: vec![6, 8],
         bytes: vec![0; 6 * 8 * 4],
         ..inputs[0].clone()

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pjrt_actors::host_data::{HostData, read_npy};
+use pjrt_actors::host_data::{HostArray, read_npy};
 use pjrt_actors::{Client, CompileOptions, Error};
 use serde_json::Value;
 
@@ -16,12 +16,12 @@ fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/spmd/shard_map")
 }
 
-fn npy(name: &str) -> HostData {
+fn npy(name: &str) -> HostArray {
     read_npy(&std::fs::read(data_dir().join(name)).unwrap()).unwrap()
 }
 
 /// `Err` saying how `got` differs from JAX's output (its length included).
-fn differs(got: &HostData, want: &HostData) -> Option<String> {
+fn differs(got: &HostArray, want: &HostArray) -> Option<String> {
     if got.dims != want.dims {
         return Some(format!("dims {:?}, JAX's {:?}", got.dims, want.dims));
     }

@@ -15,7 +15,7 @@ use crate::buffers::{ArrayCore, ArrayOwner};
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
 use crate::memory_account::{MemoryAccount, OverBudget};
-use crate::pjrt::{HostData, MemoryDescription};
+use crate::pjrt::{HostBuffer, MemoryDescription};
 use crate::site::Site;
 use crate::state::{ClientState, Upload};
 use crate::supervision::{answer, ask, guarded};
@@ -172,7 +172,7 @@ pub struct AsyncUpload {
     /// Who owns the new array: the caller's client guard.
     pub owner: Arc<dyn ArrayOwner>,
     pub site: Site,
-    pub data: HostData<'static>,
+    pub data: HostBuffer<'static>,
     pub dtype: ElementType,
     pub dims: Vec<i64>,
     pub device: usize,

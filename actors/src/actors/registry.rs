@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use crate::buffers::{BufferSlot, MoveHold};
 use crate::error::{Error, Result};
 use crate::heap_profile::{self, ExecutableSample};
-use crate::pjrt::{HostData, PjrtBuffer};
+use crate::pjrt::{HostBuffer, PjrtBuffer};
 use crate::state::ClientState;
 use crate::supervision::{ask, guarded};
 
@@ -297,7 +297,7 @@ impl BufferRegistryActor {
         }
         let res = &self.state;
         Ok(res.pjrt.upload(
-            HostData::Borrowed(bytes),
+            HostBuffer::Copy(bytes),
             slot.dtype,
             &slot.dims,
             &res.devices[slot.device],

@@ -5,13 +5,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::literal::json_values;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use pjrt_actors::host_data::json_values;
 use serde_json::{Value, json};
 
 use super::error::ServeError;

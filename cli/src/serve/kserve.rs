@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use pjrt_actors::ElementType;
-use pjrt_actors::host_data::HostData;
+use pjrt_actors::host_data::HostArray;
 use pjrt_actors::prometheus::Exposition;
-use pjrt_actors::serving::{Batcher, InferRequest, Priority};
+use pjrt_actors::serving::{Batcher, InferRequest, InputMismatch, Priority};
 
 use super::error::ServeError;
 use super::limits::{Limits, MemoryBudget};
@@ -64,7 +64,7 @@ pub struct ServedModel {
 /// One output of an answer.
 pub struct Answered {
     pub spec: TensorSpec,
-    pub data: HostData,
+    pub data: HostArray,
 }
 
 /// A checked request's inputs: for each one given, in the order given, the model input it is
@@ -191,10 +191,9 @@ impl ServedModel {
                 names(&self.inputs)
             )));
         }
-        let max_rows = self.batcher.max_rows();
-        let mut rows = None;
-        let mut plan = Vec::with_capacity(heads.len());
-        for (h, k) in heads.iter().zip(slots) {
+        // The datatype is the protocol's name for a type; the rest is the batcher's rule,
+        // checked here once, before any data is read.
+        for (h, &k) in heads.iter().zip(&slots) {
             let spec = &self.inputs[k];
             let want_type = datatype_name(spec.dtype).unwrap_or("?");
             if h.datatype != want_type {
@@ -204,39 +203,42 @@ impl ServedModel {
                     shown(&h.datatype)
                 )));
             }
-            let (&given_rows, rest) = h.shape.split_first().unwrap_or((&0, &[]));
-            if rest != spec.dims.as_slice() {
-                return Err(self.bad(format!(
-                    "input `{}` has shape {:?}; the model takes [rows, {}]",
-                    spec.name,
-                    h.shape,
-                    spec.dims
-                        .iter()
-                        .map(|d| d.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            }
-            let given_rows = given_rows as usize;
-            if !(1..=max_rows).contains(&given_rows) {
-                return Err(self.bad(format!(
-                    "input `{}` has {given_rows} rows; a request has 1 to {max_rows} (its max_batch_size)",
-                    spec.name
-                )));
-            }
-            if *rows.get_or_insert(given_rows) != given_rows {
-                return Err(self.bad(format!(
-                    "input `{}` has {given_rows} rows, another input {}; every input of a request has the same rows",
-                    spec.name,
-                    rows.unwrap_or_default()
-                )));
-            }
-            plan.push((k, spec.dtype, given_rows * spec.row_elements()));
         }
-        Ok(Plan {
-            slots: plan,
-            rows: rows.unwrap_or(0),
-        })
+        let mut in_model_order: Vec<&InputHead> = heads.iter().collect();
+        in_model_order.sort_by_key(|h| self.inputs.iter().position(|s| s.name == h.name));
+        let shapes = (in_model_order.iter().zip(&self.inputs))
+            .map(|(h, spec)| (spec.dtype, h.shape.as_slice()));
+        let rows = self.batcher.check_inputs(shapes).map_err(|m| {
+            self.bad(match m {
+                InputMismatch::Scalar { input } | InputMismatch::Dims { input } => {
+                    let (h, spec) = (in_model_order[input], &self.inputs[input]);
+                    let dims: Vec<String> = spec.dims.iter().map(|d| d.to_string()).collect();
+                    format!(
+                        "input `{}` has shape {:?}; the model takes [rows, {}]",
+                        spec.name,
+                        h.shape,
+                        dims.join(", ")
+                    )
+                }
+                InputMismatch::Rows { input, rows, max } => format!(
+                    "input `{}` has {rows} rows; a request has 1 to {max} (its max_batch_size)",
+                    self.inputs[input].name
+                ),
+                InputMismatch::UnequalRows { input, rows, first } => format!(
+                    "input `{}` has {rows} rows, another input {first}; every input of a request has the same rows",
+                    self.inputs[input].name
+                ),
+                // Names and datatypes were checked above.
+                other => format!("{other}"),
+            })
+        })?;
+        let plan = (heads.iter().zip(slots))
+            .map(|(_, k)| {
+                let spec = &self.inputs[k];
+                (k, spec.dtype, rows * spec.row_elements())
+            })
+            .collect();
+        Ok(Plan { slots: plan, rows })
     }
 
     /// Bytes the inputs of a request of `rows` rows hold, read.
@@ -291,9 +293,9 @@ impl ServedModel {
         heads: Vec<InputHead>,
         params: &RequestParams,
     ) -> Result<InferRequest, ServeError> {
-        let mut host: Vec<Option<HostData>> = (0..self.inputs.len()).map(|_| None).collect();
+        let mut host: Vec<Option<HostArray>> = (0..self.inputs.len()).map(|_| None).collect();
         for ((&(k, dtype, _), bytes), head) in plan.slots.iter().zip(data).zip(heads) {
-            host[k] = Some(HostData {
+            host[k] = Some(HostArray {
                 dtype,
                 dims: head.shape,
                 bytes,
@@ -359,7 +361,7 @@ mod tests {
 
     #[test]
     fn the_longest_json_numbers_are_as_long_as_said() {
-        use pjrt_actors::host_data::json_values;
+        use crate::literal::json_values;
         // Each type's widest values, written as the answers write them.
         let f32s = [
             f32::MIN,
@@ -395,7 +397,7 @@ mod tests {
         ];
         for (dtype, bytes) in cases {
             let n = bytes.len() / dtype.byte_size();
-            let text = json_values(&HostData {
+            let text = json_values(&HostArray {
                 dtype,
                 dims: vec![n as i64],
                 bytes,

@@ -2,8 +2,8 @@
 //! tree of JSON values: flat, or nested exactly as its shape (a ragged list is refused), each
 //! value read as the input literals read theirs (`parse_value`: exact, range-checked).
 
+use crate::literal::parse_value;
 use pjrt_actors::ElementType;
-use pjrt_actors::host_data::parse_value;
 
 use super::shown;
 

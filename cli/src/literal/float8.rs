@@ -2,7 +2,7 @@
 //! `float8_e4m3fn`: decoding exactly, and encoding with round-to-nearest-even, for text
 //! literals and JSON output.
 
-use pjrt_actors_core::dtype::ElementType;
+use pjrt_actors::ElementType;
 
 /// An 8-bit float format: sign, `exp_bits`, `man_bits`. With `ieee`, an all-ones exponent is
 /// infinity (zero mantissa) or NaN, as in IEEE 754 (e5m2); without, there are no infinities and

@@ -1,14 +1,22 @@
 //! Values as text: one value read from its literal (`parse_value`, rounded once to its type),
 //! an input literal (`DIMSxDTYPE=V1,...`), and values written as JSON numbers that read back
-//! bit for bit (`json_values`). The CLI's literals and the server's JSON tensors share them.
+//! bit for bit (`json_values`). The CLI's literals and the server's JSON tensors share them;
+//! the library knows no text form of values.
 
 use std::fmt::Write as _;
 
-use pjrt_actors_core::dtype::{ElementType, byte_size};
-use pjrt_actors_core::{Error, Result};
+use pjrt_actors::host_data::byte_size;
+use pjrt_actors::{ElementType, Error, HostArray, Result};
 
-use super::float8::Float8;
-use super::{HostData, bad, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+mod float8;
+mod half;
+
+use float8::Float8;
+use half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+
+fn bad(what: &str, why: String) -> Error {
+    Error::InvalidArgument(format!("{what}: {why}"))
+}
 
 /// Appends one value written as text (`1.5`, `-3`, `true`) to `out` as little-endian bytes of
 /// `dtype`: integers checked against the type's range, floats rounded once, correctly, to the
@@ -104,7 +112,7 @@ pub const LITERAL_LIMIT: usize = 64 << 20;
 
 /// Parses an input literal: `DIMSxDTYPE=V1,V2,...` (`2x2xf32=1,2,3,4`), or `DTYPE=V` for a
 /// scalar; a single value is repeated to fill the shape (`4xf32=0`).
-pub fn parse_literal(text: &str) -> Result<HostData> {
+pub fn parse_literal(text: &str) -> Result<HostArray> {
     let what = format!("input `{text}`");
     let (ty, values) = text.split_once('=').ok_or_else(|| {
         bad(
@@ -177,13 +185,13 @@ pub fn parse_literal(text: &str) -> Result<HostData> {
             ));
         }
     }
-    Ok(HostData { dtype, dims, bytes })
+    Ok(HostArray { dtype, dims, bytes })
 }
 
 /// The values as JSON numbers (booleans for pred; `[re, im]` pairs for complex): each float in
 /// the shortest form that reads back to the same value of its own type, so that a value goes
 /// out and comes back bit for bit.
-pub fn json_values(data: &HostData) -> String {
+pub fn json_values(data: &HostArray) -> String {
     use ElementType::*;
     let w = data.dtype.byte_size();
     let mut out = String::with_capacity(data.bytes.len() / w.max(1) * 8 + 2);
@@ -261,6 +269,52 @@ where
 mod tests {
     use super::*;
 
+    /// An `InvalidArgument` whose message says `words`.
+    fn refused(words: &'static str) -> impl Fn(&Error) -> bool {
+        move |e| matches!(e, Error::InvalidArgument(m) if m.contains(words))
+    }
+
+    /// Literals that were once mishandled (found by the red-team passes and the parse_literal
+    /// fuzz target), each checked as it is now answered.
+    #[test]
+    fn literals_once_mishandled_are_refused_saying_why() {
+        type Check = Box<dyn Fn(&Error) -> bool>;
+        let cases: Vec<(&str, Option<Check>)> = vec![
+            // It silently became inf, while integer literals were range-checked.
+            (
+                "f32=1e40",
+                Some(Box::new(refused("out of the range of f32"))),
+            ),
+            (
+                "2xf16=1,70000",
+                Some(Box::new(refused("out of the range of f16"))),
+            ),
+            // Infinities and NaN written as such are kept.
+            ("3xf32=inf,-inf,nan", None),
+            // It said "unknown element type `64`".
+            (
+                "2xcomplex64=1",
+                Some(Box::new(refused("c64 values cannot be written as text"))),
+            ),
+            // The literal's own error had two prefixes.
+            (
+                "9999999999999x9999999999999xf32=1",
+                Some(Box::new(|e: &Error| {
+                    e.to_string().matches("invalid argument").count() == 1
+                })),
+            ),
+            // A few characters asking for terabytes.
+            ("2x2x4444444444444xui8=4", Some(Box::new(refused("")))),
+        ];
+        for (literal, check) in cases {
+            match (parse_literal(literal), check) {
+                (Ok(_), None) => {}
+                (Err(e), Some(check)) => assert!(check(&e), "{literal}: {e}"),
+                (got, _) => panic!("{literal}: {got:?}"),
+            }
+        }
+    }
+
     /// Reads `json_values`' text back with `parse_value`, value by value.
     fn read_back(dtype: ElementType, text: &str) -> Vec<u8> {
         let inner = text.trim_start_matches('[').trim_end_matches(']');
@@ -322,7 +376,7 @@ mod tests {
             ),
         ];
         for (dtype, bytes) in cases {
-            let h = HostData {
+            let h = HostArray {
                 dtype,
                 dims: vec![(bytes.len() / dtype.byte_size()) as i64],
                 bytes,
@@ -334,7 +388,7 @@ mod tests {
             assert_eq!(read_back(dtype, &text), h.bytes, "{dtype}");
         }
         // NaN is written as a string and read back as NaN.
-        let nan = HostData {
+        let nan = HostArray {
             dtype: ElementType::F32,
             dims: vec![1],
             bytes: f32::NAN.to_le_bytes().to_vec(),
