@@ -6,10 +6,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use pjrt_actors_core::compile::CompileOptions;
-use pjrt_actors_core::envelope;
+use pjrt_actors_core::compile::envelope;
+use pjrt_actors_core::compile::program_check::{
+    check_program_for, explain_parse_failure, plugin_stablehlo,
+};
 use pjrt_actors_core::executable::ExecutableMeta;
 use pjrt_actors_core::pjrt::{ArrayType, NamedValue};
-use pjrt_actors_core::program_check::{check_program_for, explain_parse_failure, plugin_stablehlo};
 use pjrt_actors_core::{Error, Result, TopologyDescription};
 
 use crate::compile::CompileRequest;
@@ -231,7 +233,7 @@ fn compile_ahead(
     state.check_open()?;
     let snap = state.snapshot();
     check_program_for(program, &snap.platform_name, snap.plugin_api_version)?;
-    let options = &options.for_program(&pjrt_actors_core::spmd::read(program))?;
+    let options = &options.for_program(&pjrt_actors_core::formats::spmd::read(program))?;
     let proto = options.to_bytes(&state.device_facts())?;
     let compiled = client.shared.compiler_pool().compile_ahead(
         program.clone(),

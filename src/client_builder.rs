@@ -126,7 +126,7 @@ impl ClientBuilder {
 
     /// How allocation sites are recorded for heap profiles (default: the caller's file and
     /// line, which costs nothing).
-    pub fn site_capture(mut self, mode: pjrt_actors_core::site::SiteCapture) -> Self {
+    pub fn site_capture(mut self, mode: pjrt_actors_core::arrays::site::SiteCapture) -> Self {
         self.config.site_capture = mode;
         self
     }
@@ -146,7 +146,7 @@ impl ClientBuilder {
     /// env `PJRT_ACTORS_COMPILE_WORKER`, else beside the running executable; in-process
     /// compiles when there is none.
     pub fn compile_in_worker_if_found(mut self) -> Self {
-        self.config.compile_worker = pjrt_actors_core::compile_worker::find_worker();
+        self.config.compile_worker = pjrt_actors_core::compile::worker::find_worker();
         self
     }
 

@@ -8,13 +8,15 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use pjrt_actors_core::actors::compile_service::CompileSpec;
+use pjrt_actors_core::arrays::site::Site;
 use pjrt_actors_core::callbacks::HostCallback;
+pub use pjrt_actors_core::compile::cache::CancelToken;
+use pjrt_actors_core::compile::envelope;
+use pjrt_actors_core::compile::program_check::{
+    check_program_for, explain_parse_failure, plugin_stablehlo,
+};
 use pjrt_actors_core::compile::{CompileOptions, encode_options};
-pub use pjrt_actors_core::compile_cache::CancelToken;
-use pjrt_actors_core::envelope;
 use pjrt_actors_core::executable::ExecutableCore;
-use pjrt_actors_core::program_check::{check_program_for, explain_parse_failure, plugin_stablehlo};
-use pjrt_actors_core::site::Site;
 use pjrt_actors_core::{Error, Result};
 
 use crate::handles::{Caller, Client, LoadedExecutable, Shared, wait};
@@ -132,7 +134,7 @@ impl CompileRequest {
     /// partitioning filled in (the one place every compile path resolves them).
     pub(crate) fn program_options(&self) -> Result<CompileOptions> {
         self.options
-            .for_program(&pjrt_actors_core::spmd::read(&self.program))
+            .for_program(&pjrt_actors_core::formats::spmd::read(&self.program))
     }
 
     /// Sends the compile to the compile service through the client actor and waits: for a
@@ -151,8 +153,12 @@ impl CompileRequest {
         check_program_for(&self.program, &snap.platform_name, snap.plugin_api_version)?;
         // XLA:CPU fails host send/recv at compile; say what to use instead.
         let platform = &snap.platform_name;
-        if platform == "cpu" && pjrt_actors_core::send_recv::uses_host_transfers(&self.program) {
-            return Err(pjrt_actors_core::send_recv::unsupported_here(platform));
+        if platform == "cpu"
+            && pjrt_actors_core::callbacks::send_recv::uses_host_transfers(&self.program)
+        {
+            return Err(pjrt_actors_core::callbacks::send_recv::unsupported_here(
+                platform,
+            ));
         }
         let cancel = self.cancel.as_ref();
         let _permit = if self.wait_for_slot {

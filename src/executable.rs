@@ -8,13 +8,13 @@ use std::future::Future;
 use std::sync::Arc;
 
 use pjrt_actors_core::actors::device::Run;
-use pjrt_actors_core::buffers::ArrayCore;
+use pjrt_actors_core::arrays::buffers::ArrayCore;
 use pjrt_actors_core::callbacks::{CallbackSet, HostCallback};
-use pjrt_actors_core::envelope::{self, Envelope};
+use pjrt_actors_core::compile::envelope::{self, Envelope};
 use pjrt_actors_core::executable::ExecutableCore;
 use pjrt_actors_core::execute::{Outputs as CoreOutputs, caller_context};
+use pjrt_actors_core::ids::ExecutableId;
 use pjrt_actors_core::pjrt::{ArrayType, CompiledMemoryStats, NamedValue};
-use pjrt_actors_core::registry::ExecutableId;
 use pjrt_actors_core::{Error, Result};
 use smallvec::SmallVec;
 
@@ -153,7 +153,7 @@ impl LoadedExecutable {
     /// The optimized program as HLO-like text, printed from the module proto the plugin returns.
     pub fn optimized_program_text(&self) -> Result<String> {
         self.shared.state().check_open()?;
-        Ok(pjrt_actors_core::hlo_text::module_text(
+        Ok(pjrt_actors_core::formats::hlo_text::module_text(
             &self.core.exe.optimized_module()?,
         ))
     }

@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use pjrt_actors_core::buffers::{ArrayCore, ArrayOwner};
+use pjrt_actors_core::arrays::buffers::{ArrayCore, ArrayOwner};
 use pjrt_actors_core::callbacks::CallbackSet;
 use pjrt_actors_core::executable::ExecutableCore;
 use pjrt_actors_core::runtime::block_on;

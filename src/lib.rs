@@ -90,13 +90,13 @@ pub mod serving;
 /// ([`Client::load_exported`](crate::Client::load_exported) gives an `ExportedModel`).
 pub mod export {
     pub use crate::exported_model::{CALLING_CONVENTIONS, ExportedModel, dotted_path};
-    pub use pjrt_actors_core::exported::{
+    pub use pjrt_actors_core::formats::exported::{
         Aval, Dim, Exported, ExportedDtype, ExportedSharding, PyTree, SERIALIZATION_VERSIONS,
     };
 }
 /// What a program says of its own partitioning (`mhlo.num_partitions`, Shardy attributes).
 pub mod spmd {
-    pub use pjrt_actors_core::spmd::{ProgramPartitioning, read};
+    pub use pjrt_actors_core::formats::spmd::{ProgramPartitioning, read};
 }
 mod sharded;
 
@@ -108,16 +108,24 @@ pub use handles::{Array, Client, Device, LoadedExecutable, MemorySpace};
 pub use pjrt_actors_core::CompileOptionsProto;
 pub use pjrt_actors_core::HostArray;
 pub use pjrt_actors_core::TopologyDescription;
+pub use pjrt_actors_core::actors::buffer_registry::DefragmentReport;
 pub use pjrt_actors_core::actors::device::DeviceWorkStats;
-pub use pjrt_actors_core::actors::registry::DefragmentReport;
+pub use pjrt_actors_core::arrays::site::SiteCapture;
 pub use pjrt_actors_core::callbacks::{CallbackKind, HostCallback};
-pub use pjrt_actors_core::compile::{CompileOptions, JAX_DEBUG_OPTIONS, XlaOption};
-pub use pjrt_actors_core::compile_worker::{
+pub use pjrt_actors_core::compile::disk_cache::DiskCache;
+pub use pjrt_actors_core::compile::redis_cache::{
+    CACHE_REDIS_ENV, CACHE_REDIS_READ_ONLY_ENV, RedisCacheConfig, RedisTier,
+};
+pub use pjrt_actors_core::compile::worker::{
     COMPILE_TIMEOUT_ENV, COMPILE_WORKER_ENV, COMPILE_WORKER_MEMORY_ENV, time_limit,
 };
+pub use pjrt_actors_core::compile::{CompileOptions, JAX_DEBUG_OPTIONS, XlaOption};
 pub use pjrt_actors_core::config::CACHE_DIR_ENV;
-pub use pjrt_actors_core::disk_cache::DiskCache;
 pub use pjrt_actors_core::dtype::ElementType;
+pub use pjrt_actors_core::formats::sharding::{Mesh, PartitionSpec, Sharding};
+/// Typed ids of index plus epoch, one type per kind (a stale id never names a new thing, and an
+/// array's id is not an executable's).
+pub use pjrt_actors_core::ids::{ArrayId, ExecutableId, Id, kind};
 #[cfg(feature = "redis")]
 pub use pjrt_actors_core::kv_store::RedisKvStore;
 pub use pjrt_actors_core::pjrt::kv::{KvError, KvStore};
@@ -126,14 +134,6 @@ pub use pjrt_actors_core::pjrt::{
     ArrayType, CompiledMemoryStats, DeviceMemoryStats, DmaMapping, HostBuffer, HostView,
     HostViewMut, Layout, MemoryKind, NamedValue, NativeType, PLUGIN_PATH_ENV, SharedBytes,
 };
-pub use pjrt_actors_core::redis_cache::{
-    CACHE_REDIS_ENV, CACHE_REDIS_READ_ONLY_ENV, RedisCacheConfig, RedisTier,
-};
-/// Typed ids of index plus epoch, one type per kind (a stale id never names a new thing, and an
-/// array's id is not an executable's).
-pub use pjrt_actors_core::registry::{ArrayId, ExecutableId, Id, kind};
-pub use pjrt_actors_core::sharding::{Mesh, PartitionSpec, Sharding};
-pub use pjrt_actors_core::site::SiteCapture;
 pub use pjrt_actors_core::{Error, PjrtCode, PluginError, Result};
 pub use sharded::ShardedArray;
 

@@ -240,10 +240,11 @@ fn profile_writes_a_pprof_file() {
         "2",
     ]);
     assert!(o.status.success(), "{o:?}");
-    let profile = <pjrt_actors_core::heap_profile::pprof::Profile as prost::Message>::decode(
-        std::fs::read(&out).unwrap().as_slice(),
-    )
-    .unwrap();
+    let profile =
+        <pjrt_actors_core::arrays::heap_profile::pprof::Profile as prost::Message>::decode(
+            std::fs::read(&out).unwrap().as_slice(),
+        )
+        .unwrap();
     // Two devices x two arrays, one output, one executable.
     let counts: i64 = profile.sample.iter().map(|s| s.value[0]).sum();
     assert_eq!(counts, 2 * 2 + 1 + 1);

@@ -1,6 +1,6 @@
 //! The compile worker: a process that loads a PJRT plugin, compiles the programs it is sent on
 //! stdin and answers with serialized executables on stdout, so that a program that crashes the
-//! compiler kills this process and not the client (see `pjrt_actors_core::compile_worker`).
+//! compiler kills this process and not the client (see `pjrt_actors_core::compile::worker`).
 
 #![forbid(unsafe_code)]
 
@@ -8,12 +8,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use pjrt_actors_core::compile_worker::{
+use pjrt_actors_core::compile::program_check::COMPILE_STACK_BYTES;
+use pjrt_actors_core::compile::worker::{
     PROTOCOL, READY, START_FAILED, decode_option, read_frame, write_frame,
 };
 use pjrt_actors_core::pjrt::os::{die_with_parent, limit_address_space};
 use pjrt_actors_core::pjrt::{PjrtClient, Plugin};
-use pjrt_actors_core::program_check::COMPILE_STACK_BYTES;
 
 fn serve(
     plugin: PathBuf,

@@ -9,7 +9,7 @@ pub use weights::dotted_path;
 
 use weights::read_safetensors;
 
-use pjrt_actors_core::exported::{Aval, Dim, Exported, ExportedDtype};
+use pjrt_actors_core::formats::exported::{Aval, Dim, Exported, ExportedDtype};
 use pjrt_actors_core::{Error, Result};
 
 use crate::host_data::HostArray;

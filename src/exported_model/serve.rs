@@ -2,7 +2,7 @@
 //! input a fixed one from the resident weights, in the module's parameter order.
 
 use pjrt_actors_core::Result;
-use pjrt_actors_core::exported::Dim;
+use pjrt_actors_core::formats::exported::Dim;
 
 use super::{ExportedModel, Held, platform_index_data, refused};
 use crate::serving::BatchModel;

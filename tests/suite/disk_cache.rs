@@ -87,7 +87,7 @@ fn a_fifo_a_device_or_a_link_at_an_entrys_path_is_removed_not_read() {
 fn failed_store_child() {
     let dir = std::path::PathBuf::from(std::env::var("PJRT_ACTORS_TEST_STORE_DIR").unwrap());
     let cache = DiskCache::open(&dir, 1 << 30, Default::default()).unwrap();
-    let key = pjrt_actors_core::compile_cache::CompileKey::new("test", b"program", b"options");
+    let key = pjrt_actors_core::compile::cache::CompileKey::new("test", b"program", b"options");
     let err = cache.store(&key, &vec![7u8; 64 << 10]).unwrap_err();
     assert!(err.to_string().contains("File too large"), "{err}");
     let left: Vec<_> = std::fs::read_dir(&dir)

@@ -83,9 +83,10 @@ fn bad_serialized_bytes_never_reach_the_plugin() {
     let random: Vec<u8> = (0..bytes.len()).map(|i| (i * 31 % 251) as u8).collect();
     assert!(matches!(load(&random), Err(Error::Deserialize { .. })));
     // The same envelope from another plugin version: a clear error naming both.
-    let mut envelope = pjrt_actors_core::envelope::decode(&bytes, &identity_of(&bytes)).unwrap();
+    let mut envelope =
+        pjrt_actors_core::compile::envelope::decode(&bytes, &identity_of(&bytes)).unwrap();
     envelope.identity = envelope.identity.replace("xla ", "xla 999-");
-    let foreign = pjrt_actors_core::envelope::encode(&envelope);
+    let foreign = pjrt_actors_core::compile::envelope::encode(&envelope);
     match load(&foreign) {
         Err(Error::ForeignExecutable {
             serialized_by,
@@ -102,7 +103,7 @@ fn bad_serialized_bytes_never_reach_the_plugin() {
 
 /// The identity recorded in an envelope (tests only: read the field back).
 fn identity_of(bytes: &[u8]) -> String {
-    match pjrt_actors_core::envelope::decode(bytes, "") {
+    match pjrt_actors_core::compile::envelope::decode(bytes, "") {
         Err(Error::ForeignExecutable { serialized_by, .. }) => serialized_by,
         other => panic!("{other:?}"),
     }

@@ -323,7 +323,7 @@ fn a_stale_holder_never_overwrites_a_newer_entry() {
     let good: Vec<u8> = server.connection().unwrap().get(&key).unwrap();
     let tier = pjrt_actors::RedisTier::new(config(&server.url()), Arc::default()).unwrap();
     let hex = key.rsplit(':').next().unwrap();
-    let cache_key = pjrt_actors_core::compile_cache::CompileKey(hex_bytes(hex));
+    let cache_key = pjrt_actors_core::compile::cache::CompileKey(hex_bytes(hex));
     tier.publish(&cache_key, b"a stale holder's late entry", None);
     let now: Vec<u8> = server.connection().unwrap().get(&key).unwrap();
     assert_eq!(now, good);

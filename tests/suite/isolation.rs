@@ -15,7 +15,7 @@ pub fn worker() -> std::path::PathBuf {
     if built.is_file() {
         return built;
     }
-    pjrt_actors_core::compile_worker::find_worker().expect("a compile worker binary")
+    pjrt_actors_core::compile::worker::find_worker().expect("a compile worker binary")
 }
 
 /// Fails a CHECK in XLA's compiler ("Expected a tuple shape"): SIGABRT in-process.

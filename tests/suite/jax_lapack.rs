@@ -199,7 +199,8 @@ pub(crate) fn custom_call(
         let l: Vec<String> = tys
             .iter()
             .map(|t| {
-                let order = pjrt_actors_core::custom_call_layouts::jaxlib_layout(rank(t), batch);
+                let order =
+                    pjrt_actors_core::compile::custom_call_layouts::jaxlib_layout(rank(t), batch);
                 if order.is_empty() {
                     "dense<> : tensor<0xindex>".into()
                 } else {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use pjrt_actors::{Array, Client, CompileOptions, ElementType, Error, HostBuffer, SiteCapture};
-use pjrt_actors_core::heap_profile::pprof::Profile;
+use pjrt_actors_core::arrays::heap_profile::pprof::Profile;
 use prost::Message;
 
 /// A decoded sample: labels, values, the innermost frame's (function, file, line), and every

@@ -1,0 +1,464 @@
+//! The Redis tier itself, on redis-rs (the `redis` feature): one connection manager on a
+//! one-thread tokio runtime, leases renewed in the background, every round trip bounded.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redis::AsyncCommands;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use super::{Lookup, MAX_LEASE, RedisCacheConfig, redact};
+use crate::compile::cache::{CacheStats, CompileKey, bump};
+use crate::error::{Error, Result};
+
+/// Takes the lease key for `token` with expiry ARGV[2] ms: 1 when it was free, 2 when it held
+/// a stale lease (no expiry, or more than ARGV[3] ms left: a foreign or corrupted value that
+/// would otherwise hold every process back for good), 0 while a live holder has it.
+const TAKE: &str = "local left = redis.call('PTTL', KEYS[1]) if left == -2 then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 elseif left == -1 or left > tonumber(ARGV[3]) then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 2 end return 0";
+
+/// Renews the lease key while `token` still holds it.
+const RENEW: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
+/// Deletes the lease key if `token` still holds it.
+const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
+
+/// The Redis tier of one client.
+pub struct RedisTier {
+    config: RedisCacheConfig,
+    client: redis::Client,
+    /// Drives the connection manager and lease renewals; callers wait on channels.
+    /// Taken on drop and shut down in the background: the last handle may go on a thread
+    /// that runs another runtime (an actor's), where a blocking runtime drop would panic.
+    rt: Option<tokio::runtime::Runtime>,
+    conn: Mutex<Option<ConnectionManager>>,
+    /// After a connection failure or timeout, Redis is skipped until then, so an unreachable
+    /// server costs one timeout per second, not one per compile.
+    skip_until: Mutex<Option<Instant>>,
+    stats: Arc<CacheStats>,
+    warned: AtomicBool,
+    /// This process's lease tokens: host, pid and a counter.
+    token_prefix: String,
+    tokens: std::sync::atomic::AtomicU64,
+}
+
+/// A held lease: renewed in the background until released (on drop, or by `publish`).
+pub struct Lease {
+    tier: Arc<RedisTier>,
+    key: String,
+    token: String,
+    stop: Arc<AtomicBool>,
+}
+
+impl RedisTier {
+    /// A tier for `config`; nothing is connected until the first use.
+    pub fn new(config: RedisCacheConfig, stats: Arc<CacheStats>) -> Result<Arc<RedisTier>> {
+        if config.lease > MAX_LEASE || config.lease < Duration::from_millis(30) {
+            return Err(Error::InvalidOption {
+                name: "RedisCacheConfig::lease".into(),
+                reason: format!(
+                    "{:?}: a lease lasts from 30 ms to {MAX_LEASE:?} (longer ones are taken for stale)",
+                    config.lease
+                ),
+            });
+        }
+        let client = redis::Client::open(config.url.as_str()).map_err(|e| Error::Cache {
+            path: redact(&config.url),
+            reason: e.to_string(),
+        })?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("pjrt-actors-redis")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::ThreadSpawn {
+                what: "redis",
+                reason: e.to_string(),
+            })?;
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        Ok(Arc::new(RedisTier {
+            token_prefix: format!("{}:{}", host.trim(), std::process::id()),
+            config,
+            client,
+            rt: Some(rt),
+            conn: Mutex::new(None),
+            skip_until: Mutex::new(None),
+            stats,
+            warned: AtomicBool::new(false),
+            tokens: Default::default(),
+        }))
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.rt
+            .as_ref()
+            .expect("the runtime lives until the tier is dropped")
+    }
+
+    /// The tier's settings.
+    pub fn config(&self) -> &RedisCacheConfig {
+        &self.config
+    }
+
+    fn key(&self, key: &CompileKey, kind: &str) -> String {
+        format!("{}:{kind}:{}", self.config.namespace, key.hex())
+    }
+
+    /// Runs `op` on the tier's runtime with the round-trip limit, waiting on this thread.
+    fn run<T, F>(&self, op: impl FnOnce(ConnectionManager) -> F) -> std::result::Result<T, String>
+    where
+        T: Send + 'static,
+        F: Future<Output = redis::RedisResult<T>> + Send + 'static,
+    {
+        let conn = self.connection()?;
+        let limit = self.config.op_timeout;
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let fut = op(conn);
+        self.runtime().spawn(async move {
+            let _ = tx.send(tokio::time::timeout(limit, fut).await);
+        });
+        let outcome = match rx.recv_timeout(limit + Duration::from_secs(1)) {
+            Ok(Ok(Ok(v))) => return Ok(v),
+            Ok(Ok(Err(e))) if !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped()) => {
+                // The server answered (out of memory, a wrong type): no reason to stop asking.
+                return Err(self.fail(e.to_string(), false));
+            }
+            Ok(Ok(Err(e))) => e.to_string(),
+            Ok(Err(_)) | Err(_) => format!("no answer within {limit:?}"),
+        };
+        Err(self.fail(outcome, true))
+    }
+
+    /// The shared connection manager, made on first use (it reconnects by itself after).
+    fn connection(&self) -> std::result::Result<ConnectionManager, String> {
+        if (*self.skip_until.lock()).is_some_and(|t| Instant::now() < t) {
+            return Err("skipped after a recent failure".into());
+        }
+        let mut slot = self.conn.lock();
+        if let Some(conn) = &*slot {
+            return Ok(conn.clone());
+        }
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.config.op_timeout))
+            .set_response_timeout(Some(self.config.op_timeout))
+            .set_number_of_retries(1);
+        let client = self.client.clone();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.runtime().spawn(async move {
+            let _ = tx.send(ConnectionManager::new_with_config(client, config).await);
+        });
+        match rx.recv_timeout(self.config.op_timeout * 3) {
+            Ok(Ok(conn)) => Ok(slot.insert(conn).clone()),
+            Ok(Err(e)) => Err(self.fail(e.to_string(), true)),
+            Err(_) => Err(self.fail("connecting timed out".into(), true)),
+        }
+    }
+
+    /// Counts a failure, warns the first time, and with `skip` stops asking for a second.
+    fn fail(&self, why: String, skip: bool) -> String {
+        bump(&self.stats.redis_errors);
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!(url = %redact(&self.config.url), error = %why, "the Redis compile cache failed; compiling locally (warned once, counted in compile_cache_stats)");
+        }
+        if skip {
+            *self.skip_until.lock() = Some(Instant::now() + Duration::from_secs(1));
+        }
+        why
+    }
+
+    /// An entry's bytes, if Redis has one of acceptable size.
+    fn get(&self, key: &CompileKey) -> std::result::Result<Option<Vec<u8>>, String> {
+        let entry = self.key(key, "exe");
+        let value: Option<Vec<u8>> = self.run(move |mut c| async move { c.get(entry).await })?;
+        Ok(value)
+    }
+
+    /// Finds `key`'s entry, or takes the lease to compile it, or waits while another process
+    /// holds the lease (taking it over if that process dies), or gives up to compile here.
+    pub fn lookup(self: &Arc<Self>, key: &CompileKey) -> Lookup {
+        let (started, mut waited, mut delay) = (Instant::now(), false, Duration::from_millis(2));
+        loop {
+            match self.get(key) {
+                Err(_) => return Lookup::Compile,
+                Ok(Some(bytes)) if bytes.len() > self.config.max_value_bytes => {
+                    bump(&self.stats.redis_too_large);
+                    self.remove(key);
+                    return Lookup::Compile;
+                }
+                Ok(Some(bytes)) => {
+                    bump(&self.stats.redis_hits);
+                    return Lookup::Hit(bytes);
+                }
+                Ok(None) => {
+                    if !waited {
+                        bump(&self.stats.redis_misses);
+                    }
+                }
+            }
+            if self.config.read_only {
+                return Lookup::Compile;
+            }
+            let lease_key = self.key(key, "lease");
+            let token = format!(
+                "{}:{}",
+                self.token_prefix,
+                self.tokens.fetch_add(1, Ordering::Relaxed)
+            );
+            let ms = self.config.lease.as_millis() as u64;
+            let (k, t) = (lease_key.clone(), token.clone());
+            let max = MAX_LEASE.as_millis() as u64;
+            let taken: std::result::Result<i64, String> = self.run(move |mut c| async move {
+                redis::Script::new(TAKE)
+                    .key(k)
+                    .arg(t)
+                    .arg(ms)
+                    .arg(max)
+                    .invoke_async(&mut c)
+                    .await
+            });
+            match taken {
+                Err(_) => return Lookup::Compile,
+                Ok(how @ (1 | 2)) => {
+                    let lease = self.hold(lease_key, token);
+                    // The holder before us may have stored the entry and released the lease
+                    // between our look and our lease: look again before compiling.
+                    if let Ok(Some(bytes)) = self.get(key)
+                        && bytes.len() <= self.config.max_value_bytes
+                    {
+                        bump(&self.stats.redis_hits);
+                        return Lookup::Hit(bytes);
+                    }
+                    if waited || how == 2 {
+                        bump(&self.stats.redis_takeovers);
+                    }
+                    return Lookup::Lease(lease);
+                }
+                Ok(_) => {}
+            }
+            if !waited {
+                waited = true;
+                bump(&self.stats.redis_lease_waits);
+            }
+            if started.elapsed() >= self.config.max_wait {
+                return Lookup::Compile;
+            }
+            std::thread::sleep(delay);
+            delay = (delay * 2).min(Duration::from_millis(50));
+        }
+    }
+
+    /// Starts renewing a lease just taken.
+    fn hold(self: &Arc<Self>, key: String, token: String) -> Lease {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (period, ms) = (self.config.lease / 3, self.config.lease.as_millis() as u64);
+        let (k, t, s) = (key.clone(), token.clone(), stop.clone());
+        if let Ok(conn) = self.connection() {
+            self.runtime().spawn(async move {
+                let mut conn = conn;
+                let script = redis::Script::new(RENEW);
+                loop {
+                    tokio::time::sleep(period).await;
+                    if s.load(Ordering::Acquire) {
+                        break;
+                    }
+                    let renewed: redis::RedisResult<i64> =
+                        script.key(&k).arg(&t).arg(ms).invoke_async(&mut conn).await;
+                    // Lost (expired and taken) or unreachable: the compile goes on; its store
+                    // is NX, so it never replaces another holder's entry.
+                    if !matches!(renewed, Ok(1)) {
+                        break;
+                    }
+                }
+            });
+        }
+        Lease {
+            tier: self.clone(),
+            key,
+            token,
+            stop,
+        }
+    }
+
+    /// Stores a compiled entry (unless one is there already: a stale holder never replaces a
+    /// newer entry), then releases `lease` if held.
+    pub fn publish(&self, key: &CompileKey, bytes: &[u8], lease: Option<Lease>) {
+        // The entry goes in before the lease is released (when `lease` drops at the end), so
+        // a process that takes the lease next finds the entry on its second look.
+        let _lease = lease;
+        if self.config.read_only {
+            return;
+        }
+        if bytes.len() > self.config.max_value_bytes {
+            bump(&self.stats.redis_too_large);
+            return;
+        }
+        let (entry, value, ttl) = (self.key(key, "exe"), bytes.to_vec(), self.config.ttl);
+        let stored: std::result::Result<Option<String>, String> =
+            self.run(move |mut c| async move {
+                let mut cmd = redis::cmd("SET");
+                cmd.arg(entry).arg(value).arg("NX");
+                if let Some(ttl) = ttl {
+                    cmd.arg("PX").arg(ttl.as_millis() as u64);
+                }
+                cmd.query_async(&mut c).await
+            });
+        if let Ok(Some(_)) = stored {
+            bump(&self.stats.redis_stores);
+        }
+    }
+
+    /// Deletes a bad entry (corrupt, truncated, foreign, or too large).
+    pub fn remove(&self, key: &CompileKey) {
+        let entry = self.key(key, "exe");
+        let _: std::result::Result<i64, String> =
+            self.run(move |mut c| async move { c.del(entry).await });
+    }
+
+    /// Entries and their total bytes under this namespace.
+    pub fn usage(&self) -> Result<(u64, u64)> {
+        let namespace = self.config.namespace.clone();
+        self.run(move |mut c| async move {
+            let keys = our_keys(&mut c, &namespace, &["exe"]).await?;
+            let mut bytes = 0u64;
+            for k in &keys {
+                let n: u64 = c.strlen(k).await?;
+                bytes += n;
+            }
+            Ok((keys.len() as u64, bytes))
+        })
+        .map_err(|reason| self.cache_error(reason))
+    }
+
+    /// Deletes every entry and lease under this namespace, and nothing else: only keys this
+    /// tier writes (`NS:exe:` or `NS:lease:` and a SHA-256 in hex), the namespace taken
+    /// literally (`*` is no wildcard); returns how many keys went.
+    pub fn clear(&self) -> Result<u64> {
+        let namespace = self.config.namespace.clone();
+        self.run(move |mut c| async move {
+            let keys = our_keys(&mut c, &namespace, &["exe", "lease"]).await?;
+            let mut gone = 0u64;
+            for chunk in keys.chunks(256) {
+                let n: u64 = c.del(chunk).await?;
+                gone += n;
+            }
+            Ok(gone)
+        })
+        .map_err(|reason| self.cache_error(reason))
+    }
+
+    fn cache_error(&self, reason: String) -> Error {
+        Error::Cache {
+            path: redact(&self.config.url),
+            reason,
+        }
+    }
+}
+
+/// The keys of `kinds` this tier writes under `namespace` (SCAN, so the server is never
+/// blocked on a large keyspace): the pattern has the namespace's glob characters escaped, and
+/// what it finds is kept only when it is exactly `NS:KIND:` and 64 lowercase hex digits.
+async fn our_keys(
+    c: &mut ConnectionManager,
+    namespace: &str,
+    kinds: &[&str],
+) -> redis::RedisResult<Vec<String>> {
+    let mut keys = Vec::new();
+    for kind in kinds {
+        let prefix = format!("{namespace}:{kind}:");
+        let mut iter: redis::AsyncIter<String> =
+            c.scan_match(format!("{}*", glob_literal(&prefix))).await?;
+        while let Some(k) = iter.next_item().await {
+            let k = k?;
+            if is_our_key(&k, &prefix) {
+                keys.push(k);
+            }
+        }
+    }
+    Ok(keys)
+}
+
+/// `text` as a Redis glob pattern matching itself only: `*`, `?`, `[`, `]` and `\` escaped.
+fn glob_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Whether `key` is `prefix` and a SHA-256 in lowercase hex: a key of ours.
+fn is_our_key(key: &str, prefix: &str) -> bool {
+    key.strip_prefix(prefix).is_some_and(|hash| {
+        hash.len() == 64
+            && hash
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+impl Drop for RedisTier {
+    fn drop(&mut self) {
+        // The connection goes with the runtime's tasks; nothing waits for them.
+        self.conn.lock().take();
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        let (key, token) = (self.key.clone(), self.token.clone());
+        let _: std::result::Result<i64, String> = self.tier.run(move |mut c| async move {
+            redis::Script::new(RELEASE)
+                .key(key)
+                .arg(token)
+                .invoke_async(&mut c)
+                .await
+        });
+    }
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    #[test]
+    fn only_keys_of_ours_are_ours_and_the_namespace_is_literal() {
+        let hash = "ab".repeat(32);
+        // (key, prefix, ours)
+        let cases = [
+            (format!("pjrt-actors:exe:{hash}"), "pjrt-actors:exe:", true),
+            (
+                format!("pjrt-actors:lease:{hash}"),
+                "pjrt-actors:lease:",
+                true,
+            ),
+            (
+                "pjrt-actors:exe:notahash".to_string(),
+                "pjrt-actors:exe:",
+                false,
+            ),
+            (
+                format!("pjrt-actors:exe:{}", "AB".repeat(32)),
+                "pjrt-actors:exe:",
+                false,
+            ),
+            (
+                format!("pjrt-actors:exe:{hash}0"),
+                "pjrt-actors:exe:",
+                false,
+            ),
+            ("sessions:alice".to_string(), "*:exe:", false),
+            (format!("other:exe:{hash}"), "*:exe:", false),
+        ];
+        for (key, prefix, ours) in cases {
+            assert_eq!(is_our_key(&key, prefix), ours, "{key} under {prefix}");
+        }
+        assert_eq!(glob_literal("a*b?c[d]e\\f"), "a\\*b\\?c\\[d\\]e\\\\f");
+    }
+}

@@ -1,0 +1,303 @@
+//! Checks on the source tree itself, the rules ARCHITECTURE.md names: no module imports one that
+//! imports it back, `unsafe` is forbidden outside the fence, the core's format readers touch
+//! neither PJRT nor the actors, no file grows past about 500 lines without a reason written down
+//! here, and suite tests that need the CPU plugin say so.
+
+use std::path::{Path, PathBuf};
+
+/// The crates and their source roots, relative to the workspace.
+const CRATES: &[&str] = &["fence/src", "core/src", "src", "cli/src"];
+
+/// Files allowed past the line limit, and why.
+const LONG_FILES: &[(&str, &str)] = &[
+    (
+        "tests/suite/reliability.rs",
+        "one case table of every bad input, kept whole so it reads as a list",
+    ),
+    (
+        "fence/src/client.rs",
+        "the client, device, memory and topology owners: one PJRT object family",
+    ),
+    (
+        "fence/src/executable.rs",
+        "one PJRT object: compile, metadata, parameter types and execute of a loaded executable",
+    ),
+    (
+        "core/src/callbacks/mod.rs",
+        "the callback type, its two program-text builders and the id reader, which must agree",
+    ),
+    (
+        "tests/suite/callbacks.rs",
+        "every host-callback behaviour against the real plugin, sharing its helpers",
+    ),
+    (
+        "tests/suite/executables.rs",
+        "compile, cache, serialize and load behaviour against the real plugin, sharing its module generators",
+    ),
+    (
+        "tests/suite/serving.rs",
+        "every batcher behaviour against the real plugin, sharing one model and its helpers",
+    ),
+];
+
+const LINE_LIMIT: usize = 500;
+
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+mod cycles;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `actors/client.rs` → `actors::client`; `actors/mod.rs` → `actors`; the crate root → "".
+fn module_of(root: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(root).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+/// The paths in `code` that a format reader may not take: anything of the crate but its errors,
+/// element types and the other readers; the fence, pjrt-sys's plugin API or actix.
+fn reach_past_the_formats(code: &str) -> Vec<String> {
+    // XLA's protobuf messages (`pjrt_sys::protos`) are data made by prost, not plugin calls.
+    const ALLOWED: &[&str] = &[
+        "crate::error",
+        "crate::Error",
+        "crate::Result",
+        "crate::dtype",
+        "crate::formats",
+        "pjrt_sys::protos",
+    ];
+    let mut out = Vec::new();
+    for line in code.lines().map(|l| l.split("//").next().unwrap_or("")) {
+        for prefix in ["crate::", "pjrt_actors_fence::", "pjrt_sys::", "actix::"] {
+            let mut rest = line;
+            while let Some(at) = rest.find(prefix) {
+                let preceded = rest[..at]
+                    .chars()
+                    .last()
+                    .is_some_and(|c| is_ident(c) || c == ':');
+                let path: String = rest[at..]
+                    .chars()
+                    .take_while(|c| is_ident(*c) || *c == ':')
+                    .collect();
+                rest = &rest[at + prefix.len()..];
+                let allowed = ALLOWED.iter().any(|a| path.starts_with(a));
+                if !preceded && !allowed {
+                    out.push(path.trim_end_matches(':').to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_format_readers_need_neither_pjrt_nor_the_actors() {
+    let mut files = Vec::new();
+    rust_files(&workspace().join("core/src/formats"), &mut files);
+    assert!(files.len() >= 9, "{files:?}");
+    let problems: Vec<String> = (files.iter())
+        .flat_map(|f| {
+            let code = std::fs::read_to_string(f).unwrap();
+            let name = f.file_name().unwrap().to_string_lossy().into_owned();
+            (reach_past_the_formats(&code).into_iter()).map(move |p| format!("{name}: {p}"))
+        })
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "format readers reaching past their room: {problems:?}"
+    );
+    // The check sees what it is for.
+    let bad = "use crate::pjrt::PjrtClient;\nfn f() { crate::actors::client::x(); }\n// crate::state\nuse crate::error::Error;";
+    assert_eq!(
+        reach_past_the_formats(bad),
+        ["crate::pjrt::PjrtClient", "crate::actors::client::x"]
+    );
+}
+
+#[test]
+fn unsafe_code_is_forbidden_outside_the_fence() {
+    for krate in ["core/src/lib.rs", "src/lib.rs", "cli/src/main.rs"] {
+        let root = std::fs::read_to_string(workspace().join(krate)).unwrap();
+        assert!(
+            root.contains("#![forbid(unsafe_code)]"),
+            "{krate} must forbid unsafe code"
+        );
+    }
+}
+
+#[test]
+fn no_file_grows_past_the_limit_without_a_reason() {
+    let mut files = Vec::new();
+    for dir in CRATES
+        .iter()
+        .copied()
+        .chain(["tests", "benches", "examples"])
+    {
+        rust_files(&workspace().join(dir), &mut files);
+    }
+    let mut over = Vec::new();
+    for f in files {
+        let lines = std::fs::read_to_string(&f).unwrap().lines().count();
+        let rel = f
+            .strip_prefix(workspace())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if lines > LINE_LIMIT && !LONG_FILES.iter().any(|(p, _)| *p == rel) {
+            over.push(format!("{rel}: {lines} lines"));
+        }
+    }
+    assert!(
+        over.is_empty(),
+        "files over {LINE_LIMIT} lines with no reason given:\n{}",
+        over.join("\n")
+    );
+}
+
+/// Every `module::test` ARCHITECTURE.md names as what enforces an invariant.
+fn named_tests(doc: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for token in doc.split('`').skip(1).step_by(2) {
+        let parts: Vec<&str> = token.split("::").collect();
+        let is_path = parts.len() >= 2
+            && parts.iter().all(|p| {
+                !p.is_empty()
+                    && p.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            });
+        // Test names are sentences: at least three words.
+        if is_path && parts.last().unwrap().matches('_').count() >= 2 {
+            out.push(token.to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn every_test_the_architecture_names_exists() {
+    let doc = std::fs::read_to_string(workspace().join("ARCHITECTURE.md")).unwrap();
+    let mut sources = String::new();
+    let mut files = Vec::new();
+    for dir in ["tests", "core", "fence/src", "src", "cli"] {
+        rust_files(&workspace().join(dir), &mut files);
+    }
+    for f in files {
+        sources.push_str(&std::fs::read_to_string(f).unwrap());
+    }
+    let named = named_tests(&doc);
+    assert!(
+        named.len() >= 15,
+        "only {} tests named: {named:?}",
+        named.len()
+    );
+    let missing: Vec<&String> = named
+        .iter()
+        .filter(|t| !sources.contains(&format!("fn {}(", t.rsplit("::").next().unwrap())))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names tests that do not exist: {missing:?}"
+    );
+}
+
+/// Lines (1-based) of `code` that open a client with a CPU device count outside a
+/// `mod cpu_plugin` block. Other plugins refuse `cpu_device_count` at create, so a test that
+/// needs one is about the CPU plugin, and the GPU check skips `cpu_plugin` modules by name.
+/// Counts the library refuses before any plugin sees them (0, or past 2,048) may go anywhere.
+fn cpu_sized_opens_outside_cpu_plugin(code: &str) -> Vec<usize> {
+    let mut depth_at_entry = None;
+    let mut depth = 0i64;
+    let mut out = Vec::new();
+    for (i, line) in code.lines().enumerate() {
+        if depth_at_entry.is_none() && line.trim_start().starts_with("mod cpu_plugin {") {
+            depth_at_entry = Some(depth);
+        }
+        for (at, _) in line.match_indices("cpu_device_count(") {
+            let arg: String = line[at + "cpu_device_count(".len()..]
+                .chars()
+                .take_while(|c| *c != ')')
+                .collect();
+            let refused = arg
+                .trim()
+                .parse::<i64>()
+                .is_ok_and(|n| !(1..=2048).contains(&n));
+            if !refused && depth_at_entry.is_none() {
+                out.push(i + 1);
+            }
+        }
+        depth += line.matches('{').count() as i64 - line.matches('}').count() as i64;
+        if depth_at_entry.is_some_and(|d| depth <= d) {
+            depth_at_entry = None;
+        }
+    }
+    out
+}
+
+#[test]
+fn the_cpu_plugin_check_sees_opens_outside_its_modules() {
+    let cases: &[(&str, &[usize])] = &[
+        (
+            "let c = Client::builder().cpu_device_count(2).open();",
+            &[1],
+        ),
+        (
+            "let c = Client::builder().cpu_device_count(n).open();",
+            &[1],
+        ),
+        ("let e = Client::builder().cpu_device_count(0).open();", &[]),
+        ("let e = b.cpu_device_count(2049).open();", &[]),
+        (
+            "mod cpu_plugin {\n    fn t() { b.cpu_device_count(2); }\n}",
+            &[],
+        ),
+        (
+            "mod cpu_plugin {\n    fn t() {}\n}\nfn u() { b.cpu_device_count(2); }",
+            &[4],
+        ),
+    ];
+    for (code, lines) in cases {
+        assert_eq!(cpu_sized_opens_outside_cpu_plugin(code), *lines, "{code}");
+    }
+}
+
+#[test]
+fn suite_tests_that_need_the_cpu_plugin_live_in_cpu_plugin_modules() {
+    let mut files = Vec::new();
+    rust_files(&workspace().join("tests/suite"), &mut files);
+    let mut found = Vec::new();
+    // The tidy checks themselves hold examples of what they catch.
+    for f in files.iter().filter(|f| !f.components().any(|c| c.as_os_str() == "tidy")) {
+        for line in cpu_sized_opens_outside_cpu_plugin(&std::fs::read_to_string(f).unwrap()) {
+            found.push(format!("{}:{line}", f.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "clients with a CPU device count outside `mod cpu_plugin`: {found:?}"
+    );
+}
