@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use pjrt_actors::{Client, CompileOptions, HostCallback, serving::wait};
+use pjrt_actors::{Client, CompileOptions, HostCallback, wait};
 use support::*;
 
 const T: &str = "tensor<4xf32>";

@@ -88,7 +88,7 @@ fn batched(batcher: &Batcher, window: usize) -> Load {
                 ));
             }
             let (sent, answer) = in_flight.pop_front().expect("one in flight");
-            pjrt_actors::serving::wait(answer).unwrap();
+            pjrt_actors::wait(answer).unwrap();
             lat.push(sent.elapsed().as_secs_f64() * 1e6);
         }
         lat
@@ -130,9 +130,7 @@ fn unbatched(client: &Client, weights: &serve::Weights, window: usize) -> Load {
                 in_flight.push_back((sent, exe.execute_async(&[&x, &w[0], &w[1], &w[2], &w[3]])));
             }
             let (sent, y) = in_flight.pop_front().expect("one in flight");
-            pjrt_actors::serving::wait(y).unwrap()[0]
-                .to_vec::<f32>()
-                .unwrap();
+            pjrt_actors::wait(y).unwrap()[0].to_vec::<f32>().unwrap();
             lat.push(sent.elapsed().as_secs_f64() * 1e6);
         }
         lat
@@ -155,7 +153,7 @@ fn deadlines(batcher: &Batcher) -> (u64, u64, u64) {
                         in_flight.push_back((deadline, batcher.infer_async(req)));
                         if in_flight.len() >= 8 {
                             let (deadline, answer) = in_flight.pop_front().unwrap();
-                            match pjrt_actors::serving::wait(answer) {
+                            match pjrt_actors::wait(answer) {
                                 Ok(r) if r.started > deadline => late += 1,
                                 Ok(_) => done += 1,
                                 Err(Error::Expired { .. }) => expired += 1,
@@ -164,7 +162,7 @@ fn deadlines(batcher: &Batcher) -> (u64, u64, u64) {
                         }
                     }
                     for (deadline, answer) in in_flight {
-                        match pjrt_actors::serving::wait(answer) {
+                        match pjrt_actors::wait(answer) {
                             Ok(r) if r.started > deadline => late += 1,
                             Ok(_) => done += 1,
                             Err(Error::Expired { .. }) => expired += 1,

@@ -285,7 +285,7 @@ fn drive(
                                     let Some((req, answer)) = in_flight.pop_front() else {
                                         break;
                                     };
-                                    let answer = pjrt_actors::serving::wait(answer)?;
+                                    let answer = pjrt_actors::wait(answer)?;
                                     answered(&req, &answer.outputs[0]);
                                 }
                             }

@@ -15,7 +15,7 @@ use pjrt_actors_core::pjrt::{HostBuffer, NativeType, zeroed_vec};
 use pjrt_actors_core::state::Upload;
 use pjrt_actors_core::{Error, Result};
 
-use crate::handles::{Array, Client, Device, MemorySpace, Shared, guard_of};
+use crate::handles::{Array, Client, ClientGuard, Device, MemorySpace, guard_of};
 
 /// Checks host data against `dtype` × `dims`: its length (without overflowing on huge
 /// shapes), and for `pred` that every byte is 0 or 1 (XLA reads any other byte inconsistently:
@@ -42,7 +42,7 @@ fn check_host_data(dtype: ElementType, dims: &[i64], bytes: &[u8]) -> Result<()>
 /// Resolves where an upload lands: the memory space (default: the device's default) must be
 /// one of the device's, and both must belong to `shared`'s client.
 fn placement(
-    shared: &Arc<Shared>,
+    shared: &Arc<ClientGuard>,
     device: &Device,
     memory: Option<&MemorySpace>,
 ) -> Result<(usize, usize)> {
@@ -78,7 +78,7 @@ fn placement(
 /// Uploads host data to `device` (in `memory` or its default): the one blocking upload, shared
 /// by `Client::buffer_from_host` and `Device::put`.
 pub(crate) fn upload(
-    shared: &Arc<Shared>,
+    shared: &Arc<ClientGuard>,
     data: HostBuffer<'_>,
     dtype: ElementType,
     dims: &[i64],
@@ -183,7 +183,7 @@ impl Array {
     }
 
     /// The guard of the client this array belongs to.
-    pub(crate) fn shared(&self) -> Arc<Shared> {
+    pub(crate) fn shared(&self) -> Arc<ClientGuard> {
         guard_of(&self.core)
     }
 

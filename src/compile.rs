@@ -19,7 +19,7 @@ use pjrt_actors_core::compile::{CompileOptions, encode_options};
 use pjrt_actors_core::executable::ExecutableCore;
 use pjrt_actors_core::{Error, Result};
 
-use crate::handles::{Caller, Client, LoadedExecutable, Shared, wait};
+use crate::handles::{Caller, Client, ClientGuard, LoadedExecutable, wait};
 
 /// One compile, described by a builder: the program, its options, the host callbacks it is
 /// run with, a cancellation token, and whether to wait for a queue slot. `load` and
@@ -33,7 +33,7 @@ use crate::handles::{Caller, Client, LoadedExecutable, Shared, wait};
 /// ```
 #[must_use = "a compile request does nothing until `load`, `load_async` or `compile` runs it"]
 pub struct CompileRequest {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<ClientGuard>,
     pub(crate) program: Arc<Vec<u8>>,
     pub(crate) options: CompileOptions,
     callbacks: Vec<HostCallback>,

@@ -11,10 +11,10 @@ use pjrt_actors_core::pjrt::{DeviceMemoryStats, NamedValue};
 use pjrt_actors_core::{DeviceSnapshot, MemorySnapshot};
 use pjrt_actors_core::{Error, Result};
 
-use crate::handles::{Client, Device, MemorySpace, Shared, wait};
+use crate::handles::{Client, ClientGuard, Device, MemorySpace, wait};
 
 impl Device {
-    pub(crate) fn new(shared: Arc<Shared>, index: usize) -> Self {
+    pub(crate) fn new(shared: Arc<ClientGuard>, index: usize) -> Self {
         Device { shared, index }
     }
 
@@ -22,7 +22,7 @@ impl Device {
         self.index
     }
 
-    pub(crate) fn belongs_to(&self, shared: &Arc<Shared>) -> bool {
+    pub(crate) fn belongs_to(&self, shared: &Arc<ClientGuard>) -> bool {
         Arc::ptr_eq(&self.shared, shared)
     }
 
@@ -242,7 +242,7 @@ impl fmt::Display for Device {
 }
 
 impl MemorySpace {
-    pub(crate) fn new(shared: Arc<Shared>, index: usize) -> Self {
+    pub(crate) fn new(shared: Arc<ClientGuard>, index: usize) -> Self {
         MemorySpace { shared, index }
     }
 
@@ -250,7 +250,7 @@ impl MemorySpace {
         self.index
     }
 
-    pub(crate) fn belongs_to(&self, shared: &Arc<Shared>) -> bool {
+    pub(crate) fn belongs_to(&self, shared: &Arc<ClientGuard>) -> bool {
         Arc::ptr_eq(&self.shared, shared)
     }
 

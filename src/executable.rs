@@ -18,14 +18,14 @@ use pjrt_actors_core::pjrt::{ArrayType, CompiledMemoryStats, NamedValue};
 use pjrt_actors_core::{Error, Result};
 use smallvec::SmallVec;
 
-use crate::handles::{Array, Caller, Client, Device, LoadedExecutable, Shared, wait};
+use crate::handles::{Array, Caller, Client, ClientGuard, Device, LoadedExecutable, wait};
 
 /// One output list per device, as handles.
 type Outputs = Vec<Vec<Array>>;
 
 impl LoadedExecutable {
     pub(crate) fn new(
-        shared: Arc<Shared>,
+        shared: Arc<ClientGuard>,
         core: Arc<ExecutableCore>,
         callbacks: Option<Arc<CallbackSet>>,
     ) -> Self {
@@ -43,7 +43,7 @@ impl LoadedExecutable {
     /// other binding goes through the client actor, which checks it and keeps it for
     /// `live_executables`.
     pub(crate) async fn bind(
-        shared: Arc<Shared>,
+        shared: Arc<ClientGuard>,
         core: Arc<ExecutableCore>,
         callbacks: Vec<HostCallback>,
     ) -> Result<Self> {

@@ -5,15 +5,12 @@
 use std::future::Future;
 use std::sync::Arc;
 
+pub(crate) use pjrt_actors_core::ClientGuard;
+use pjrt_actors_core::Result;
 use pjrt_actors_core::arrays::buffers::{ArrayCore, ArrayOwner};
 use pjrt_actors_core::callbacks::CallbackSet;
 use pjrt_actors_core::executable::ExecutableCore;
 use pjrt_actors_core::runtime::block_on;
-use pjrt_actors_core::{ClientGuard, Result};
-
-/// What every handle of one client holds: the state the actors share, their addresses and
-/// the runtime. Dropping the last one stops the actors (mini-redis's `DbDropGuard`).
-pub(crate) type Shared = ClientGuard;
 
 /// Returns `Pending` once (waking itself at once), then `Ready`.
 pub(crate) async fn yield_once() {
@@ -53,28 +50,30 @@ pub(crate) async fn on_thread<T: Send + 'static>(
     })?
 }
 
-/// Runs the async form of a call on the calling thread: the blocking façade.
-pub(crate) fn wait<T>(fut: impl Future<Output = Result<T>>) -> Result<T> {
+/// Waits for one of this crate's futures on the calling thread: the blocking façade every
+/// blocking call is built on, for callers holding several `_async` futures at once. Refused on
+/// the runtime's own threads, which serve what it would wait for.
+pub fn wait<T>(fut: impl Future<Output = Result<T>>) -> Result<T> {
     block_on(fut)?
 }
 
 /// A client of one PJRT plugin: cheap to clone, `Send + Sync`, usable from any thread.
 #[derive(Clone)]
 pub struct Client {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<ClientGuard>,
 }
 
 /// One device of a client. Keeps its client alive.
 #[derive(Clone)]
 pub struct Device {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<ClientGuard>,
     pub(crate) index: usize,
 }
 
 /// One memory space of a client. Keeps its client alive.
 #[derive(Clone)]
 pub struct MemorySpace {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<ClientGuard>,
     pub(crate) index: usize,
 }
 
@@ -87,18 +86,18 @@ pub struct Array {
 
 /// The guard of the client that owns `core`: the array's own owner, which is that client's
 /// guard (an array holds what it needs to find its client; no process-wide list).
-pub(crate) fn guard_of(core: &ArrayCore) -> Arc<Shared> {
+pub(crate) fn guard_of(core: &ArrayCore) -> Arc<ClientGuard> {
     core.owner()
         .clone()
         .into_any()
-        .downcast::<Shared>()
+        .downcast::<ClientGuard>()
         .unwrap_or_else(|_| unreachable!("an array's owner is its client's guard"))
 }
 
 /// A loaded executable. `Clone + Send + Sync`; dropping the last clone unloads it.
 #[derive(Clone)]
 pub struct LoadedExecutable {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<ClientGuard>,
     /// `shared` as the owner of the arrays this executable makes (coerced once, not per call).
     pub(crate) owner: Arc<dyn ArrayOwner>,
     pub(crate) core: Arc<ExecutableCore>,

@@ -35,9 +35,9 @@
 //! assert_eq!(y[0].to_vec::<f32>()?, [2.0, 4.0, 6.0, 8.0]);
 //!
 //! // The same through the actors: the future is served by the device's actor, in order with
-//! // the other async work sent there. (`serving::wait` drives one future on this thread; any
+//! // the other async work sent there. (`pjrt_actors::wait` drives one future on this thread; any
 //! // executor does.)
-//! let z = pjrt_actors::serving::wait(exe.execute_async(&[&y[0], &x]))?;
+//! let z = pjrt_actors::wait(exe.execute_async(&[&y[0], &x]))?;
 //! assert_eq!(z[0].to_vec::<f32>()?, [3.0, 6.0, 9.0, 12.0]);
 //!
 //! // Every live array, as JAX's `live_arrays` lists them.
@@ -103,7 +103,7 @@ mod sharded;
 pub use ahead_of_time::Executable;
 pub use client_builder::ClientBuilder;
 pub use compile::{CancelToken, CompileCacheStats, CompileRequest};
-pub use handles::{Array, Client, Device, LoadedExecutable, MemorySpace};
+pub use handles::{Array, Client, Device, LoadedExecutable, MemorySpace, wait};
 /// XLA's compile options message (from `pjrt-sys`), for callers who need a field we do not wrap.
 pub use pjrt_actors_core::CompileOptionsProto;
 pub use pjrt_actors_core::HostArray;

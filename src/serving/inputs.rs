@@ -173,10 +173,11 @@ mod tests {
             outputs: vec![],
         };
         use ElementType::{F32, S32};
-        let cases: &[(
-            &[(ElementType, &[i64])],
+        type Case<'a> = (
+            &'a [(ElementType, &'a [i64])],
             std::result::Result<usize, InputMismatch>,
-        )] = &[
+        );
+        let cases: &[Case<'_>] = &[
             (&[(F32, &[2, 3]), (S32, &[2])], Ok(2)),
             (
                 &[(F32, &[2, 3])],

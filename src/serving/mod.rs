@@ -28,8 +28,8 @@ use metrics::{Metrics, Outcome};
 pub use queue::Priority;
 use request::{Msg, Pending};
 
-/// Waits for a future on the calling thread (the blocking façade the batcher's `infer` uses;
-/// for callers holding several [`Batcher::infer_async`] futures).
+/// The old place of [`crate::wait`], which waits for any of this crate's futures.
+#[deprecated(note = "use `pjrt_actors::wait`: it waits for any of the crate's futures")]
 pub fn wait<T>(future: impl Future<Output = Result<T>>) -> Result<T> {
     crate::handles::wait(future)
 }
@@ -272,7 +272,7 @@ impl Batcher {
 
     /// Serves one request, waiting on the calling thread.
     pub fn infer(&self, request: InferRequest) -> Result<Response> {
-        wait(self.infer_async(request))
+        crate::wait(self.infer_async(request))
     }
 
     /// Serves one request. The request is checked and queued now, so a bad request or a full

@@ -110,7 +110,7 @@ mod cpu_plugin {
         // Its async form says the same.
         let asked =
             client.create_topology_async("cpu", &[("cpu_device_count", NamedValue::Int64(2))]);
-        let made_async = pjrt_actors::serving::wait(asked);
+        let made_async = pjrt_actors::wait(asked);
         assert_eq!(
             made_async.unwrap_err().to_string(),
             made.unwrap_err().to_string()

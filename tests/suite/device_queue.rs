@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
-use pjrt_actors::{Client, CompileOptions, Device, Error, LoadedExecutable, serving::wait};
+use pjrt_actors::{Client, CompileOptions, Device, Error, LoadedExecutable, wait};
 
 use crate::callbacks::{program_around, pure_map};
 

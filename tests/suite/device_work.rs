@@ -2,7 +2,7 @@
 //! sent to its device are counted there, with the time they took and waited, and no other
 //! device's counts move.
 
-use pjrt_actors::{Array, Client, CompileOptions, LoadedExecutable, serving::wait};
+use pjrt_actors::{Array, Client, CompileOptions, LoadedExecutable, wait};
 
 /// A client, a distinct two-argument program `seed` compiled for its device 0, and an argument
 /// of ones there.

@@ -446,7 +446,7 @@ fn live_lists_return_to_zero() {
     assert_eq!(client.live_executables().unwrap().len(), 1);
     // Through the async form, as through the blocking one.
     let cleared = client.clear_compile_cache_async();
-    assert_eq!(pjrt_actors::serving::wait(cleared).unwrap(), 1);
+    assert_eq!(pjrt_actors::wait(cleared).unwrap(), 1);
     assert!(client.live_executables().unwrap().is_empty());
 }
 

@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use pjrt_actors::{Client, CompileOptions, ElementType, Error, HostBuffer, serving::wait};
+use pjrt_actors::{Client, CompileOptions, ElementType, Error, HostBuffer, wait};
 
 /// f32[16]: 64 bytes.
 const SIXTEEN: [f32; 16] = [1.0; 16];

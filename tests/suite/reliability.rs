@@ -525,7 +525,7 @@ fn cases() -> Vec<Case> {
                 let a = client.devices()[0].put(&[1f32; 4], &[4])?;
                 let memory = client.devices()[1].default_memory_space()?;
                 let topology = client.topology()?;
-                use pjrt_actors::serving::wait;
+                use pjrt_actors::wait;
                 client.shutdown();
                 assert!(client.is_shut_down());
                 let calls: Vec<Result<(), Error>> = vec![

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use pjrt_actors::host_data::HostArray;
 use pjrt_actors::serving::{
-    BatchModel, Batcher, BatcherConfig, InferRequest, ModelServer, Priority, ShutdownMode, wait,
+    BatchModel, Batcher, BatcherConfig, InferRequest, ModelServer, Priority, ShutdownMode,
 };
-use pjrt_actors::{ArrayType, CallbackKind, Client, ElementType, Error, HostCallback};
+use pjrt_actors::{ArrayType, CallbackKind, Client, ElementType, Error, HostCallback, wait};
 
 use crate::common::within;
 
@@ -258,7 +258,7 @@ fn a_full_queue_answers_busy_at_once_and_shutdown_fails_what_is_queued() {
     within(Duration::from_secs(10), move || {
         batcher.shutdown(ShutdownMode::Fail);
         for answer in queued {
-            let err = pjrt_actors::serving::wait(answer).unwrap_err();
+            let err = pjrt_actors::wait(answer).unwrap_err();
             assert!(matches!(err, Error::Stopped { .. }), "{err}");
         }
         let err = batcher
@@ -473,7 +473,7 @@ fn high_priority_requests_are_batched_first() {
     })
     .collect();
     for (id, f) in futures {
-        let a = pjrt_actors::serving::wait(f).unwrap();
+        let a = pjrt_actors::wait(f).unwrap();
         order.lock().unwrap().push((a.started, id));
     }
     let mut seen = order.lock().unwrap().clone();

@@ -93,7 +93,7 @@ fn durations_past_an_instant_saturate_instead_of_panicking() {
         let pending = batcher.infer_async(InferRequest::new(vec![x]));
         std::thread::sleep(Duration::from_millis(50));
         batcher.shutdown(ShutdownMode::Drain);
-        let answer = pjrt_actors::serving::wait(pending).unwrap();
+        let answer = pjrt_actors::wait(pending).unwrap();
         assert_eq!(values_of(&answer.outputs[0]), want);
         assert_eq!(batcher.counts().done, 2);
     });
@@ -131,7 +131,7 @@ fn a_program_that_never_ends_cannot_hang_shutdown() {
         let start = Instant::now();
         let behind = within(Duration::from_secs(20), move || {
             batcher.shutdown(mode);
-            pjrt_actors::serving::wait(behind)
+            pjrt_actors::wait(behind)
         });
         let took = start.elapsed();
         assert!(

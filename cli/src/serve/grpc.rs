@@ -17,7 +17,7 @@ use tonic::{Request, Response, Status};
 
 use super::error::{ServeError, outcome_of_grpc};
 use super::infer::{Asked, infer};
-use super::kserve::{Models, VERSION};
+use super::kserve::{ServerState, VERSION};
 use super::limits::{OFF_THREAD_BYTES, off_thread};
 use super::wire::grpc_contents::read_contents;
 use super::wire::messages::*;
@@ -59,7 +59,7 @@ fn whole(
 /// One `ModelInfer`: the message decoded, checked against the model, run, answered. `label`
 /// learns the model's metrics label as soon as the message names it.
 async fn model_infer(
-    models: Arc<Models>,
+    models: Arc<ServerState>,
     message: Bytes,
     label: Arc<Mutex<String>>,
 ) -> Result<Response<ModelInferResponse>, Status> {
@@ -168,7 +168,7 @@ async fn model_infer(
     Ok(response)
 }
 
-fn metadata(models: &Models, r: &ModelRef) -> Result<ModelMetadataResponse, Status> {
+fn metadata(models: &ServerState, r: &ModelRef) -> Result<ModelMetadataResponse, Status> {
     let m = models.model(&r.name, &r.version).map_err(status)?;
     let specs = |specs: &[super::kserve::TensorSpec]| {
         (specs.iter())
@@ -191,7 +191,7 @@ fn metadata(models: &Models, r: &ModelRef) -> Result<ModelMetadataResponse, Stat
 /// The service: one unary method per path.
 #[derive(Clone)]
 pub struct InferenceService {
-    pub models: Arc<Models>,
+    pub models: Arc<ServerState>,
 }
 
 impl tonic::server::NamedService for InferenceService {

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::error::ServeError;
 use super::infer::{Asked, HeldMemory, infer};
-use super::kserve::{Answered, Models, VERSION};
+use super::kserve::{Answered, ServerState, VERSION};
 use super::limits::OFF_THREAD_BYTES;
 use super::wire::json_request::{DataSpan, HttpRequest};
 use super::wire::tensor_data::read_json_data;
@@ -25,9 +25,9 @@ use super::wire::{datatype_name, shown};
 /// The binary extension's header: the length of the JSON part of the body.
 const HEADER_LENGTH: &str = "inference-header-content-length";
 
-type App = Arc<Models>;
+type App = Arc<ServerState>;
 
-pub fn router(models: Arc<Models>) -> Router {
+pub fn router(models: Arc<ServerState>) -> Router {
     Router::new()
         .route("/v2/health/live", get(|| async { StatusCode::OK }))
         .route("/v2/health/ready", get(ready))
@@ -91,7 +91,7 @@ async fn model_metadata(app: State<App>, Path(model): Path<String>) -> Response 
     metadata_at(&app, &model, "")
 }
 
-fn metadata_at(app: &Models, model: &str, version: &str) -> Response {
+fn metadata_at(app: &ServerState, model: &str, version: &str) -> Response {
     match app.model(model, version) {
         Ok(m) => {
             let specs = |specs: &[super::kserve::TensorSpec]| -> Vec<Value> {
@@ -126,7 +126,7 @@ async fn model_ready(app: State<App>, Path(model): Path<String>) -> Response {
     ready_at(&app, &model, "")
 }
 
-fn ready_at(app: &Models, model: &str, version: &str) -> Response {
+fn ready_at(app: &ServerState, model: &str, version: &str) -> Response {
     match app.model(model, version) {
         Ok(_) if app.is_ready() => StatusCode::OK.into_response(),
         Ok(_) => StatusCode::SERVICE_UNAVAILABLE.into_response(),

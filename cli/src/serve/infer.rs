@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::error::ServeError;
-use super::kserve::{Answered, Models, Plan, ServedModel};
+use super::kserve::{Answered, Plan, ServedModel, ServerState};
 use super::limits::off_thread;
 use super::wire::{InputHead, RequestParams};
 
@@ -29,7 +29,7 @@ pub struct HeldMemory {
 /// blocking thread when `big`); `json_text` says which outputs are answered as JSON text,
 /// whose size bound is then the text's.
 pub async fn infer<R>(
-    models: &Models,
+    models: &ServerState,
     model: &ServedModel,
     asked: Asked,
     big: bool,

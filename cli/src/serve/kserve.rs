@@ -75,8 +75,10 @@ pub struct Plan {
     pub rows: usize,
 }
 
-/// The models served, the readiness flag, and the request metrics.
-pub struct Models {
+/// What the server's requests share: the models served, the readiness flag, the request
+/// metrics and the bounds. (The library's `ModelServer` is a plain router of batchers by name;
+/// this is the server's own state around them.)
+pub struct ServerState {
     pub by_name: BTreeMap<String, ServedModel>,
     /// The client the models run on, for its own metrics.
     pub client: pjrt_actors::Client,
@@ -87,14 +89,14 @@ pub struct Models {
     pub memory: MemoryBudget,
 }
 
-impl Models {
+impl ServerState {
     pub fn new(
         client: pjrt_actors::Client,
         models: Vec<ServedModel>,
         limits: Limits,
         memory: MemoryBudget,
-    ) -> Models {
-        Models {
+    ) -> ServerState {
+        ServerState {
             client,
             by_name: models.into_iter().map(|m| (m.name.clone(), m)).collect(),
             ready: AtomicBool::new(true),

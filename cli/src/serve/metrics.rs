@@ -29,7 +29,7 @@ pub struct RequestMetrics {
 
 impl RequestMetrics {
     /// One answered request. `model` is a served model's name or the one label unknown
-    /// names share (`Models::label`).
+    /// names share (`ServerState::label`).
     pub fn record(
         &self,
         model: String,

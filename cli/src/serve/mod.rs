@@ -26,7 +26,7 @@ use tokio::sync::Semaphore;
 
 use crate::bench::seconds_flag;
 use crate::common::{GlobalArgs, open, usage};
-use kserve::Models;
+use kserve::ServerState;
 use limits::{Limits, MemoryBudget};
 use listen::Protocol;
 use models::ModelSource;
@@ -174,7 +174,7 @@ pub fn serve(cli: &GlobalArgs, spec: &ServeArgs) -> Result<()> {
         .map(|s| models::load(&client, s))
         .collect::<Result<Vec<_>>>()?;
     let memory = MemoryBudget::new(spec.max_inflight_bytes);
-    let models = Arc::new(Models::new(client.clone(), served, limits, memory));
+    let models = Arc::new(ServerState::new(client.clone(), served, limits, memory));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

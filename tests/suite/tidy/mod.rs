@@ -291,7 +291,10 @@ fn suite_tests_that_need_the_cpu_plugin_live_in_cpu_plugin_modules() {
     rust_files(&workspace().join("tests/suite"), &mut files);
     let mut found = Vec::new();
     // The tidy checks themselves hold examples of what they catch.
-    for f in files.iter().filter(|f| !f.components().any(|c| c.as_os_str() == "tidy")) {
+    for f in files
+        .iter()
+        .filter(|f| !f.components().any(|c| c.as_os_str() == "tidy"))
+    {
         for line in cpu_sized_opens_outside_cpu_plugin(&std::fs::read_to_string(f).unwrap()) {
             found.push(format!("{}:{line}", f.display()));
         }
