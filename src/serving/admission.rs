@@ -1,13 +1,13 @@
-//! Whether a batcher takes requests: a gate that submitters pass on their way to the actor's
-//! mailbox, and that the actor waits to settle after it stops, so no request taken is lost.
+//! Whether a batcher takes requests: a gate that submitters pass on their way to the scheduler's
+//! mailbox, and that the scheduler waits to settle after it stops, so no request taken is lost.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 
 /// Whether requests are taken, and how many submitters are between their check and their send.
 ///
-/// A flag alone lost requests: a submitter that had seen it open could send after the actor had
-/// stopped, and its request was dropped with the mailbox, unanswered. With the count, the actor,
-/// once stopped, waits until no submitter is inside ([`settle`](Self::settle)); every request
+/// A flag alone lost requests: a submitter that had seen it open could send after the scheduler had
+/// stopped, and its request was dropped with the mailbox, unanswered. With the count, the
+/// scheduler, once stopped, waits until no submitter is inside ([`settle`](Self::settle)); every request
 /// sent is then in its mailbox, to be answered `Stopped`. It costs a submit two atomic
 /// read-modify-writes, within the run-to-run spread of `cargo bench --bench serve`; unlike a
 /// lock held across the send, it leaves `shutdown` nothing to wait for and nothing to rank.

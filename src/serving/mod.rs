@@ -2,7 +2,6 @@
 //! of threads or tasks, batches their rows up to `max_batch_size` or for at most `max_delay`,
 //! pads to an allowed size, executes once per batch and hands each caller its own rows.
 
-mod actor;
 mod admission;
 mod batch_model;
 mod device;
@@ -11,6 +10,7 @@ mod metrics;
 mod model;
 mod queue;
 mod request;
+mod scheduler;
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -189,7 +189,7 @@ struct Inner {
     signature: Signature,
     max_rows: usize,
     max_queued: usize,
-    /// Whether requests are taken: submitters pass it, `stop` closes it, the actor settles it.
+    /// Whether requests are taken: submitters pass it, `stop` closes it, the scheduler settles it.
     admission: Arc<Admission>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -300,7 +300,7 @@ impl Batcher {
             metrics.count(Outcome::Rejected, 1);
             Err(e)
         };
-        // Held until the request is sent, so the actor answers it even if it stops meanwhile.
+        // Held until the request is sent, so the scheduler answers it even if it stops meanwhile.
         let Some(_admitted) = inner.admission.enter() else {
             return refuse(Error::Stopped {
                 what: format!("the batcher for `{}`", inner.name),

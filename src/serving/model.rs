@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use crossbeam_channel::Sender;
 
-use super::actor::Actor;
 use super::admission::Admission;
 use super::device::{DeviceModel, Target};
 use super::metrics::Metrics;
 use super::request::{Msg, Pending};
+use super::scheduler::BatchScheduler;
 use super::{BatchModel, BatcherConfig, Signature};
 use crate::host_data::HostArray;
 use crate::{ArrayType, Client, CompileOptions, Device, Error, LoadedExecutable, Result, Sharding};
@@ -240,7 +240,7 @@ impl Plan {
         let config = self.config;
         let thread = std::thread::Builder::new()
             .name(format!("batcher-{}", self.name))
-            .spawn(move || Actor::new(config, metrics, admission, workers).run(rx))
+            .spawn(move || BatchScheduler::new(config, metrics, admission, workers).run(rx))
             .map_err(|e| Error::ThreadSpawn {
                 what: "batcher",
                 reason: e.to_string(),

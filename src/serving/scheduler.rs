@@ -1,5 +1,8 @@
-//! The batcher actor: the one owner of its queue (its mailbox is a channel) and of which
-//! devices are free; it decides when a batch goes and to which device.
+//! The batch scheduler: the one owner of a batcher's queue (its mailbox is a channel) and of
+//! which devices are free; it decides when a batch goes and to which device. An actor in all
+//! but its plumbing: a thread of its own that sleeps until a message, a batch falling due or a
+//! deadline (`recv_timeout`), which actix's mailboxes do not offer, and the public crate does
+//! not depend on actix. It answers on each request's own oneshot channel, as the core does.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,8 +15,8 @@ use super::queue::{BatchQueue, Taken, When};
 use super::request::{Msg, Pending, answer_expired, fail_all, stopped};
 use super::{BatcherConfig, ShutdownMode};
 
-/// The batcher actor: the one owner of the queue and of which devices are free.
-pub(crate) struct Actor {
+/// A batcher's scheduler: the one owner of the queue and of which devices are free.
+pub(crate) struct BatchScheduler {
     config: BatcherConfig,
     metrics: Arc<Metrics>,
     admission: Arc<Admission>,
@@ -27,15 +30,15 @@ pub(crate) struct Actor {
     shutdown_at: Option<Instant>,
 }
 
-impl Actor {
+impl BatchScheduler {
     pub(crate) fn new(
         config: BatcherConfig,
         metrics: Arc<Metrics>,
         admission: Arc<Admission>,
         workers: Vec<(Sender<Vec<Pending>>, std::thread::JoinHandle<()>)>,
-    ) -> Actor {
+    ) -> BatchScheduler {
         let free = (0..workers.len()).rev().collect();
-        Actor {
+        BatchScheduler {
             config,
             metrics,
             admission,
