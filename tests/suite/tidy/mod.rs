@@ -3,6 +3,7 @@
 //! neither PJRT nor the actors, no file grows past about 500 lines without a reason written down
 //! here, and suite tests that need the CPU plugin say so.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The crates and their source roots, relative to the workspace.
@@ -196,6 +197,50 @@ fn named_tests(doc: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// The file and folder paths `doc` names in backticks (`x.rs`, `dir/`), none with a space.
+fn named_paths(doc: &str) -> Vec<&str> {
+    (doc.split('`').skip(1).step_by(2))
+        .filter(|t| !t.contains(char::is_whitespace) && (t.ends_with(".rs") || t.ends_with('/')))
+        .collect()
+}
+
+/// Every path in the repository below `dir`, files and folders, relative to it; build outputs,
+/// virtual environments and plugins left out.
+fn tree(dir: &Path, rel: &str, out: &mut BTreeSet<String>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || name == "target" {
+            continue;
+        }
+        let path = format!("{rel}{name}");
+        if entry.path().is_dir() {
+            out.insert(format!("{path}/"));
+            tree(&entry.path(), &format!("{path}/"), out);
+        } else {
+            out.insert(path);
+        }
+    }
+}
+
+#[test]
+fn every_path_the_architecture_names_exists() {
+    let doc = std::fs::read_to_string(workspace().join("ARCHITECTURE.md")).unwrap();
+    let mut paths = BTreeSet::new();
+    tree(&workspace(), "", &mut paths);
+    // A name is found when some path is it or ends with it after a `/`.
+    let found = |name: &str| (paths.iter()).any(|p| p == name || p.ends_with(&format!("/{name}")));
+    let named = named_paths(&doc);
+    assert!(named.len() >= 40, "only {} paths named", named.len());
+    let missing: Vec<&&str> = named.iter().filter(|n| !found(n)).collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names paths that do not exist: {missing:?}"
+    );
+    // The check sees a stale name.
+    assert!(!found("redis_cache.rs") && found("redis_cache/") && found("compile/options.rs"));
+    assert_eq!(named_paths("`a.rs`, `b c.rs`, `d/`, `e`"), ["a.rs", "d/"]);
 }
 
 #[test]
