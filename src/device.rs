@@ -323,12 +323,12 @@ impl MemorySpace {
     /// while a run still holds it counts until its device actor frees it, as the device
     /// still holds its memory. Read without a message.
     pub fn bytes_held(&self) -> u64 {
-        self.shared.state().memory_accounts[self.index].held()
+        self.shared.state().memory_held(self.index)
     }
 
     /// The budget set on this memory space, if any.
     pub fn budget(&self) -> Option<u64> {
-        self.shared.state().memory_accounts[self.index].budget()
+        self.shared.state().memory_budget(self.index)
     }
 
     /// Sets (or, with `None`, clears) a budget on the bytes this client's arrays may hold in

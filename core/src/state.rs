@@ -156,7 +156,7 @@ pub struct ClientState {
     pub(crate) memories: Vec<PjrtMemory>,
     pub(crate) buffers: BufferRegistry,
     /// Per memory space, the bytes our arrays hold there and its budget.
-    pub memory_accounts: Box<[MemoryAccount]>,
+    pub(crate) memory_accounts: Box<[MemoryAccount]>,
     pub(crate) executables: Arc<ExecutableRegistry>,
     /// Read by handles; written only by the compile service.
     pub(crate) memory_cache: MemoryCache,
@@ -185,6 +185,16 @@ pub(crate) struct StateParts {
 }
 
 impl ClientState {
+    /// Bytes this client's arrays hold in memory space `memory` now (their dense sizes).
+    pub fn memory_held(&self, memory: usize) -> u64 {
+        self.memory_accounts[memory].held()
+    }
+
+    /// The budget set on memory space `memory`, if any.
+    pub fn memory_budget(&self, memory: usize) -> Option<u64> {
+        self.memory_accounts[memory].budget()
+    }
+
     pub(crate) fn new(p: StateParts) -> Self {
         let devices_with_limits = (p.devices.iter().zip(&p.snapshot.devices).enumerate())
             .filter(|(_, (d, s))| {
