@@ -238,8 +238,9 @@ impl LoadedExecutable {
     }
 
     /// Runs through the client actor, which hands the run to the (first) device's actor, in
-    /// order with the other work sent to it: the async forms. The arguments are checked and
-    /// the caller's site taken now, before the future exists.
+    /// order with the other work sent to it: the async forms. The arguments are checked, the
+    /// caller's site taken and the run sent now, as JAX dispatches at the call: the future only
+    /// waits for the answer, and dropping it does not stop the run.
     #[track_caller]
     fn run_async(
         &self,
@@ -279,7 +280,8 @@ impl LoadedExecutable {
         Ok(self.flat(self.run(&[args], None)?))
     }
 
-    /// The async form of [`execute`](Self::execute).
+    /// The async form of [`execute`](Self::execute): the run is sent to the device's actor
+    /// when this is called (as JAX dispatches at the call); the future waits for its outputs.
     #[track_caller]
     pub fn execute_async(
         &self,

@@ -2,6 +2,8 @@
 //! sent to its device are counted there, with the time they took and waited, and no other
 //! device's counts move.
 
+use std::time::{Duration, Instant};
+
 use pjrt_actors::{Array, Client, CompileOptions, LoadedExecutable, wait};
 
 /// A client, a distinct two-argument program `seed` compiled for its device 0, and an argument
@@ -48,6 +50,27 @@ fn each_device_actor_counts_the_async_work_it_served() {
     assert!(after.busy > before.0.busy && after.max_queue_wait >= before.0.max_queue_wait);
     assert!(after.queue_wait >= after.max_queue_wait);
     assert_eq!(other, before.1, "device 1 served nothing");
+}
+
+/// An async execute is sent to its device when it is called, as JAX dispatches at the call:
+/// the future only waits for the answer. (Sent at the first poll instead, runs a caller keeps as
+/// futures went out one at a time, as it awaited each.)
+#[test]
+fn an_async_execute_runs_before_its_future_is_polled() {
+    let (client, exe, a) = on_device_0(4);
+    let device = &client.devices()[0];
+    let before = device.work_stats().unwrap().executes;
+    let runs: Vec<_> = (0..4).map(|_| exe.execute_async(&[&a, &a])).collect();
+    // Nothing polls the runs; their device's actor serves them all the same.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while device.work_stats().unwrap().executes - before < 4 {
+        assert!(Instant::now() < deadline, "the runs were never sent");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for run in runs {
+        let out = wait(run).unwrap();
+        assert_eq!(out[0].to_vec::<f32>().unwrap()[0], 3.0, "(1 + 1) * 1 + 1");
+    }
 }
 
 /// The value of the one sample of `metric` whose labels contain `labels`.
