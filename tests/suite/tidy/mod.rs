@@ -243,6 +243,90 @@ fn every_path_the_architecture_names_exists() {
     assert_eq!(named_paths("`a.rs`, `b c.rs`, `d/`, `e`"), ["a.rs", "d/"]);
 }
 
+/// The items `doc` names by path in backticks (`a::b::item`, `Type::method`): each path's
+/// last segment, as far as it is an identifier.
+fn named_items(doc: &str) -> Vec<&str> {
+    (doc.split('`').skip(1).step_by(2))
+        .filter(|t| t.contains("::") && !t.contains(char::is_whitespace) && !t.contains('{'))
+        .filter(|t| !t.starts_with("pjrt_sys"))
+        .filter_map(|t| {
+            let last = t.rsplit("::").next()?;
+            let end = last.find(|c: char| !is_ident(c)).unwrap_or(last.len());
+            let item = &last[..end];
+            item.starts_with(|c: char| c.is_alphabetic() || c == '_')
+                .then_some(item)
+        })
+        .collect()
+}
+
+/// Whether `sources` declare `item`: a function, type, constant, module or macro, or an enum
+/// variant or struct field (a line that starts with it, `pub` or not).
+fn declares(sources: &str, item: &str) -> bool {
+    const KINDS: &[&str] = &[
+        "fn",
+        "struct",
+        "enum",
+        "trait",
+        "type",
+        "const",
+        "static",
+        "mod",
+        "macro_rules!",
+    ];
+    let ends_there = |text: &str, end: usize| !text[end..].chars().next().is_some_and(is_ident);
+    let an_item = KINDS.iter().any(|k| {
+        let decl = format!("{k} {item}");
+        (sources.match_indices(&decl)).any(|(at, _)| ends_there(sources, at + decl.len()))
+    });
+    let a_member = sources.lines().any(|line| {
+        let line = line.trim_start();
+        let line = (["pub(crate) ", "pub "].iter())
+            .find_map(|p| line.strip_prefix(p))
+            .unwrap_or(line);
+        line.starts_with(item)
+            && line[item.len()..].starts_with([',', '(', ':', '{', ' '])
+            && !line[item.len()..].starts_with(" =")
+    });
+    an_item || a_member
+}
+
+#[test]
+fn every_item_the_architecture_names_exists() {
+    let doc = std::fs::read_to_string(workspace().join("ARCHITECTURE.md")).unwrap();
+    let mut files = Vec::new();
+    for dir in [
+        "core",
+        "fence/src",
+        "src",
+        "cli",
+        "tests",
+        "benches",
+        "examples",
+    ] {
+        rust_files(&workspace().join(dir), &mut files);
+    }
+    let sources: String = (files.iter())
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect();
+    let named = named_items(&doc);
+    assert!(named.len() >= 40, "only {} items named", named.len());
+    let missing: Vec<&&str> = named.iter().filter(|n| !declares(&sources, n)).collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names items that do not exist: {missing:?}"
+    );
+    // The check sees what it is for.
+    assert_eq!(
+        named_items("`a::b::c(x)`, `d::E`, `f`, `g h::i`"),
+        ["c", "E"]
+    );
+    assert!(declares("pub fn guarded<T>()", "guarded") && !declares("fn guarded_x()", "guarded"));
+    assert!(declares("enum E {\n    ShutDown,\n}", "ShutDown"));
+    assert!(
+        declares("    pub skipped: usize,", "skipped") && !declares("let skipped = 1;", "skipped")
+    );
+}
+
 #[test]
 fn every_test_the_architecture_names_exists() {
     let doc = std::fs::read_to_string(workspace().join("ARCHITECTURE.md")).unwrap();
