@@ -251,12 +251,36 @@ fn main() {
         "{:<34} {:>10.0} {:>10.0}",
         "same, raw C API", raw_one, raw_eight
     );
+    // What the client costs while nobody uses it: every thread's CPU time over 10 s idle, after
+    // a second for the actor threads' last look for work to end.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let before = process_cpu_ns();
+    std::thread::sleep(std::time::Duration::from_secs(10));
+    let idle_ms = (process_cpu_ns().saturating_sub(before)) as f64 / 1e6;
     println!(
-        "{{\"execute_us\":{{\"p50\":{e50},\"p90\":{e90}}},\"raw_execute_us\":{{\"p50\":{re50},\"p90\":{re90}}},\"execute_ratio\":{},\"roundtrip_us\":{{\"p50\":{r50},\"p90\":{r90}}},\"raw_roundtrip_us\":{{\"p50\":{rr50},\"p90\":{rr90}}},\"roundtrip_ratio\":{},\"threads_speedup\":{},\"raw_threads_speedup\":{},\"async_execute_us\":{a50},\"actor_round_trip_us\":{h50},\"async_over_blocking\":{},\"samples\":{SAMPLES}}}",
+        "{:<34} {:>10.3}",
+        "CPU ms of an idle client over 10 s", idle_ms
+    );
+    drop(client);
+    println!(
+        "{{\"execute_us\":{{\"p50\":{e50},\"p90\":{e90}}},\"raw_execute_us\":{{\"p50\":{re50},\"p90\":{re90}}},\"execute_ratio\":{},\"roundtrip_us\":{{\"p50\":{r50},\"p90\":{r90}}},\"raw_roundtrip_us\":{{\"p50\":{rr50},\"p90\":{rr90}}},\"roundtrip_ratio\":{},\"threads_speedup\":{},\"raw_threads_speedup\":{},\"async_execute_us\":{a50},\"actor_round_trip_us\":{h50},\"async_over_blocking\":{},\"idle_cpu_ms_per_10s\":{},\"samples\":{SAMPLES}}}",
         round3(e50 / re50),
         round3(r50 / rr50),
         round3(speedup),
         round3(raw_speedup),
         round3(a50 / b50),
+        round3(idle_ms),
     );
+}
+
+/// The CPU time every thread of this process has used, in nanoseconds (each thread's
+/// `schedstat`: time on a CPU first).
+fn process_cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    (tasks.flatten())
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
 }

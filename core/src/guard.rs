@@ -6,8 +6,6 @@
 
 use std::sync::Arc;
 
-use actix::Addr;
-
 use crate::actors::buffer_registry::RegistryHandle;
 use crate::actors::client::{ClientActor, RouterHandle, Routes};
 use crate::actors::compile_service::CompileServiceHandle;
@@ -19,13 +17,14 @@ use crate::arrays::memory_account::MemoryAccount;
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 use crate::state::ClientState;
+use crate::supervision::Mailbox;
 
 /// A started client: its runtime, its shared state and the addresses handles send to. Field
 /// order is drop order: the runtime stops (and joins) before the rest is released.
 pub struct ClientGuard {
     runtime: Runtime,
     state: Arc<ClientState>,
-    client: Addr<ClientActor>,
+    client: Mailbox<ClientActor>,
     /// The client actor's own route table, shared.
     routes: Arc<Routes>,
 }
@@ -34,7 +33,7 @@ impl ClientGuard {
     pub(crate) fn new(
         runtime: Runtime,
         state: Arc<ClientState>,
-        client: Addr<ClientActor>,
+        client: Mailbox<ClientActor>,
         routes: Arc<Routes>,
     ) -> Self {
         ClientGuard {

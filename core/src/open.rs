@@ -38,6 +38,7 @@ use crate::guard::ClientGuard;
 use crate::pjrt::{PjrtClient, Plugin};
 use crate::runtime::{Runtime, WorkerCount};
 use crate::state::{ClientState, StateParts, read_snapshot};
+use crate::supervision::Mailbox;
 
 /// Opens a client: everything that can fail with a typed error happens before a thread starts.
 pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
@@ -164,14 +165,14 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
             .map(|(index, s)| {
                 // Non-addressable devices have no work to serve here.
                 s.is_addressable.then(|| {
-                    let arbiter = tag.new_device_arbiter(index);
+                    let (arbiter, mail) = tag.new_device_arbiter(index);
                     let (st, queue) = (st.clone(), DeviceQueue::new(device_queue_limit));
                     let actor_queue = queue.clone();
                     let addr = actix::Supervisor::start_in_arbiter(&arbiter.handle(), move |_| {
                         DeviceActor::new(st, index, actor_queue)
                     });
                     arbiters.push(arbiter);
-                    (addr, queue)
+                    (Mailbox { addr, mail }, queue)
                 })
             })
             .collect::<Vec<_>>();
@@ -179,13 +180,15 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
         // and the system thread's actors (the client actor, the compile service) must never
         // wait on one.
         let memories = {
-            let arbiter = tag.new_arbiter();
+            let (arbiter, mail) = tag.new_arbiter();
             let memories = (0..st.memories.len())
                 .map(|index| {
                     let st = st.clone();
-                    MemorySpaceActor::start_in_arbiter(&arbiter.handle(), move |_| {
+                    let addr = MemorySpaceActor::start_in_arbiter(&arbiter.handle(), move |_| {
                         MemorySpaceActor::new(st, index)
-                    })
+                    });
+                    let mail = mail.clone();
+                    Mailbox { addr, mail }
                 })
                 .collect::<Vec<_>>();
             arbiters.push(arbiter);
@@ -203,14 +206,19 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
             let token = tokens.lock().pop().unwrap_or_else(|| wk.token());
             CompilerActor::new(pjrt.clone(), pjrt_devices.clone(), isolation.clone(), token)
         });
+        // The system thread's actors (the client actor, the compile service) share its flag;
+        // the compiler pool's threads are actix's, not tokio's, and watch none.
+        let system_mail = crate::runtime::current_mail();
+        let compiler = Mailbox {
+            addr: compiler,
+            mail: Default::default(),
+        };
         let routes = Arc::new(Routes {
-            compile_service: CompileService::new(
-                compiler.clone(),
-                compile_threads,
-                st.clone(),
-                env,
-            )
-            .start(),
+            compile_service: Mailbox {
+                addr: CompileService::new(compiler.clone(), compile_threads, st.clone(), env)
+                    .start(),
+                mail: system_mail.clone(),
+            },
             compiler,
             queues: (devices.iter())
                 .map(|d| d.as_ref().map(|(_, q)| q.clone()))
@@ -221,16 +229,19 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
             // not stall the client actor and the compile service, which share the system
             // thread, nor the memory spaces' uploads.
             buffer_registry: {
-                let arbiter = tag.new_arbiter();
+                let (arbiter, mail) = tag.new_arbiter();
                 let st = st.clone();
                 let addr = BufferRegistryActor::start_in_arbiter(&arbiter.handle(), move |_| {
                     BufferRegistryActor::new(st)
                 });
                 arbiters.push(arbiter);
-                addr
+                Mailbox { addr, mail }
             },
         });
-        let client = ClientActor::new(st, routes.clone()).start();
+        let client = Mailbox {
+            addr: ClientActor::new(st, routes.clone()).start(),
+            mail: system_mail,
+        };
         ((client, routes), arbiters)
     })?;
     if let Some(wait) = config.shutdown_timeout {

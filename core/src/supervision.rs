@@ -61,11 +61,27 @@ where
     result
 }
 
-/// Sends `msg` to `addr` and resolves to its answer; a mailbox that is gone (the client shut
+/// An actor's address and the `Mail` flag of the thread it runs on: the one way a message is
+/// sent (`ask`, `tell`), so that thread, looking for work before it parks, serves it at once.
+pub(crate) struct Mailbox<A: actix::Actor> {
+    pub(crate) addr: actix::Addr<A>,
+    pub(crate) mail: std::sync::Arc<crate::runtime::Mail>,
+}
+
+impl<A: actix::Actor> Clone for Mailbox<A> {
+    fn clone(&self) -> Self {
+        Mailbox {
+            addr: self.addr.clone(),
+            mail: self.mail.clone(),
+        }
+    }
+}
+
+/// Sends `msg` to `to` and resolves to its answer; a mailbox that is gone (the client shut
 /// down) is `Error::ShutDown`. The one send helper: every actor handle's request that is
 /// answered through actix goes through it.
 pub(crate) fn ask<A, M, T>(
-    addr: &actix::Addr<A>,
+    to: &Mailbox<A>,
     msg: M,
 ) -> impl std::future::Future<Output = Result<T>> + use<A, M, T>
 where
@@ -74,12 +90,26 @@ where
     M: actix::Message<Result = Result<T>> + Send + 'static,
     T: Send + 'static,
 {
-    let request = addr.send(msg);
+    let request = to.addr.send(msg);
+    to.mail.announce();
     async move {
         request
             .await
             .map_err(|_: actix::MailboxError| Error::ShutDown)?
     }
+}
+
+/// Sends `msg` to `to` with no answer through actix (one comes on the request's own channel,
+/// or none is wanted).
+pub(crate) fn tell<A, M>(to: &Mailbox<A>, msg: M)
+where
+    A: actix::Actor + actix::Handler<M>,
+    A::Context: actix::dev::ToEnvelope<A, M>,
+    M: actix::Message + Send + 'static,
+    M::Result: Send,
+{
+    to.addr.do_send(msg);
+    to.mail.announce();
 }
 
 /// Resolves to the answer on `reply`, a request's own channel (for requests answered by

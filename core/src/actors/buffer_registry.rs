@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use actix::{Actor, Addr, Context, Handler, Message};
+use actix::{Actor, Context, Handler, Message};
 use tracing::Span;
 
 use rayon::prelude::*;
@@ -16,7 +16,7 @@ use crate::arrays::heap_profile::{self, ExecutableSample};
 use crate::error::{Error, Result};
 use crate::pjrt::{HostBuffer, PjrtBuffer};
 use crate::state::ClientState;
-use crate::supervision::{ask, guarded};
+use crate::supervision::{Mailbox, ask, guarded};
 
 pub struct BufferRegistryActor {
     state: Arc<ClientState>,
@@ -123,7 +123,7 @@ impl Handler<DefragmentFailingAfter> for BufferRegistryActor {
 /// caller's span as it sends.
 #[derive(Clone, Copy)]
 pub struct RegistryHandle<'a> {
-    pub(crate) addr: &'a Addr<BufferRegistryActor>,
+    pub(crate) addr: &'a Mailbox<BufferRegistryActor>,
 }
 
 impl RegistryHandle<'_> {

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Weak};
 
-use actix::{Actor, Addr, Context, Handler, Message};
+use actix::{Actor, Context, Handler, Message};
 use smallvec::SmallVec;
 
 use super::buffer_registry::BufferRegistryActor;
@@ -23,7 +23,7 @@ use crate::executable::ExecutableCore;
 use crate::execute::Outputs;
 use crate::ids::ExecutableId;
 use crate::state::ClientState;
-use crate::supervision::{answer, ask, guarded};
+use crate::supervision::{Mailbox, answer, ask, guarded, tell};
 
 /// Each message the client actor handles, and the state of its own that the handler needs:
 /// a message that needs none belongs to another actor, and goes there from its handle.
@@ -43,15 +43,15 @@ pub const OWNED_HERE: &[(&str, &str)] = &[
 /// `Arc`) and hands out each actor's handle from it; the client actor reads it to send each
 /// routed run to its device.
 pub(crate) struct Routes {
-    pub compile_service: Addr<CompileService>,
-    pub compiler: Addr<CompilerActor>,
+    pub compile_service: Mailbox<CompileService>,
+    pub compiler: Mailbox<CompilerActor>,
     /// Per device index; `None` for a device this process cannot address.
-    pub devices: Vec<Option<Addr<DeviceActor>>>,
+    pub devices: Vec<Option<Mailbox<DeviceActor>>>,
     /// Per device index, its actor's queue of async work (`None` where `devices` is).
     pub queues: Vec<Option<Arc<DeviceQueue>>>,
     /// Per memory-space index.
-    pub memories: Vec<Addr<MemorySpaceActor>>,
-    pub buffer_registry: Addr<BufferRegistryActor>,
+    pub memories: Vec<Mailbox<MemorySpaceActor>>,
+    pub buffer_registry: Mailbox<BufferRegistryActor>,
 }
 
 pub struct ClientActor {
@@ -173,7 +173,7 @@ impl Handler<LiveExecutables> for ClientActor {
 /// The one way to reach the client actor: only this builds its messages.
 #[derive(Clone, Copy)]
 pub struct RouterHandle<'a> {
-    pub(crate) addr: &'a Addr<ClientActor>,
+    pub(crate) addr: &'a Mailbox<ClientActor>,
 }
 
 impl RouterHandle<'_> {
@@ -182,7 +182,7 @@ impl RouterHandle<'_> {
     /// at once.
     pub fn execute(self, run: Run) -> impl Future<Output = Result<Outputs>> + use<> {
         let (request, answer_on) = ExecuteRequest::new(run);
-        self.addr.do_send(request);
+        tell(self.addr, request);
         answer(answer_on)
     }
 

@@ -7,7 +7,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use actix::{Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Message, WrapFuture};
+use actix::{Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, WrapFuture};
 use pjrt_sys::protos::xla::CompileOptionsProto;
 use tokio::sync::oneshot;
 use tracing::Span;
@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::executable::{ExecutableCore, ExecutableMeta};
 use crate::pjrt::PjrtLoadedExecutable;
 use crate::state::ClientState;
-use crate::supervision::{answer, ask, guarded};
+use crate::supervision::{Mailbox, answer, ask, guarded, tell};
 
 /// What a compile is, apart from who waits for it.
 pub struct CompileSpec {
@@ -58,7 +58,7 @@ pub(crate) struct ClearMemoryCache;
 pub(crate) struct ForgetCompiled(CompileKey);
 
 pub struct CompileService {
-    pool: Addr<CompilerActor>,
+    pool: Mailbox<CompilerActor>,
     flight: SingleFlight<CompileKey, CompileSpec, CompileReply>,
     state: Arc<ClientState>,
     env: CompileEnv,
@@ -66,7 +66,7 @@ pub struct CompileService {
 
 impl CompileService {
     pub(crate) fn new(
-        pool: Addr<CompilerActor>,
+        pool: Mailbox<CompilerActor>,
         pool_size: usize,
         state: Arc<ClientState>,
         env: CompileEnv,
@@ -196,7 +196,7 @@ impl Handler<ClearMemoryCache> for CompileService {
 /// The one way to reach the compile service: only this builds its messages.
 #[derive(Clone, Copy)]
 pub struct CompileServiceHandle<'a> {
-    pub(crate) addr: &'a Addr<CompileService>,
+    pub(crate) addr: &'a Mailbox<CompileService>,
 }
 
 impl CompileServiceHandle<'_> {
@@ -210,11 +210,14 @@ impl CompileServiceHandle<'_> {
         cancel: Option<CancelToken>,
     ) -> impl Future<Output = CompileReply> + use<> {
         let (reply, answer_on) = oneshot::channel();
-        self.addr.do_send(Submit {
-            spec,
-            reply,
-            cancel,
-        });
+        tell(
+            self.addr,
+            Submit {
+                spec,
+                reply,
+                cancel,
+            },
+        );
         answer(answer_on)
     }
 

@@ -4,7 +4,7 @@
 
 use std::future::Future;
 
-use actix::{Actor, Addr, Handler, Message, SyncContext};
+use actix::{Actor, Handler, Message, SyncContext};
 use pjrt_sys::protos::xla::CompileOptionsProto;
 
 use crate::compile::encode_options;
@@ -23,7 +23,7 @@ use crate::executable::ExecutableMeta;
 use crate::pjrt::{NamedValue, PjrtClient, PjrtDevice, PjrtLoadedExecutable, PjrtTopology};
 use crate::runtime::WorkerToken;
 use crate::state::ClientState;
-use crate::supervision::{ask, guarded};
+use crate::supervision::{Mailbox, ask, guarded};
 
 /// What a worker answers: the loaded executable and what was read of it.
 pub type Loaded = Result<(PjrtLoadedExecutable, ExecutableMeta)>;
@@ -331,7 +331,7 @@ impl Handler<CreateTopology> for CompilerActor {
 /// span as it sends. (Compiles go through the compile service, which owns their queue.)
 #[derive(Clone, Copy)]
 pub struct CompilerPoolHandle<'a> {
-    pub(crate) addr: &'a Addr<CompilerActor>,
+    pub(crate) addr: &'a Mailbox<CompilerActor>,
     pub(crate) state: &'a Arc<ClientState>,
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use std::future::Future;
 
-use actix::{Actor, Addr, Context, Handler, Message};
+use actix::{Actor, Context, Handler, Message};
 use tokio::sync::oneshot;
 use tracing::Span;
 
@@ -21,7 +21,7 @@ use crate::executable::ExecutableCore;
 use crate::execute::Outputs;
 use crate::pjrt::DeviceMemoryStats;
 use crate::state::ClientState;
-use crate::supervision::{ask, count_restart, guarded, serve};
+use crate::supervision::{Mailbox, ask, count_restart, guarded, serve, tell};
 
 pub struct DeviceActor {
     state: Arc<ClientState>,
@@ -347,7 +347,7 @@ impl Handler<Poison> for DeviceActor {
 /// span as it sends. Every request resolves to a `Result`, whoever answers it.
 #[derive(Clone, Copy)]
 pub struct DeviceHandle<'a> {
-    pub(crate) addr: &'a Addr<DeviceActor>,
+    pub(crate) addr: &'a Mailbox<DeviceActor>,
 }
 
 impl DeviceHandle<'_> {
@@ -408,11 +408,11 @@ impl DeviceHandle<'_> {
     /// Hands the actor a deleted array whose buffer an operation still holds, to free once it
     /// lets go; nobody waits for the answer.
     pub(crate) fn defer_free(self, array: std::sync::Weak<ArrayCore>) {
-        self.addr.do_send(DeferFree(array));
+        tell(self.addr, DeferFree(array));
     }
 
     /// Sends a routed run on, its slot reserved; the run's caller waits on its own channel.
     pub(crate) fn run(self, request: ExecuteRequest) {
-        self.addr.do_send(request);
+        tell(self.addr, request);
     }
 }

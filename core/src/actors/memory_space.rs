@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
 
-use actix::{Actor, Addr, Context, Handler, Message};
+use actix::{Actor, Context, Handler, Message};
 use tokio::sync::oneshot;
 use tracing::Span;
 
@@ -18,7 +18,7 @@ use crate::dtype::ElementType;
 use crate::error::{Error, Result};
 use crate::pjrt::{HostBuffer, MemoryDescription};
 use crate::state::{ClientState, Upload};
-use crate::supervision::{answer, ask, guarded};
+use crate::supervision::{Mailbox, answer, ask, guarded, tell};
 
 pub struct MemorySpaceActor {
     state: Arc<ClientState>,
@@ -220,7 +220,7 @@ impl Handler<UploadRequest> for MemorySpaceActor {
 /// caller's span as it sends.
 #[derive(Clone, Copy)]
 pub struct MemoryHandle<'a> {
-    pub(crate) addr: &'a Addr<MemorySpaceActor>,
+    pub(crate) addr: &'a Mailbox<MemorySpaceActor>,
 }
 
 impl MemoryHandle<'_> {
@@ -232,11 +232,14 @@ impl MemoryHandle<'_> {
     ) -> impl Future<Output = Result<Arc<ArrayCore>>> + use<> {
         let (reply, answer_on) = oneshot::channel();
         let span = Span::current();
-        self.addr.do_send(UploadRequest {
-            upload,
-            span,
-            reply,
-        });
+        tell(
+            self.addr,
+            UploadRequest {
+                upload,
+                span,
+                reply,
+            },
+        );
         answer(answer_on)
     }
 
