@@ -73,39 +73,6 @@ fn an_async_execute_runs_before_its_future_is_polled() {
     }
 }
 
-/// The CPU time every thread of this process has used (each thread's `schedstat`), in ms.
-/// nextest runs each test in a process of its own, so this is this test's client.
-fn process_cpu_ms() -> f64 {
-    let tasks = std::fs::read_dir("/proc/self/task").unwrap();
-    (tasks.flatten())
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum::<u64>() as f64
-        / 1e6
-}
-
-/// Actor threads look for their next message for a moment before they park (a round trip
-/// without a wake-up), and then sleep: a client nobody uses costs no CPU to speak of. A look
-/// that never ended would cost a core a thread.
-#[test]
-fn an_idle_clients_actor_threads_sleep() {
-    let (client, exe, a) = on_device_0(5);
-    let device = &client.devices()[0];
-    for _ in 0..100 {
-        wait(exe.execute_async(&[&a, &a])).unwrap();
-        device.memory_stats().unwrap();
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    let before = process_cpu_ms();
-    std::thread::sleep(Duration::from_secs(2));
-    let used = process_cpu_ms() - before;
-    // cargo bench --bench execute measures it (idle_cpu_ms_per_10s): well under 1 ms.
-    assert!(
-        used < 100.0,
-        "an idle client used {used:.1} ms of CPU in 2 s"
-    );
-}
-
 /// The value of the one sample of `metric` whose labels contain `labels`.
 fn sample(text: &str, metric: &str, labels: &str) -> f64 {
     let found: Vec<f64> = (text.lines())
