@@ -79,13 +79,8 @@ impl ClientGuard {
     /// The actor of device `index`; `Error::InvalidArgument` for a device this process cannot
     /// address.
     pub fn device(&self, index: usize) -> Result<DeviceHandle<'_>> {
-        (self.routes.devices)
-            .get(index)
-            .and_then(Option::as_ref)
-            .map(|addr| DeviceHandle { addr })
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!("device index {index} is not addressable here"))
-            })
+        let (addr, _) = self.routes.device(index)?;
+        Ok(DeviceHandle { addr })
     }
 
     /// Async executes in flight on device `index` (0 for a device this process cannot

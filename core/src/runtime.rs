@@ -37,11 +37,9 @@ impl Mail {
         self.0.swap(false, std::sync::atomic::Ordering::AcqRel)
     }
 
-    /// A flag for the current thread, which its park hook will watch.
-    fn for_current_thread() -> Arc<Mail> {
-        let mail = Arc::new(Mail::default());
-        MAIL.with(|m| *m.borrow_mut() = Some(mail.clone()));
-        mail
+    /// Makes this the current thread's flag, which its park hook watches.
+    fn watch_here(self: Arc<Self>) {
+        MAIL.with(|m| *m.borrow_mut() = Some(self));
     }
 }
 
@@ -88,7 +86,7 @@ impl RuntimeTag {
         let watched = mail.clone();
         arbiter.spawn_fn(move || {
             self.mark_current_thread();
-            MAIL.with(|m| *m.borrow_mut() = Some(watched));
+            watched.watch_here();
         });
         (arbiter, mail)
     }
@@ -175,7 +173,7 @@ impl Runtime {
             .name(format!("{name}-system"))
             .spawn(move || {
                 tag.mark_current_thread();
-                Mail::for_current_thread();
+                Arc::new(Mail::default()).watch_here();
                 let runner = actix_rt::System::with_tokio_rt(actor_tokio_runtime);
                 let started = runner.block_on(async move {
                     let (value, arbiters) = build(tag);
@@ -337,13 +335,19 @@ fn actor_tokio_runtime() -> tokio::runtime::Runtime {
 /// sender's wake-up is pending for it.
 fn look_for_work_before_parking() {
     let window = actor_spin();
-    let Some(mail) = MAIL.with(|m| m.borrow().clone()) else {
+    if window.is_zero() {
         return;
-    };
-    let start = std::time::Instant::now();
-    while !mail.take() && start.elapsed() < window {
-        std::thread::yield_now();
     }
+    MAIL.with(|m| {
+        let watched = m.borrow();
+        let Some(mail) = watched.as_ref() else {
+            return;
+        };
+        let start = std::time::Instant::now();
+        while !mail.take() && start.elapsed() < window {
+            std::thread::yield_now();
+        }
+    });
 }
 
 /// Names how long (in microseconds) an actor thread looks for work before it parks; 0 never.

@@ -54,6 +54,22 @@ pub(crate) struct Routes {
     pub buffer_registry: Mailbox<BufferRegistryActor>,
 }
 
+impl Routes {
+    /// Device `index`'s actor and its queue of async work; `Error::InvalidArgument` for a device
+    /// this process cannot address.
+    pub(crate) fn device(
+        &self,
+        index: usize,
+    ) -> Result<(&Mailbox<DeviceActor>, &Arc<DeviceQueue>)> {
+        match (self.devices.get(index), self.queues.get(index)) {
+            (Some(Some(addr)), Some(Some(queue))) => Ok((addr, queue)),
+            _ => Err(Error::InvalidArgument(format!(
+                "device index {index} is not addressable here"
+            ))),
+        }
+    }
+}
+
 pub struct ClientActor {
     state: Arc<ClientState>,
     routes: Arc<Routes>,
@@ -94,24 +110,19 @@ impl Handler<ExecuteRequest> for ClientActor {
                 msg.run.portable_device = least_loaded(&depths, self.next_device);
                 self.next_device = msg.run.portable_device.map_or(0, |d| d + 1);
             }
-            let device = msg.device();
-            let route = device.and_then(|d| {
-                let addr = self.routes.devices.get(d)?.as_ref()?;
-                Some((DeviceHandle { addr }, self.routes.queues[d].as_ref()?))
-            });
-            let Some((actor, queue)) = route else {
+            let Some(device) = msg.device() else {
                 let name = &msg.run.executable.meta.name;
-                return Err(Error::InvalidArgument(match device {
-                    None => format!("`{name}` has no device to run on"),
-                    Some(d) => format!("device index {d} is not addressable here"),
-                }));
+                return Err(Error::InvalidArgument(format!(
+                    "`{name}` has no device to run on"
+                )));
             };
-            Ok((actor.addr.clone(), queue.try_reserve()?))
+            let (addr, queue) = self.routes.device(device)?;
+            Ok((addr, queue.try_reserve()?))
         });
         match routed {
             Ok((addr, slot)) => {
                 msg.slot = Some(slot);
-                DeviceHandle { addr: &addr }.run(msg)
+                DeviceHandle { addr }.run(msg)
             }
             Err(e) => {
                 let _ = msg.reply.send(Err(e));
