@@ -206,8 +206,12 @@ impl ServedModel {
                 )));
             }
         }
-        let mut in_model_order: Vec<&InputHead> = heads.iter().collect();
-        in_model_order.sort_by_key(|h| self.inputs.iter().position(|s| s.name == h.name));
+        // Each model input's head, placed by the slot found above (every input is given once).
+        let mut placed: Vec<Option<&InputHead>> = vec![None; self.inputs.len()];
+        for (h, &k) in heads.iter().zip(&slots) {
+            placed[k] = Some(h);
+        }
+        let in_model_order: Vec<&InputHead> = placed.into_iter().flatten().collect();
         let shapes = (in_model_order.iter().zip(&self.inputs))
             .map(|(h, spec)| (spec.dtype, h.shape.as_slice()));
         let rows = self.batcher.check_inputs(shapes).map_err(|m| {
@@ -234,8 +238,8 @@ impl ServedModel {
                 other => format!("{other}"),
             })
         })?;
-        let plan = (heads.iter().zip(slots))
-            .map(|(_, k)| {
+        let plan = (slots.into_iter())
+            .map(|k| {
                 let spec = &self.inputs[k];
                 (k, spec.dtype, rows * spec.row_elements())
             })
