@@ -5,6 +5,8 @@
 //! same plugin, built from the fence directly.
 //! Prints a table, then one JSON object as the last line.
 
+#[path = "../tests/suite/common/cpu.rs"]
+mod cpu;
 mod support;
 
 use std::hint::black_box;
@@ -254,9 +256,9 @@ fn main() {
     // What the client costs while nobody uses it: every thread's CPU time over 10 s idle, after
     // a second for the actor threads' last look for work to end.
     std::thread::sleep(std::time::Duration::from_secs(1));
-    let before = process_cpu_ns();
+    let before = cpu::process_cpu_ns();
     std::thread::sleep(std::time::Duration::from_secs(10));
-    let idle_ms = (process_cpu_ns().saturating_sub(before)) as f64 / 1e6;
+    let idle_ms = (cpu::process_cpu_ns().saturating_sub(before)) as f64 / 1e6;
     println!(
         "{:<34} {:>10.3}",
         "CPU ms of an idle client over 10 s", idle_ms
@@ -271,16 +273,4 @@ fn main() {
         round3(a50 / b50),
         round3(idle_ms),
     );
-}
-
-/// The CPU time every thread of this process has used, in nanoseconds (each thread's
-/// `schedstat`: time on a CPU first).
-fn process_cpu_ns() -> u64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
-    (tasks.flatten())
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
 }

@@ -2,26 +2,16 @@
 //! without a wake-up), and then sleep: a client nobody uses costs no CPU to speak of. Alone in
 //! its binary, since it reads the CPU time of every thread of the process.
 
+#[path = "suite/common/mod.rs"]
+mod common;
+
 use std::time::Duration;
 
 use pjrt_actors::{Client, CompileOptions, wait};
 
-const ADD: &str = r#"
-module @add {
-  func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
-    %0 = stablehlo.add %a, %b : tensor<4xf32>
-    return %0 : tensor<4xf32>
-  }
-}"#;
-
-/// The CPU time every thread of this process has used (each thread's `schedstat`), in ms.
+/// This process's CPU time in ms: the binary holds this one test, so it is the test's own.
 fn process_cpu_ms() -> f64 {
-    let tasks = std::fs::read_dir("/proc/self/task").unwrap();
-    (tasks.flatten())
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum::<u64>() as f64
-        / 1e6
+    common::cpu::process_cpu_ns() as f64 / 1e6
 }
 
 /// A look that never ended would cost a core a thread; `cargo bench --bench execute` measures
@@ -34,7 +24,9 @@ fn an_idle_clients_actor_threads_sleep() {
         devices: Some(vec![device.id()]),
         ..Default::default()
     };
-    let exe = client.compile_and_load(ADD, &options).unwrap();
+    let exe = client
+        .compile_and_load(common::add_f32x4(), &options)
+        .unwrap();
     let a = device.put(&[1f32; 4], &[4]).unwrap();
     // Work through the device, client and memory-space actors, so each thread has looked.
     for _ in 0..100 {

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod cpu;
 pub mod redis_server;
 pub mod tcp_proxy;
 

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{CRATES, is_ident, module_of, rust_files, workspace};
+use super::{CRATES, ITEM_KINDS, is_ident, module_of, rust_files, without_pub, workspace};
 
 /// What the cycle check knows of one crate: its modules, and the names its root file defines
 /// itself (a `crate::Name` of one of those is an edge to the root; a re-export there is not).
@@ -14,24 +14,11 @@ struct CrateMap {
 
 impl CrateMap {
     fn new(modules: BTreeSet<String>, root_code: &str) -> Self {
-        const KINDS: &[&str] = &[
-            "fn ",
-            "struct ",
-            "enum ",
-            "const ",
-            "static ",
-            "trait ",
-            "type ",
-            "union ",
-            "macro_rules! ",
-        ];
         let root_items = (root_code.lines())
             .filter_map(|line| {
-                let decl = ["pub(crate) ", "pub "]
-                    .iter()
-                    .find_map(|p| line.strip_prefix(p))
-                    .unwrap_or(line);
-                let rest = KINDS.iter().find_map(|k| decl.strip_prefix(k))?;
+                let decl = without_pub(line);
+                let rest =
+                    (ITEM_KINDS.iter()).find_map(|k| decl.strip_prefix(k)?.strip_prefix(' '))?;
                 let name: String = rest.chars().take_while(|c| is_ident(*c)).collect();
                 (!name.is_empty()).then_some(name)
             })

@@ -47,6 +47,48 @@ fn is_ident(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 
+/// The keywords that declare an item.
+const ITEM_KINDS: &[&str] = &[
+    "fn",
+    "struct",
+    "enum",
+    "union",
+    "trait",
+    "type",
+    "const",
+    "static",
+    "mod",
+    "macro_rules!",
+];
+
+/// `line` without a leading `pub` or `pub(crate)`.
+fn without_pub(line: &str) -> &str {
+    (["pub(crate) ", "pub "].iter())
+        .find_map(|p| line.strip_prefix(p))
+        .unwrap_or(line)
+}
+
+/// ARCHITECTURE.md's text.
+fn architecture() -> String {
+    std::fs::read_to_string(workspace().join("ARCHITECTURE.md")).unwrap()
+}
+
+/// What `doc` writes in backticks.
+fn backticked(doc: &str) -> impl Iterator<Item = &str> {
+    doc.split('`').skip(1).step_by(2)
+}
+
+/// The text of every Rust file below the workspace folders `dirs`, one after another.
+fn sources_under(dirs: &[&str]) -> String {
+    let mut files = Vec::new();
+    for dir in dirs {
+        rust_files(&workspace().join(dir), &mut files);
+    }
+    (files.iter())
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect()
+}
+
 mod cycles;
 
 fn workspace() -> PathBuf {
@@ -183,7 +225,7 @@ fn no_file_grows_past_the_limit_without_a_reason() {
 /// Every `module::test` ARCHITECTURE.md names as what enforces an invariant.
 fn named_tests(doc: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for token in doc.split('`').skip(1).step_by(2) {
+    for token in backticked(doc) {
         let parts: Vec<&str> = token.split("::").collect();
         let is_path = parts.len() >= 2
             && parts.iter().all(|p| {
@@ -201,7 +243,7 @@ fn named_tests(doc: &str) -> Vec<String> {
 
 /// The file and folder paths `doc` names in backticks (`x.rs`, `dir/`), none with a space.
 fn named_paths(doc: &str) -> Vec<&str> {
-    (doc.split('`').skip(1).step_by(2))
+    backticked(doc)
         .filter(|t| !t.contains(char::is_whitespace) && (t.ends_with(".rs") || t.ends_with('/')))
         .collect()
 }
@@ -226,7 +268,7 @@ fn tree(dir: &Path, rel: &str, out: &mut BTreeSet<String>) {
 
 #[test]
 fn every_path_the_architecture_names_exists() {
-    let doc = std::fs::read_to_string(workspace().join("ARCHITECTURE.md")).unwrap();
+    let doc = architecture();
     let mut paths = BTreeSet::new();
     tree(&workspace(), "", &mut paths);
     // A name is found when some path is it or ends with it after a `/`.
@@ -246,7 +288,7 @@ fn every_path_the_architecture_names_exists() {
 /// The items `doc` names by path in backticks (`a::b::item`, `Type::method`): each path's
 /// last segment, as far as it is an identifier.
 fn named_items(doc: &str) -> Vec<&str> {
-    (doc.split('`').skip(1).step_by(2))
+    backticked(doc)
         .filter(|t| t.contains("::") && !t.contains(char::is_whitespace) && !t.contains('{'))
         .filter(|t| !t.starts_with("pjrt_sys"))
         .filter_map(|t| {
@@ -262,27 +304,13 @@ fn named_items(doc: &str) -> Vec<&str> {
 /// Whether `sources` declare `item`: a function, type, constant, module or macro, or an enum
 /// variant or struct field (a line that starts with it, `pub` or not).
 fn declares(sources: &str, item: &str) -> bool {
-    const KINDS: &[&str] = &[
-        "fn",
-        "struct",
-        "enum",
-        "trait",
-        "type",
-        "const",
-        "static",
-        "mod",
-        "macro_rules!",
-    ];
     let ends_there = |text: &str, end: usize| !text[end..].chars().next().is_some_and(is_ident);
-    let an_item = KINDS.iter().any(|k| {
+    let an_item = ITEM_KINDS.iter().any(|k| {
         let decl = format!("{k} {item}");
         (sources.match_indices(&decl)).any(|(at, _)| ends_there(sources, at + decl.len()))
     });
     let a_member = sources.lines().any(|line| {
-        let line = line.trim_start();
-        let line = (["pub(crate) ", "pub "].iter())
-            .find_map(|p| line.strip_prefix(p))
-            .unwrap_or(line);
+        let line = without_pub(line.trim_start());
         line.starts_with(item)
             && line[item.len()..].starts_with([',', '(', ':', '{', ' '])
             && !line[item.len()..].starts_with(" =")
@@ -292,9 +320,8 @@ fn declares(sources: &str, item: &str) -> bool {
 
 #[test]
 fn every_item_the_architecture_names_exists() {
-    let doc = std::fs::read_to_string(workspace().join("ARCHITECTURE.md")).unwrap();
-    let mut files = Vec::new();
-    for dir in [
+    let doc = architecture();
+    let sources = sources_under(&[
         "core",
         "fence/src",
         "src",
@@ -302,12 +329,7 @@ fn every_item_the_architecture_names_exists() {
         "tests",
         "benches",
         "examples",
-    ] {
-        rust_files(&workspace().join(dir), &mut files);
-    }
-    let sources: String = (files.iter())
-        .map(|f| std::fs::read_to_string(f).unwrap())
-        .collect();
+    ]);
     let named = named_items(&doc);
     assert!(named.len() >= 40, "only {} items named", named.len());
     let missing: Vec<&&str> = named.iter().filter(|n| !declares(&sources, n)).collect();
@@ -329,15 +351,8 @@ fn every_item_the_architecture_names_exists() {
 
 #[test]
 fn every_test_the_architecture_names_exists() {
-    let doc = std::fs::read_to_string(workspace().join("ARCHITECTURE.md")).unwrap();
-    let mut sources = String::new();
-    let mut files = Vec::new();
-    for dir in ["tests", "core", "fence/src", "src", "cli"] {
-        rust_files(&workspace().join(dir), &mut files);
-    }
-    for f in files {
-        sources.push_str(&std::fs::read_to_string(f).unwrap());
-    }
+    let doc = architecture();
+    let sources = sources_under(&["tests", "core", "fence/src", "src", "cli"]);
     let named = named_tests(&doc);
     assert!(
         named.len() >= 15,
