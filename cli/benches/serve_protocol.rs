@@ -6,6 +6,9 @@
 //! answer is checked against JAX's. Last line: one JSON object.
 
 #[allow(dead_code)]
+#[path = "../../tests/suite/common/cpu.rs"]
+mod cpu;
+#[allow(dead_code)]
 #[path = "../src/serve/wire/messages.rs"]
 mod messages;
 
@@ -74,16 +77,29 @@ fn f32s(b: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-/// Requests/s, p50 and p99 in µs.
+/// Requests/s, p50 and p99 in µs, and the CPU time a request took in this process (client
+/// threads, and the batcher when in process) and in the server's.
 #[derive(Clone, Copy)]
 struct Load {
     rps: f64,
     p50: f64,
     p99: f64,
+    here_cpu_us: f64,
+    server_cpu_us: f64,
+}
+
+/// The server's process id, for its CPU time.
+static SERVER_PID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+fn server_cpu_ns() -> u64 {
+    SERVER_PID
+        .get()
+        .map_or(0, |pid| cpu::all_threads_cpu_ns(pid))
 }
 
 /// Runs `client(k, end)` on `clients` threads until SECONDS pass; their latencies summarised.
 fn closed_loop(clients: usize, client: impl Fn(usize, Instant) -> Vec<f64> + Sync) -> Load {
+    let (here0, server0) = (cpu::all_threads_cpu_ns("self"), server_cpu_ns());
     let start = Instant::now();
     let end = start + Duration::from_secs_f64(SECONDS);
     let mut lat: Vec<f64> = std::thread::scope(|s| {
@@ -98,10 +114,13 @@ fn closed_loop(clients: usize, client: impl Fn(usize, Instant) -> Vec<f64> + Syn
     let rps = lat.len() as f64 / start.elapsed().as_secs_f64();
     lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let q = |p: f64| lat[((lat.len() - 1) as f64 * p) as usize];
+    let per_request = |ns: u64| ns as f64 / 1e3 / lat.len() as f64;
     Load {
         rps,
         p50: q(0.5),
         p99: q(0.99),
+        here_cpu_us: per_request(cpu::all_threads_cpu_ns("self") - here0),
+        server_cpu_us: per_request(server_cpu_ns() - server0),
     }
 }
 
@@ -127,6 +146,7 @@ fn start_server() -> Server {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
+    let _ = SERVER_PID.set(child.id().to_string());
     let line = BufReader::new(child.stdout.take().unwrap())
         .lines()
         .next()
@@ -270,6 +290,12 @@ fn in_process_load(batcher: &Batcher, r: &Recorded, clients: usize) -> Load {
     })
 }
 
+/// Whether `protocol` is measured: `SERVE_PROTOCOL_ONLY=http` (or `grpc`) measures one, to
+/// profile its server alone.
+fn only(protocol: &str) -> bool {
+    std::env::var("SERVE_PROTOCOL_ONLY").map_or(true, |p| p == protocol)
+}
+
 fn main() {
     let r = recorded();
     let server = start_server();
@@ -302,26 +328,38 @@ fn main() {
         for _ in 0..2 {
             let l = in_process_load(&batcher, &r, clients);
             local = Some(local.map_or(l, |p| best(p, l)));
-            let h = http_load(server.1, &r, clients);
-            http = Some(http.map_or(h, |p| best(p, h)));
-            let g = grpc_load(&runtime, server.2, &r, clients);
-            grpc = Some(grpc.map_or(g, |p| best(p, g)));
+            if only("http") {
+                let h = http_load(server.1, &r, clients);
+                http = Some(http.map_or(h, |p| best(p, h)));
+            }
+            if only("grpc") {
+                let g = grpc_load(&runtime, server.2, &r, clients);
+                grpc = Some(grpc.map_or(g, |p| best(p, g)));
+            }
         }
-        (local.unwrap(), http.unwrap(), grpc.unwrap())
+        let none = Load {
+            rps: f64::NAN,
+            p50: f64::NAN,
+            p99: f64::NAN,
+            here_cpu_us: f64::NAN,
+            server_cpu_us: f64::NAN,
+        };
+        let (http, grpc) = (http.unwrap_or(none), grpc.unwrap_or(none));
+        (local.unwrap(), http, grpc)
     };
     let (one, many) = (measure(1), measure(CLIENTS));
     println!(
         "one one-sequence request in flight per client, {SECONDS} s a run, better of two interleaved runs"
     );
     println!(
-        "{:>11} {:>8} {:>12} {:>10} {:>10}",
-        "", "clients", "requests/s", "p50 us", "p99 us"
+        "{:>11} {:>8} {:>12} {:>10} {:>10} {:>12} {:>12}",
+        "", "clients", "requests/s", "p50 us", "p99 us", "cpu us here", "cpu us serve"
     );
     for (clients, (local, http, grpc)) in [(1, one), (CLIENTS, many)] {
         for (name, l) in [("in-process", local), ("HTTP", http), ("gRPC", grpc)] {
             println!(
-                "{name:>11} {clients:>8} {:>12.0} {:>10.1} {:>10.1}",
-                l.rps, l.p50, l.p99
+                "{name:>11} {clients:>8} {:>12.0} {:>10.1} {:>10.1} {:>12.1} {:>12.1}",
+                l.rps, l.p50, l.p99, l.here_cpu_us, l.server_cpu_us
             );
         }
     }

@@ -17,16 +17,17 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::infer::HeldMemory;
 use super::limits::Limits;
 
-/// Whether a connection has a request in flight, and since when it has had none.
+/// Whether a connection has a request in flight, and since when it has had none. Requests
+/// only write it: the connection's task reads it when its idle timer fires (a wake-up and a
+/// new timer per request cost the served path more than the request's own parsing).
 struct Activity {
     in_flight: AtomicUsize,
     idle_since: Mutex<Instant>,
-    changed: Notify,
 }
 
 impl Activity {
@@ -34,7 +35,6 @@ impl Activity {
         Arc::new(Activity {
             in_flight: AtomicUsize::new(0),
             idle_since: Mutex::new(Instant::now()),
-            changed: Notify::new(),
         })
     }
 
@@ -54,7 +54,6 @@ struct InFlight(Arc<Activity>);
 impl InFlight {
     fn start(a: &Arc<Activity>) -> InFlight {
         a.in_flight.fetch_add(1, Ordering::SeqCst);
-        a.changed.notify_one();
         InFlight(a.clone())
     }
 }
@@ -63,7 +62,6 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         *self.0.idle_since.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
-        self.0.changed.notify_one();
     }
 }
 
@@ -170,6 +168,10 @@ async fn drive<C: Graceful>(
 ) {
     tokio::pin!(conn);
     let mut stopping = false;
+    // One timer for the connection's life, moved on when it fires: to the idle deadline when
+    // no request is in flight, else one idle time on (a request in flight may outlast it).
+    let timer = tokio::time::sleep(idle);
+    tokio::pin!(timer);
     loop {
         if !stopping && *stop.borrow() {
             if activity.in_flight.load(Ordering::SeqCst) == 0 {
@@ -178,25 +180,20 @@ async fn drive<C: Graceful>(
             stopping = true;
             conn.as_mut().graceful_shutdown();
         }
-        let deadline = activity.idle_deadline(idle);
-        let idle_out = async {
-            match deadline {
-                Some(at) => tokio::time::sleep_until(at.into()).await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             _ = conn.as_mut() => return,
-            _ = activity.changed.notified() => {}
             changed = stop.changed(), if !stopping => {
                 // The server's stop sender is gone only as the process ends.
                 if changed.is_err() {
                     return;
                 }
             }
-            _ = idle_out => {
-                if activity.idle_deadline(idle).is_some_and(|at| at <= Instant::now()) {
-                    return;
+            _ = timer.as_mut() => {
+                let now = Instant::now();
+                match activity.idle_deadline(idle) {
+                    Some(at) if at <= now => return,
+                    Some(at) => timer.as_mut().reset(at.into()),
+                    None => timer.as_mut().reset((now + idle).into()),
                 }
             }
         }

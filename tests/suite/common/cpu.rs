@@ -1,10 +1,29 @@
 //! The CPU time this process's threads have used, to the nanosecond (each thread's
-//! `schedstat`); threads that have ended no longer count. Shared by the idle-client test and
-//! `cargo bench --bench execute` (which includes this file by path).
+//! `schedstat`); threads that have ended no longer count. Shared by the idle-client test,
+//! `cargo bench --bench execute` and the `serve_protocol` bench (which include it by path).
 
 /// The CPU time every live thread of this process has used, in nanoseconds.
 pub fn process_cpu_ns() -> u64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+    cpu_ns_of("self")
+}
+
+/// The CPU time process `pid` (`self`, or a number, as `/proc` names it) has used, threads
+/// that have ended included, to the clock tick (10 ms): for runs of seconds whose threads end.
+#[allow(dead_code)]
+pub fn all_threads_cpu_ns(pid: &str) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    // The fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let ticks: u64 = (rest.split_whitespace().skip(11).take(2))
+        .filter_map(|f| f.parse::<u64>().ok())
+        .sum();
+    ticks * 10_000_000
+}
+
+fn cpu_ns_of(pid: &str) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return 0;
     };
     (tasks.flatten())
