@@ -8,6 +8,7 @@ use super::Response;
 use super::metrics::{Metrics, Outcome};
 use super::queue::padded_size;
 use super::request::{Pending, answer_expired, fail_all};
+use super::statistics::Phases;
 use crate::host_data::HostArray;
 use crate::{Array, Device, Error, LoadedExecutable, Result, ShardedArray, Sharding};
 
@@ -55,32 +56,70 @@ fn row_bytes(h: &HostArray) -> usize {
 }
 
 impl DeviceModel {
-    /// Uploads `inputs` (batched, `size` rows), executes at `size`, reads every output back.
-    pub(crate) fn run(&self, size: usize, inputs: &[HostArray]) -> Result<Vec<HostArray>> {
+    /// Uploads `inputs` (batched, `size` rows), executes at `size`, reads every output back;
+    /// `phases` learns how long the upload, the execute (until its first output is on the
+    /// host) and the other reads took.
+    pub(crate) fn run(
+        &self,
+        size: usize,
+        inputs: &[HostArray],
+        phases: &mut Phases,
+    ) -> Result<Vec<HostArray>> {
         let at = (self.sizes.iter())
             .position(|(s, _)| *s == size)
             .expect("a compiled size");
         let exe = &self.sizes[at].1;
         let client = exe.client();
+        let mut clock = Instant::now();
+        let mut lap = |phase: &mut std::time::Duration| {
+            let now = Instant::now();
+            *phase += now - clock;
+            clock = now;
+        };
+        let read_all = |outputs: &mut dyn Iterator<Item = Result<HostArray>>,
+                        lap: &mut dyn FnMut(&mut std::time::Duration),
+                        phases: &mut Phases| {
+            let first = outputs.next().transpose()?;
+            lap(&mut phases.infer);
+            let rest = outputs.collect::<Result<Vec<_>>>()?;
+            lap(&mut phases.output);
+            Ok(first.into_iter().chain(rest).collect())
+        };
         match &self.target {
             Target::Device { device, fixed } => {
                 let batched = (inputs.iter())
                     .map(|h| device.put_array(h))
                     .collect::<Result<Vec<_>>>()?;
+                lap(&mut phases.input);
                 let args: Vec<&Array> = in_order(&self.order, batched.iter().chain(fixed));
-                (exe.execute(&args)?.iter())
-                    .map(Array::to_host_array)
-                    .collect()
+                let outputs = exe.execute(&args)?;
+                read_all(
+                    &mut outputs.iter().map(Array::to_host_array),
+                    &mut lap,
+                    phases,
+                )
             }
             Target::Group { fixed, batched, .. } => {
                 let batched = (inputs.iter().zip(&batched[at]))
                     .map(|(h, s)| client.put_sharded(h, s))
                     .collect::<Result<Vec<_>>>()?;
+                lap(&mut phases.input);
                 let args: Vec<&ShardedArray> = in_order(&self.order, batched.iter().chain(fixed));
-                (exe.execute_sharded(&args)?.iter())
-                    .map(ShardedArray::to_host)
-                    .collect()
+                let outputs = exe.execute_sharded(&args)?;
+                read_all(
+                    &mut outputs.iter().map(ShardedArray::to_host),
+                    &mut lap,
+                    phases,
+                )
             }
+        }
+    }
+
+    /// The ids of the devices it runs on.
+    pub(crate) fn device_ids(&self) -> Vec<i32> {
+        match &self.target {
+            Target::Device { device, .. } => vec![device.id()],
+            Target::Group { devices, .. } => devices.iter().map(Device::id).collect(),
         }
     }
 
@@ -122,6 +161,7 @@ impl DeviceModel {
         for p in &live {
             metrics.observe_queue(started - p.arrived);
         }
+        let mut phases = Phases::default();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let inputs: Vec<HostArray> = (0..live[0].inputs.len())
                 .map(|i| {
@@ -141,7 +181,8 @@ impl DeviceModel {
                     }
                 })
                 .collect();
-            self.run(padded, &inputs)
+            phases.input = started.elapsed();
+            self.run(padded, &inputs, &mut phases)
         }));
         let elapsed = started.elapsed();
         metrics.execute_seconds.observe(elapsed.as_secs_f64());
@@ -165,7 +206,9 @@ impl DeviceModel {
                 );
             }
         };
-        let mut offset = 0;
+        let cutting = Instant::now();
+        let (requests, mut offset) = (live.len(), 0);
+        let mut answers = Vec::with_capacity(requests);
         for p in live {
             let mine = (outputs.iter())
                 .map(|o| {
@@ -187,8 +230,13 @@ impl DeviceModel {
                 queued: started - p.arrived,
                 started,
             };
+            answers.push((p.reply, response));
+        }
+        phases.output += cutting.elapsed();
+        (metrics.statistics).executed(padded, requests, rows, phases);
+        for (reply, response) in answers {
             metrics.count(Outcome::Done, 1);
-            let _ = p.reply.send(Ok(response));
+            let _ = reply.send(Ok(response));
         }
     }
 }

@@ -93,6 +93,8 @@ pub(crate) struct Metrics {
     pub(crate) queue_seconds: Histogram,
     /// Seconds a batch took: upload, execute, read back.
     pub(crate) execute_seconds: Histogram,
+    /// Where the time went, as Triton's statistics count it.
+    pub(crate) statistics: super::statistics::Statistics,
 }
 
 impl Metrics {
@@ -107,6 +109,7 @@ impl Metrics {
             padded_rows: Histogram::new(sizes),
             queue_seconds: Histogram::new(LATENCY_BOUNDS.to_vec()),
             execute_seconds: Histogram::new(LATENCY_BOUNDS.to_vec()),
+            statistics: super::statistics::Statistics::new(allowed),
         }
     }
 
@@ -128,6 +131,7 @@ impl Metrics {
 
     pub(crate) fn observe_queue(&self, waited: Duration) {
         self.queue_seconds.observe(waited.as_secs_f64());
+        self.statistics.queued(waited);
     }
 
     fn histograms(&self) -> [&Histogram; 4] {

@@ -11,6 +11,7 @@ mod model;
 mod queue;
 mod request;
 mod scheduler;
+mod statistics;
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -27,6 +28,7 @@ pub use inputs::InputMismatch;
 use metrics::{Metrics, Outcome};
 pub use queue::Priority;
 use request::{Msg, Pending};
+pub use statistics::{BatchSizeStatistics, BatcherStatistics, Timed};
 
 /// The old place of [`crate::wait`], which waits for any of this crate's futures.
 #[deprecated(note = "use `pjrt_actors::wait`: it waits for any of the crate's futures")]
@@ -191,6 +193,8 @@ struct Inner {
     max_queued: usize,
     /// Whether requests are taken: submitters pass it, `stop` closes it, the scheduler settles it.
     admission: Arc<Admission>,
+    config: BatcherConfig,
+    device_groups: Vec<Vec<i32>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -231,6 +235,7 @@ impl Batcher {
             plan.config.max_queued,
         );
         let metrics = Arc::new(Metrics::new(&name, &plan.config.allowed_batch_sizes));
+        let (config, device_groups) = (plan.config.clone(), plan.device_groups());
         let admission = Arc::new(Admission::new());
         let (tx, thread) = plan.spawn(metrics.clone(), admission.clone())?;
         Ok(Batcher {
@@ -242,6 +247,8 @@ impl Batcher {
                 max_rows,
                 max_queued,
                 admission,
+                config,
+                device_groups,
                 thread: Mutex::new(Some(thread)),
             }),
         })
@@ -363,6 +370,21 @@ impl Batcher {
     /// The batcher's metrics in the Prometheus text exposition format.
     pub fn metrics(&self) -> String {
         metrics_text(&[self])
+    }
+
+    /// Where its time went since it started, as Triton's model statistics count it.
+    pub fn statistics(&self) -> BatcherStatistics {
+        self.inner.metrics.statistics.read()
+    }
+
+    /// The config it runs under, as resolved at start: its allowed batch sizes filled in.
+    pub fn config(&self) -> &BatcherConfig {
+        &self.inner.config
+    }
+
+    /// The device ids of each of its workers: one device each, or a group.
+    pub fn device_groups(&self) -> &[Vec<i32>] {
+        &self.inner.device_groups
     }
 
     /// Stops taking requests and stops, draining or failing what is queued; returns when the

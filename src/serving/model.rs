@@ -185,7 +185,7 @@ impl Plan {
                         .iter()
                         .map(|t| zeros(t, *size))
                         .collect::<Result<Vec<_>>>()?;
-                    model.run(*size, &zeros)?;
+                    model.run(*size, &zeros, &mut Default::default())?;
                 }
             }
             ready.push(model);
@@ -196,6 +196,11 @@ impl Plan {
             config,
             devices: ready,
         })
+    }
+
+    /// The device ids each worker runs on.
+    pub(crate) fn device_groups(&self) -> Vec<Vec<i32>> {
+        self.devices.iter().map(DeviceModel::device_ids).collect()
     }
 
     /// Starts the device workers and the batcher actor; returns its mailbox and thread.

@@ -22,6 +22,8 @@ pub const KEYS: &[&str] = &[
     "default_queue_policy",
     "instance_group",
     "batched_inputs",
+    "input",
+    "output",
 ];
 
 pub fn refused(name: &str, why: impl std::fmt::Display) -> pjrt_actors::Error {

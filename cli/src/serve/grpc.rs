@@ -19,9 +19,10 @@ use super::error::{ServeError, outcome_of_grpc};
 use super::infer::{Asked, infer};
 use super::kserve::{ServerState, VERSION};
 use super::limits::{OFF_THREAD_BYTES, off_thread};
+use super::triton;
 use super::wire::grpc_contents::read_contents;
 use super::wire::messages::*;
-use super::wire::{InputHead, RequestParams, datatype_name, shown};
+use super::wire::{EXTENSIONS, InputHead, RequestParams, datatype_name, shown};
 
 fn status(e: ServeError) -> Status {
     Status::new(e.grpc_code(), e.message())
@@ -354,10 +355,19 @@ where
                 Ok(ServerMetadataResponse {
                     name: "pjrt-actors".into(),
                     version: env!("CARGO_PKG_VERSION").into(),
-                    extensions: vec!["binary_tensor_data".into()],
+                    extensions: EXTENSIONS.iter().map(|e| e.to_string()).collect(),
                 })
             }),
             "ModelMetadata" => plain(req, limit, move |r: ModelRef| metadata(&m, &r)),
+            "ModelConfig" => plain(req, limit, move |r: ModelRef| {
+                let model = m.model(&r.name, &r.version).map_err(status)?;
+                Ok(ModelConfigResponse {
+                    config: Some(triton::model_config(&m, model)),
+                })
+            }),
+            "ModelStatistics" => plain(req, limit, move |r: ModelRef| {
+                triton::statistics(&m, &r.name, &r.version).map_err(status)
+            }),
             "ModelInfer" => self.infer(req),
             other => {
                 let status = Status::unimplemented(format!("{} is not served", shown(other)));

@@ -18,6 +18,8 @@ use super::error::ServeError;
 use super::infer::{Asked, HeldMemory, infer};
 use super::kserve::{Answered, ServerState, VERSION};
 use super::limits::OFF_THREAD_BYTES;
+use super::triton;
+use super::wire::EXTENSIONS;
 use super::wire::json_request::{DataSpan, HttpRequest};
 use super::wire::tensor_data::read_json_data;
 use super::wire::{datatype_name, shown};
@@ -41,6 +43,17 @@ pub fn router(models: Arc<ServerState>) -> Router {
         .route(
             "/v2/models/{model}/versions/{version}/ready",
             get(model_ready_v),
+        )
+        .route("/v2/models/{model}/config", get(model_config))
+        .route(
+            "/v2/models/{model}/versions/{version}/config",
+            get(model_config_v),
+        )
+        .route("/v2/models/stats", get(all_stats))
+        .route("/v2/models/{model}/stats", get(model_stats))
+        .route(
+            "/v2/models/{model}/versions/{version}/stats",
+            get(model_stats_v),
         )
         .route("/v2/models/{model}/infer", post(infer_latest))
         .route("/v2/models/{model}/versions/{version}/infer", post(infer_v))
@@ -75,7 +88,7 @@ async fn server_metadata() -> Response {
     json_body(&json!({
         "name": "pjrt-actors",
         "version": env!("CARGO_PKG_VERSION"),
-        "extensions": ["binary_tensor_data"],
+        "extensions": EXTENSIONS,
     }))
     .into_response()
 }
@@ -111,6 +124,48 @@ fn metadata_at(app: &ServerState, model: &str, version: &str) -> Response {
             }))
             .into_response()
         }
+        Err(e) => error(e),
+    }
+}
+
+async fn model_config_v(
+    app: State<App>,
+    Path((model, version)): Path<(String, String)>,
+) -> Response {
+    config_at(&app, &model, &version)
+}
+
+async fn model_config(app: State<App>, Path(model): Path<String>) -> Response {
+    config_at(&app, &model, "")
+}
+
+/// Triton's model configuration extension.
+fn config_at(app: &ServerState, model: &str, version: &str) -> Response {
+    match app.model(model, version) {
+        Ok(m) => json_body(&triton::config_json(&triton::model_config(app, m))).into_response(),
+        Err(e) => error(e),
+    }
+}
+
+async fn all_stats(app: State<App>) -> Response {
+    stats_at(&app, "", "")
+}
+
+async fn model_stats(app: State<App>, Path(model): Path<String>) -> Response {
+    stats_at(&app, &model, "")
+}
+
+async fn model_stats_v(
+    app: State<App>,
+    Path((model, version)): Path<(String, String)>,
+) -> Response {
+    stats_at(&app, &model, &version)
+}
+
+/// Triton's statistics extension: one model's, or every model's (no name).
+fn stats_at(app: &ServerState, model: &str, version: &str) -> Response {
+    match triton::statistics(app, model, version) {
+        Ok(s) => json_body(&triton::statistics_json(&s)).into_response(),
         Err(e) => error(e),
     }
 }

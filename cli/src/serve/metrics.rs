@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use pjrt_actors::prometheus::{Exposition, Kind};
+use pjrt_actors::serving::Timed;
 
 /// Upper bounds (seconds) of the request latency histogram's buckets.
 const BUCKETS: [f64; 12] = [
@@ -45,6 +46,25 @@ impl RequestMetrics {
         if let Some(b) = BUCKETS.iter().position(|&b| s <= b) {
             l.buckets[b] += 1;
         }
+    }
+
+    /// A model's requests that were answered `ok` and those that were not, over both
+    /// protocols: how many, and how long they took in all (Triton's success and fail).
+    pub fn outcomes(&self, model: &str) -> (Timed, Timed) {
+        let by_key = self.by_key.lock().unwrap_or_else(|p| p.into_inner());
+        let (mut ok, mut failed) = (Timed::default(), Timed::default());
+        for ((m, _, outcome), l) in by_key.iter() {
+            if m == model {
+                let t = if *outcome == "ok" {
+                    &mut ok
+                } else {
+                    &mut failed
+                };
+                t.count += l.count;
+                t.total += Duration::from_secs_f64(l.sum);
+            }
+        }
+        (ok, failed)
     }
 
     /// The Prometheus text of the counts, then the latency histograms.

@@ -12,6 +12,7 @@ mod limits;
 mod listen;
 mod metrics;
 mod models;
+mod triton;
 mod wire;
 
 use std::net::{SocketAddr, ToSocketAddrs};

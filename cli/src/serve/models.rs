@@ -256,11 +256,21 @@ pub fn load(client: &Client, source: &ModelSource) -> Result<ServedModel> {
             })
             .collect()
     };
+    let (mut inputs, mut outputs) = (
+        spec(inputs_names, batcher.input_types()),
+        spec(outputs_names, batcher.output_types()),
+    );
+    if let Some(given) = config.get("input") {
+        super::triton::rename(name, "input", &mut inputs, given)?;
+    }
+    if let Some(given) = config.get("output") {
+        super::triton::rename(name, "output", &mut outputs, given)?;
+    }
     Ok(ServedModel {
         name: name.clone(),
         platform,
-        inputs: spec(inputs_names, batcher.input_types()),
-        outputs: spec(outputs_names, batcher.output_types()),
+        inputs,
+        outputs,
         batcher,
         policy,
     })

@@ -2,7 +2,7 @@
 against a running `pjrt-actors serve` of the exported transformer (cli/tests/serve.rs starts
 it and runs this): metadata, readiness, JSON and binary inference over HTTP, gRPC inference,
 each protocol error, then many concurrent clients for a bounded time, every answer checked
-against JAX's recorded logits. Prints one JSON line of what it checked; exits 1 on a failure.
+against JAX's recorded logits, then Triton's model configuration and statistics. Prints one JSON line of what it checked; exits 1 on a failure.
 
 `python triton_clients.py HTTP_PORT GRPC_PORT REQUESTS_NPZ [CONCURRENT SECONDS]`"""
 import json
@@ -149,6 +149,36 @@ for t in threads:
 expect(not errors, f"concurrent clients failed: {errors[:3]}")
 expect(not wrong, f"wrong answers: {wrong[:5]}")
 expect(all(d > 0 for d in done), "every concurrent client answered")
+# Triton's model configuration and statistics, read by its own clients over both protocols.
+config = http.get_model_config(MODEL)
+expect(config["name"] == MODEL and config["max_batch_size"] == 16
+       and config["input"][0]["data_type"] == "TYPE_INT32" and config["input"][0]["dims"] == [8]
+       and config["output"][0]["data_type"] == "TYPE_FP32" and config["output"][0]["dims"] == [64]
+       and config["instance_group"][0]["kind"] == "KIND_CPU"
+       and 16 in config["dynamic_batching"]["preferred_batch_size"], f"http model config {config}")
+gconfig = grpc.get_model_config(MODEL).config
+expect(gconfig.name == MODEL and gconfig.max_batch_size == 16 and gconfig.input[0].data_type == 8
+       and list(gconfig.input[0].dims) == [8] and gconfig.output[0].name == meta["outputs"][0]["name"],
+       f"grpc model config {gconfig}")
+answered = sum(done)
+stats = http.get_inference_statistics(MODEL)["model_stats"][0]
+inference = stats["inference_stats"]
+# Every request this script made that the model ran counts as a success: at least the
+# concurrent ones; each has a queue and compute time; batches are fewer than rows inferred.
+expect(stats["name"] == MODEL and inference["success"]["count"] >= answered
+       and inference["queue"]["count"] >= answered and inference["compute_infer"]["ns"] > 0
+       and 0 < stats["execution_count"] <= stats["inference_count"]
+       and inference["success"]["ns"] >= inference["compute_infer"]["ns"] / 16
+       and stats["batch_stats"] and stats["last_inference"] > 0, f"http statistics {stats}")
+gstats = grpc.get_inference_statistics(MODEL).model_stats[0]
+expect(gstats.inference_stats.success.count >= inference["success"]["count"]
+       and gstats.execution_count >= stats["execution_count"], f"grpc statistics {gstats}")
+all_stats = http.get_inference_statistics()["model_stats"]
+expect([m["name"] for m in all_stats] == [MODEL], "statistics of every model")
+ok, text = refused(lambda: http.get_model_config("nope"), ["404", "unknown model"])
+expect(ok, f"http config of an unknown model: {text}")
+ok, text = refused(lambda: grpc.get_inference_statistics("nope"), ["not_found", "unknown model"])
+expect(ok, f"grpc statistics of an unknown model: {text}")
 metrics = __import__("urllib.request").request.urlopen(f"http://127.0.0.1:{http_port}/metrics").read()
 expect(b'model="lm"' in metrics, "metrics by model")
 print(json.dumps({"ok": True, "concurrent_answers": sum(done), "checked": checked}), flush=True)

@@ -1,0 +1,387 @@
+//! Triton's two views of a served model that its tools read: its model configuration (name,
+//! platform, batch size, typed inputs and outputs, dynamic batching, instance groups) and its
+//! statistics (request outcomes, queue and compute phases, per batch size), as gRPC messages and
+//! as the JSON Triton's HTTP endpoints answer (field names as the protos spell them).
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use pjrt_actors::ElementType;
+use pjrt_actors::serving::Timed;
+use serde_json::{Value, json};
+
+use super::kserve::{ServedModel, ServerState, TensorSpec, VERSION};
+use super::wire::datatype_name;
+use super::wire::messages::*;
+
+/// Triton's `TYPE_*` name and number for an element type.
+pub fn triton_type(t: ElementType) -> (&'static str, i32) {
+    // Triton's config names each of the protocol's datatypes `TYPE_` and the same word.
+    let protocol = datatype_name(t).unwrap_or("");
+    (data_type::NAMES.iter())
+        .find(|(n, _)| n.strip_prefix("TYPE_") == Some(protocol))
+        .map_or(("TYPE_INVALID", 0), |&(n, k)| (n, k))
+}
+
+/// The model's configuration as Triton's `ModelConfig`.
+pub fn model_config(state: &ServerState, m: &ServedModel) -> ModelConfig {
+    let config = m.batcher.config();
+    let p = &m.policy;
+    let gpu = !state.client.platform().eq_ignore_ascii_case("cpu");
+    let groups = m.batcher.device_groups();
+    let instance_group = match gpu {
+        false => vec![ModelInstanceGroup {
+            name: m.name.clone(),
+            count: groups.len() as i32,
+            gpus: Vec::new(),
+            kind: KIND_CPU,
+        }],
+        true => (groups.iter().enumerate())
+            .map(|(k, ids)| ModelInstanceGroup {
+                name: format!("{}_{k}", m.name),
+                count: 1,
+                gpus: ids.clone(),
+                kind: KIND_GPU,
+            })
+            .collect(),
+    };
+    let input = (m.inputs.iter())
+        .map(|s| ModelInput {
+            name: s.name.clone(),
+            data_type: triton_type(s.dtype).1,
+            format: 0,
+            dims: s.dims.clone(),
+        })
+        .collect();
+    let output = (m.outputs.iter())
+        .map(|s| ModelOutput {
+            name: s.name.clone(),
+            data_type: triton_type(s.dtype).1,
+            dims: s.dims.clone(),
+        })
+        .collect();
+    let micros = |d: Option<Duration>| d.map_or(0, |d| d.as_micros() as u64);
+    ModelConfig {
+        name: m.name.clone(),
+        platform: m.platform.into(),
+        backend: "pjrt".into(),
+        max_batch_size: m.batcher.max_rows().min(i32::MAX as usize) as i32,
+        input,
+        output,
+        instance_group,
+        dynamic_batching: Some(ModelDynamicBatching {
+            preferred_batch_size: (config.allowed_batch_sizes.iter())
+                .map(|&s| s.min(i32::MAX as usize) as i32)
+                .collect(),
+            max_queue_delay_microseconds: config.max_delay.as_micros() as u64,
+            preserve_ordering: false,
+            priority_levels: p.priority_levels,
+            default_priority_level: if p.priority_levels > 0 {
+                p.default_priority
+            } else {
+                0
+            },
+            default_queue_policy: Some(ModelQueuePolicy {
+                timeout_action: 0,
+                default_timeout_microseconds: micros(p.default_timeout),
+                allow_timeout_override: p.allow_timeout_override,
+                max_queue_size: config.max_queued.min(u32::MAX as usize) as u32,
+            }),
+        }),
+    }
+}
+
+/// The configuration as Triton's HTTP endpoint writes it.
+pub fn config_json(c: &ModelConfig) -> Value {
+    let type_name = |k: i32| {
+        (data_type::NAMES.iter())
+            .find(|(_, n)| *n == k)
+            .map_or("TYPE_INVALID", |(n, _)| *n)
+    };
+    let batching = c.dynamic_batching.clone().unwrap_or_default();
+    let queue = batching.default_queue_policy.clone().unwrap_or_default();
+    json!({
+        "name": c.name,
+        "platform": c.platform,
+        "backend": c.backend,
+        "version_policy": {"latest": {"num_versions": 1}},
+        "max_batch_size": c.max_batch_size,
+        "input": c.input.iter().map(|i| json!({
+            "name": i.name,
+            "data_type": type_name(i.data_type),
+            "format": "FORMAT_NONE",
+            "dims": i.dims,
+            "is_shape_tensor": false,
+            "allow_ragged_batch": false,
+            "optional": false,
+        })).collect::<Vec<_>>(),
+        "output": c.output.iter().map(|o| json!({
+            "name": o.name,
+            "data_type": type_name(o.data_type),
+            "dims": o.dims,
+            "label_filename": "",
+            "is_shape_tensor": false,
+        })).collect::<Vec<_>>(),
+        "dynamic_batching": {
+            "preferred_batch_size": batching.preferred_batch_size,
+            "max_queue_delay_microseconds": batching.max_queue_delay_microseconds,
+            "preserve_ordering": batching.preserve_ordering,
+            "priority_levels": batching.priority_levels,
+            "default_priority_level": batching.default_priority_level,
+            "default_queue_policy": {
+                "timeout_action": "REJECT",
+                "default_timeout_microseconds": queue.default_timeout_microseconds,
+                "allow_timeout_override": queue.allow_timeout_override,
+                "max_queue_size": queue.max_queue_size,
+            },
+        },
+        "instance_group": c.instance_group.iter().map(|g| json!({
+            "name": g.name,
+            "kind": if g.kind == KIND_GPU { "KIND_GPU" } else { "KIND_CPU" },
+            "count": g.count,
+            "gpus": g.gpus,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn duration(t: Timed) -> StatisticDuration {
+    StatisticDuration {
+        count: t.count,
+        ns: u64::try_from(t.total.as_nanos()).unwrap_or(u64::MAX),
+    }
+}
+
+/// The model's statistics as Triton's `ModelStatistics`: the request outcomes as the server
+/// counted them (arrival to answer, either protocol), the rest as its batcher did.
+pub fn model_statistics(state: &ServerState, m: &ServedModel) -> ModelStatistics {
+    let s = m.batcher.statistics();
+    let (ok, failed) = state.metrics.outcomes(&m.name);
+    let last = (s.last_inference)
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as u64);
+    ModelStatistics {
+        name: m.name.clone(),
+        version: VERSION.into(),
+        last_inference: last,
+        inference_count: s.inferences,
+        execution_count: s.executions,
+        inference_stats: Some(InferStatistics {
+            success: Some(duration(ok)),
+            fail: Some(duration(failed)),
+            queue: Some(duration(s.queue)),
+            compute_input: Some(duration(s.compute_input)),
+            compute_infer: Some(duration(s.compute_infer)),
+            compute_output: Some(duration(s.compute_output)),
+            cache_hit: Some(StatisticDuration::default()),
+            cache_miss: Some(StatisticDuration::default()),
+        }),
+        batch_stats: (s.batch_sizes.into_iter())
+            .filter(|b| b.compute_infer.count > 0)
+            .map(|b| InferBatchStatistics {
+                batch_size: b.batch_size as u64,
+                compute_input: Some(duration(b.compute_input)),
+                compute_infer: Some(duration(b.compute_infer)),
+                compute_output: Some(duration(b.compute_output)),
+            })
+            .collect(),
+    }
+}
+
+/// The statistics of the models named (all when `name` is empty), as one response.
+pub fn statistics(
+    state: &ServerState,
+    name: &str,
+    version: &str,
+) -> Result<ModelStatisticsResponse, super::error::ServeError> {
+    let models: Vec<&ServedModel> = match name.is_empty() {
+        true => state.by_name.values().collect(),
+        false => vec![state.model(name, version)?],
+    };
+    Ok(ModelStatisticsResponse {
+        model_stats: models
+            .into_iter()
+            .map(|m| model_statistics(state, m))
+            .collect(),
+    })
+}
+
+/// The statistics as Triton's HTTP endpoint writes them.
+pub fn statistics_json(r: &ModelStatisticsResponse) -> Value {
+    let d = |d: &Option<StatisticDuration>| {
+        let d = d.unwrap_or_default();
+        json!({"count": d.count, "ns": d.ns})
+    };
+    let stats = (r.model_stats.iter())
+        .map(|m| {
+            let i = m.inference_stats.clone().unwrap_or_default();
+            json!({
+                "name": m.name,
+                "version": m.version,
+                "last_inference": m.last_inference,
+                "inference_count": m.inference_count,
+                "execution_count": m.execution_count,
+                "inference_stats": {
+                    "success": d(&i.success),
+                    "fail": d(&i.fail),
+                    "queue": d(&i.queue),
+                    "compute_input": d(&i.compute_input),
+                    "compute_infer": d(&i.compute_infer),
+                    "compute_output": d(&i.compute_output),
+                    "cache_hit": d(&i.cache_hit),
+                    "cache_miss": d(&i.cache_miss),
+                },
+                "batch_stats": m.batch_stats.iter().map(|b| json!({
+                    "batch_size": b.batch_size,
+                    "compute_input": d(&b.compute_input),
+                    "compute_infer": d(&b.compute_infer),
+                    "compute_output": d(&b.compute_output),
+                })).collect::<Vec<_>>(),
+                "memory_usage": [],
+            })
+        })
+        .collect::<Vec<_>>();
+    json!({ "model_stats": stats })
+}
+
+/// A rename from a model's config (`input` or `output`: a list, in the model's order, of
+/// `{"name": ..}` with, optionally, the `data_type` and `dims` it must have), applied to `specs`.
+pub fn rename(
+    model: &str,
+    what: &str,
+    specs: &mut [TensorSpec],
+    given: &Value,
+) -> pjrt_actors::Result<()> {
+    use super::config::refused;
+    let list = given.as_array().ok_or_else(|| {
+        refused(
+            model,
+            format!("{what} is a list of {{\"name\": ..}} objects"),
+        )
+    })?;
+    if list.len() > specs.len() {
+        return Err(refused(
+            model,
+            format!(
+                "{what} names {} tensors; the model has {}",
+                list.len(),
+                specs.len()
+            ),
+        ));
+    }
+    for (k, (entry, spec)) in list.iter().zip(specs.iter_mut()).enumerate() {
+        let entry = entry
+            .as_object()
+            .ok_or_else(|| refused(model, format!("{what}[{k}] is an object")))?;
+        for (key, v) in entry {
+            match key.as_str() {
+                "name" => {
+                    let name = v.as_str().filter(|n| !n.is_empty()).ok_or_else(|| {
+                        refused(model, format!("{what}[{k}].name is a non-empty string"))
+                    })?;
+                    spec.name = name.to_string();
+                }
+                "data_type" => {
+                    let want = triton_type(spec.dtype).0;
+                    if v.as_str() != Some(want) {
+                        return Err(refused(
+                            model,
+                            format!("{what}[{k}].data_type is {v}; the model's is {want}"),
+                        ));
+                    }
+                }
+                "dims" => {
+                    let dims: Option<Vec<i64>> = v
+                        .as_array()
+                        .and_then(|l| l.iter().map(Value::as_i64).collect());
+                    if dims.as_deref() != Some(spec.dims.as_slice()) {
+                        return Err(refused(
+                            model,
+                            format!(
+                                "{what}[{k}].dims is {v}; the model's are {:?} (without the rows)",
+                                spec.dims
+                            ),
+                        ));
+                    }
+                }
+                other => {
+                    return Err(refused(
+                        model,
+                        format!(
+                            "{what}[{k}] has `{}`, which is not one of name, data_type, dims",
+                            super::wire::shown(other)
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    let mut names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(refused(model, format!("two {what}s are named `{}`", w[0])));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_protocol_datatype_has_its_triton_type() {
+        let cases = [
+            (ElementType::Pred, "TYPE_BOOL", 1),
+            (ElementType::S32, "TYPE_INT32", 8),
+            (ElementType::U64, "TYPE_UINT64", 5),
+            (ElementType::F16, "TYPE_FP16", 10),
+            (ElementType::BF16, "TYPE_BF16", 14),
+            (ElementType::F64, "TYPE_FP64", 12),
+        ];
+        for (t, name, number) in cases {
+            assert_eq!(triton_type(t), (name, number), "{t}");
+        }
+    }
+
+    #[test]
+    fn renames_are_checked_against_the_model() {
+        let specs = || {
+            vec![
+                TensorSpec {
+                    name: "x".into(),
+                    dtype: ElementType::F32,
+                    dims: vec![4],
+                },
+                TensorSpec {
+                    name: "y".into(),
+                    dtype: ElementType::S32,
+                    dims: vec![],
+                },
+            ]
+        };
+        let mut s = specs();
+        let ok = json!([{"name": "image", "data_type": "TYPE_FP32", "dims": [4]}]);
+        rename("m", "input", &mut s, &ok).unwrap();
+        assert_eq!((s[0].name.as_str(), s[1].name.as_str()), ("image", "y"));
+        // (rename, what the refusal says)
+        let cases = [
+            (
+                json!([{"name": "a"}, {"name": "b"}, {"name": "c"}]),
+                "names 3 tensors; the model has 2",
+            ),
+            (
+                json!([{"name": "a", "data_type": "TYPE_INT32"}]),
+                "data_type is \"TYPE_INT32\"; the model's is TYPE_FP32",
+            ),
+            (json!([{"name": "a", "dims": [5]}]), "dims is [5]"),
+            (json!([{"name": "y"}]), "two inputs are named `y`"),
+            (json!([{"label": "a"}]), "has `label`"),
+            (json!({"name": "a"}), "is a list"),
+            (json!([{"name": ""}]), "non-empty string"),
+        ];
+        for (given, says) in cases {
+            let err = rename("m", "input", &mut specs(), &given)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{given}: `{err}` lacks `{says}`");
+        }
+    }
+}
