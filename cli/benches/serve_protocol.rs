@@ -1,17 +1,14 @@
 //! What the protocol layer costs: the exported transformer (tests/data/exported/serve) served
-//! by `pjrt-actors serve` and driven over HTTP (keep-alive connections, Triton's binary tensor
-//! data, as tritonclient sends it) and over gRPC (tonic), against the same model on a batcher
-//! in this process, at the same concurrency: 1 client (what the protocol adds to a request) and
-//! 16 (throughput), one one-sequence request in flight each, interleaved twice. Every 25th
-//! answer is checked against JAX's. Last line: one JSON object.
+//! by `pjrt-actors serve` and driven over HTTP and gRPC by Triton's own load tool,
+//! perf_analyzer (C++, binary tensors; scripts/perf-analyzer installs it), against the same
+//! model on a batcher in this process driven by threads here, at the same concurrency: 1 request
+//! in flight (what the protocol adds to one) and 16 (throughput), one-sequence requests,
+//! interleaved twice. Every 25th in-process answer is checked against JAX's (the served answers
+//! are checked by the server's tests). Last line: one JSON object.
 
 #[allow(dead_code)]
 #[path = "../../tests/suite/common/cpu.rs"]
 mod cpu;
-#[allow(dead_code)]
-#[path = "../src/serve/wire/messages.rs"]
-mod messages;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -23,7 +20,7 @@ use pjrt_actors::serving::{Batcher, BatcherConfig, InferRequest};
 use pjrt_actors::{Client, ElementType};
 use serde_json::json;
 
-/// Clients for throughput (one request in flight each); latency is measured with one.
+/// Requests in flight for throughput; latency is measured with one.
 const CLIENTS: usize = 16;
 const SECONDS: f64 = 2.0;
 const CHECK_EVERY: usize = 25;
@@ -77,8 +74,8 @@ fn f32s(b: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-/// Requests/s, p50 and p99 in µs, and the CPU time a request took in this process (client
-/// threads, and the batcher when in process) and in the server's.
+/// Requests/s, p50 and p99 in µs, and the CPU time a request took on the client's side (in
+/// process: the client threads and the batcher; served: perf_analyzer) and in the server.
 #[derive(Clone, Copy)]
 struct Load {
     rps: f64,
@@ -166,106 +163,78 @@ fn start_server() -> Server {
     Server(child, port("http="), port("grpc="))
 }
 
-/// One keep-alive HTTP/1.1 inference with binary tensors both ways; the logits.
-fn http_infer(s: &mut BufReader<TcpStream>, tokens: &[i32; 8]) -> Vec<f32> {
-    let header = json!({
-        "inputs": [{"name": "tokens", "datatype": "INT32", "shape": [1, 8], "parameters": {"binary_data_size": 32}}],
-        "outputs": [{"name": "output0", "parameters": {"binary_data": true}}],
-    })
-    .to_string();
-    let mut body = header.clone().into_bytes();
-    body.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
-    let head = format!(
-        "POST /v2/models/lm/infer HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\nInference-Header-Content-Length: {}\r\n\r\n",
-        body.len(),
-        header.len()
+/// What perf_analyzer (Triton's load tool, scripts/perf-analyzer) measured against the server
+/// over `protocol` with `clients` requests in flight: its stable windows' throughput and
+/// client-side p50 and p99, and the CPU the server took per request it answered meanwhile.
+fn perf_analyzer_load(server: &Server, protocol: &str, clients: usize) -> Load {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/perf-analyzer");
+    let port = if protocol == "http" {
+        server.1
+    } else {
+        server.2
+    };
+    let (served0, server0) = (served_requests(server.1), server_cpu_ns());
+    let client0 = cpu::waited_children_cpu_ns("self");
+    let o = Command::new(script)
+        .args([
+            "-m",
+            "lm",
+            "-u",
+            &format!("127.0.0.1:{port}"),
+            "-i",
+            protocol,
+        ])
+        .args(["--concurrency-range", &clients.to_string()])
+        .args([
+            "--measurement-interval",
+            &((SECONDS * 1000.0) as u64).to_string(),
+        ])
+        // Three windows within 20% of each other: stable enough for ratios, and bounded.
+        .args(["--stability-percentage", "20", "--max-trials", "6"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success(),
+        "perf_analyzer: {text}{}",
+        String::from_utf8_lossy(&o.stderr)
     );
-    let stream = s.get_mut();
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(&body).unwrap();
-    let (mut length, mut json_length) = (0usize, 0usize);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        s.read_line(&mut line).unwrap();
-        let l = line.trim_end().to_ascii_lowercase();
-        if l.is_empty() {
-            break;
-        }
-        if let Some(v) = l.strip_prefix("content-length:") {
-            length = v.trim().parse().unwrap();
-        }
-        if let Some(v) = l.strip_prefix("inference-header-content-length:") {
-            json_length = v.trim().parse().unwrap();
-        }
+    let number = |key: &str| -> f64 {
+        let at = text
+            .find(key)
+            .unwrap_or_else(|| panic!("no `{key}`: {text}"))
+            + key.len();
+        (text[at..].split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("`{key}` is not a number: {text}"))
+    };
+    let served = (served_requests(server.1) - served0).max(1);
+    Load {
+        rps: number("Throughput:"),
+        p50: number("p50 latency:"),
+        p99: number("p99 latency:"),
+        // perf_analyzer's CPU over the requests the server answered meanwhile (its warm-up
+        // and unstable windows included, as in the server's figure).
+        here_cpu_us: (cpu::waited_children_cpu_ns("self") - client0) as f64 / 1e3 / served as f64,
+        server_cpu_us: (server_cpu_ns() - server0) as f64 / 1e3 / served as f64,
     }
-    let mut answer = vec![0; length];
-    s.read_exact(&mut answer).unwrap();
-    f32s(&answer[json_length..])
 }
 
-fn http_load(port: u16, r: &Recorded, clients: usize) -> Load {
-    closed_loop(clients, |k, end| {
-        let mut s = BufReader::new(TcpStream::connect(("127.0.0.1", port)).unwrap());
-        s.get_ref().set_nodelay(true).unwrap();
-        let (mut lat, mut i) = (Vec::new(), k);
-        while Instant::now() < end {
-            let t = Instant::now();
-            let got = http_infer(&mut s, &r.tokens[i % r.tokens.len()]);
-            lat.push(t.elapsed().as_secs_f64() * 1e6);
-            if i.is_multiple_of(CHECK_EVERY) {
-                check(r, i, &got);
-            }
-            i += clients;
-        }
-        lat
-    })
-}
-
-fn grpc_load(runtime: &tokio::runtime::Runtime, port: u16, r: &Recorded, clients: usize) -> Load {
-    let channel = runtime.block_on(async {
-        tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap()
-    });
-    closed_loop(clients, |k, end| {
-        let mut grpc = tonic::client::Grpc::new(channel.clone());
-        let path = tonic::codegen::http::uri::PathAndQuery::from_static(
-            "/inference.GRPCInferenceService/ModelInfer",
-        );
-        let (mut lat, mut i) = (Vec::new(), k);
-        while Instant::now() < end {
-            let tokens = &r.tokens[i % r.tokens.len()];
-            let request = messages::ModelInferRequest {
-                model_name: "lm".into(),
-                inputs: vec![messages::InferInputTensor {
-                    name: "tokens".into(),
-                    datatype: "INT32".into(),
-                    shape: vec![1, 8],
-                    ..Default::default()
-                }],
-                raw_input_contents: vec![tokens.iter().flat_map(|t| t.to_le_bytes()).collect()],
-                ..Default::default()
-            };
-            let t = Instant::now();
-            let answer: messages::ModelInferResponse = runtime.block_on(async {
-                grpc.ready().await.unwrap();
-                let codec = tonic::codec::ProstCodec::default();
-                grpc.unary(tonic::Request::new(request), path.clone(), codec)
-                    .await
-                    .unwrap()
-                    .into_inner()
-            });
-            lat.push(t.elapsed().as_secs_f64() * 1e6);
-            if i.is_multiple_of(CHECK_EVERY) {
-                check(r, i, &f32s(&answer.raw_output_contents[0]));
-            }
-            i += clients;
-        }
-        lat
-    })
+/// Requests the server has answered `ok` so far (Triton's statistics, over HTTP).
+fn served_requests(http_port: u16) -> u64 {
+    let mut s = TcpStream::connect(("127.0.0.1", http_port)).unwrap();
+    write!(
+        s,
+        "GET /v2/models/lm/stats HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let body = &answer[answer.find("\r\n\r\n").unwrap() + 4..];
+    let stats: serde_json::Value = serde_json::from_str(body).unwrap();
+    stats["model_stats"][0]["inference_stats"]["success"]["count"]
+        .as_u64()
+        .unwrap()
 }
 
 fn in_process_load(batcher: &Batcher, r: &Recorded, clients: usize) -> Load {
@@ -290,12 +259,6 @@ fn in_process_load(batcher: &Batcher, r: &Recorded, clients: usize) -> Load {
     })
 }
 
-/// Whether `protocol` is measured: `SERVE_PROTOCOL_ONLY=http` (or `grpc`) measures one, to
-/// profile its server alone.
-fn only(protocol: &str) -> bool {
-    std::env::var("SERVE_PROTOCOL_ONLY").map_or(true, |p| p == protocol)
-}
-
 fn main() {
     let r = recorded();
     let server = start_server();
@@ -316,11 +279,6 @@ fn main() {
         config,
     )
     .unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
     let best = |a: Load, b: Load| if a.rps >= b.rps { a } else { b };
     // Each protocol and the in-process batcher in turn, twice; the better run of each kept.
     let measure = |clients: usize| {
@@ -328,32 +286,21 @@ fn main() {
         for _ in 0..2 {
             let l = in_process_load(&batcher, &r, clients);
             local = Some(local.map_or(l, |p| best(p, l)));
-            if only("http") {
-                let h = http_load(server.1, &r, clients);
-                http = Some(http.map_or(h, |p| best(p, h)));
-            }
-            if only("grpc") {
-                let g = grpc_load(&runtime, server.2, &r, clients);
-                grpc = Some(grpc.map_or(g, |p| best(p, g)));
-            }
+            let h = perf_analyzer_load(&server, "http", clients);
+            http = Some(http.map_or(h, |p| best(p, h)));
+            let g = perf_analyzer_load(&server, "grpc", clients);
+            grpc = Some(grpc.map_or(g, |p| best(p, g)));
         }
-        let none = Load {
-            rps: f64::NAN,
-            p50: f64::NAN,
-            p99: f64::NAN,
-            here_cpu_us: f64::NAN,
-            server_cpu_us: f64::NAN,
-        };
-        let (http, grpc) = (http.unwrap_or(none), grpc.unwrap_or(none));
+        let (http, grpc) = (http.unwrap(), grpc.unwrap());
         (local.unwrap(), http, grpc)
     };
     let (one, many) = (measure(1), measure(CLIENTS));
     println!(
-        "one one-sequence request in flight per client, {SECONDS} s a run, better of two interleaved runs"
+        "one-sequence requests; in process: {SECONDS} s a run; served: perf_analyzer's stable {SECONDS} s windows; better of two interleaved runs"
     );
     println!(
         "{:>11} {:>8} {:>12} {:>10} {:>10} {:>12} {:>12}",
-        "", "clients", "requests/s", "p50 us", "p99 us", "cpu us here", "cpu us serve"
+        "", "in flight", "requests/s", "p50 us", "p99 us", "cpu us client", "cpu us serve"
     );
     for (clients, (local, http, grpc)) in [(1, one), (CLIENTS, many)] {
         for (name, l) in [("in-process", local), ("HTTP", http), ("gRPC", grpc)] {
@@ -377,6 +324,15 @@ fn main() {
             "grpc_throughput_ratio": ratio(grpc.rps, local.rps),
             "http_p99_ratio": ratio(http.p99, local.p99),
             "grpc_p99_ratio": ratio(grpc.p99, local.p99),
+            // CPU per request at 16 in flight (µs), where client and server share the cores:
+            // in process, all of it; served, the server's and perf_analyzer's.
+            "cpu_us_per_request": {
+                "in_process": local.here_cpu_us.round(),
+                "http_server": http.server_cpu_us.round(),
+                "http_client": http.here_cpu_us.round(),
+                "grpc_server": grpc.server_cpu_us.round(),
+                "grpc_client": grpc.here_cpu_us.round(),
+            },
         })
     );
 }
