@@ -189,8 +189,8 @@ fn perf_analyzer_load(server: &Server, protocol: &str, clients: usize) -> Load {
             "--measurement-interval",
             &((SECONDS * 1000.0) as u64).to_string(),
         ])
-        // Three windows within 20% of each other: stable enough for ratios, and bounded.
-        .args(["--stability-percentage", "20", "--max-trials", "6"])
+        // Three windows within 30% of each other (tighter fails often on two shared cores).
+        .args(["--stability-percentage", "30", "--max-trials", "10"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&o.stdout).to_string();

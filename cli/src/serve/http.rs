@@ -2,6 +2,7 @@
 //! JSON tensors or Triton's binary tensor data extension, and `/metrics`. Errors are
 //! `{"error": "..."}` with the protocol's status.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -386,7 +387,8 @@ fn json_string(s: &str) -> String {
 }
 
 /// The answer: JSON text written straight from the outputs' bytes (no JSON values are built
-/// and parsed back, so every value is the one computed), binary outputs after it.
+/// and parsed back, so every value is the one computed), binary outputs after it, each its own
+/// chunk of the body (moved, not copied: hyper writes the chunks with one vectored write).
 fn respond(
     model: &str,
     id: Option<&str>,
@@ -401,8 +403,8 @@ fn respond(
         text += &format!(",\"id\":{}", json_string(id));
     }
     text += ",\"outputs\":[";
-    let mut tail: Vec<u8> = Vec::new();
-    for (k, a) in answered.iter().enumerate() {
+    let mut tail: Vec<Bytes> = Vec::new();
+    for (k, a) in answered.into_iter().enumerate() {
         let datatype = datatype_name(a.data.dtype);
         text += &format!(
             "{}{{\"name\":{},\"datatype\":\"{}\",\"shape\":{:?}",
@@ -417,7 +419,7 @@ fn respond(
                 ",\"parameters\":{{\"binary_data_size\":{}}}}}",
                 a.data.bytes.len()
             );
-            tail.extend(&a.data.bytes);
+            tail.push(Bytes::from(a.data.bytes));
         } else {
             text += ",\"data\":";
             text += &json_values(&a.data);
@@ -430,9 +432,8 @@ fn respond(
         return ([(header::CONTENT_TYPE, json)], text).into_response();
     }
     let length = text.len().to_string();
-    let mut body = text.into_bytes();
-    body.extend(tail);
-    let mut response = Response::new(Body::from(body));
+    let chunks: VecDeque<Bytes> = std::iter::once(Bytes::from(text)).chain(tail).collect();
+    let mut response = Response::new(Body::new(Chunks(chunks)));
     let h = response.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -442,4 +443,27 @@ fn respond(
         h.insert(HEADER_LENGTH, v);
     }
     response
+}
+
+/// A body of whole chunks, each one frame, its length known.
+struct Chunks(VecDeque<Bytes>);
+
+impl http_body::Body for Chunks {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        std::task::Poll::Ready(self.0.pop_front().map(|b| Ok(http_body::Frame::data(b))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.0.iter().map(|b| b.len() as u64).sum())
+    }
 }
