@@ -9,10 +9,11 @@ use std::sync::Arc;
 
 use pjrt_actors_core::actors::device::Run;
 use pjrt_actors_core::arrays::buffers::ArrayCore;
+use pjrt_actors_core::arrays::donation::PendingUse;
 use pjrt_actors_core::callbacks::{CallbackSet, HostCallback};
 use pjrt_actors_core::compile::envelope::{self, Envelope};
 use pjrt_actors_core::executable::ExecutableCore;
-use pjrt_actors_core::execute::{Outputs as CoreOutputs, caller_context};
+use pjrt_actors_core::execute::{Donate, ExecuteOptions, Outputs as CoreOutputs, caller_context};
 use pjrt_actors_core::ids::ExecutableId;
 use pjrt_actors_core::pjrt::{ArrayType, CompiledMemoryStats, NamedValue};
 use pjrt_actors_core::{Error, Result};
@@ -212,7 +213,12 @@ impl LoadedExecutable {
 
     /// Runs on the calling thread: the blocking forms.
     #[track_caller]
-    fn run(&self, lists: &[&[&Array]], device: Option<&Device>) -> Result<CoreOutputs> {
+    fn run(
+        &self,
+        lists: &[&[&Array]],
+        device: Option<&Device>,
+        donate: &[usize],
+    ) -> Result<CoreOutputs> {
         let portable_device = self.portable_device(device)?;
         let mut cores: SmallVec<[SmallVec<[&ArrayCore; 8]>; 4]> = SmallVec::new();
         for list in lists {
@@ -230,9 +236,15 @@ impl LoadedExecutable {
                 &self.owner,
                 &self.core,
                 &core_lists,
-                portable_device,
-                self.callbacks.as_deref(),
                 state.site(),
+                ExecuteOptions {
+                    portable_device,
+                    callbacks: self.callbacks.as_deref(),
+                    donate: Donate {
+                        params: donate,
+                        queued: false,
+                    },
+                },
             )
             .map_err(|e| e.with_context(|| Caller::at(at).describe()))
     }
@@ -247,6 +259,7 @@ impl LoadedExecutable {
         lists: &[&[&Array]],
         device: Option<&Device>,
         least_loaded: bool,
+        donate: &[usize],
     ) -> impl Future<Output = Result<CoreOutputs>> + use<> {
         let site = self.shared.state().site();
         let run = self.portable_device(device).and_then(|portable_device| {
@@ -259,12 +272,17 @@ impl LoadedExecutable {
             let mut args = Vec::with_capacity(lists.len());
             for list in lists {
                 self.cores(list)?;
-                args.push(list.iter().map(|a| a.core.clone()).collect());
+                args.push(
+                    (list.iter())
+                        .map(|a| PendingUse::new(a.core.clone()))
+                        .collect(),
+                );
             }
             Ok(self.shared.router().execute(Run {
                 owner: self.owner.clone(),
                 executable: self.core.clone(),
                 args,
+                donate: donate.to_vec(),
                 portable_device,
                 least_loaded,
                 callbacks: self.callbacks.clone(),
@@ -277,7 +295,7 @@ impl LoadedExecutable {
     /// Runs a single-device executable on the calling thread; returns its outputs.
     #[track_caller]
     pub fn execute(&self, args: &[&Array]) -> Result<Vec<Array>> {
-        Ok(self.flat(self.run(&[args], None)?))
+        Ok(self.flat(self.run(&[args], None, &[])?))
     }
 
     /// The async form of [`execute`](Self::execute): the run is sent to the device's actor
@@ -287,9 +305,46 @@ impl LoadedExecutable {
         &self,
         args: &[&Array],
     ) -> impl Future<Output = Result<Vec<Array>>> + use<> {
-        let run = self.run_async(&[args], None, false);
+        let run = self.run_async(&[args], None, false, &[]);
         let this = self.clone();
         async move { Ok(this.flat(run.await?)) }
+    }
+
+    /// Runs like [`execute`](Self::execute), donating the arguments at the parameter indices
+    /// `donate`, as `jax.jit(f, donate_argnums=...)` does: each donated array's buffer may back
+    /// the output the program aliases it to (no copy, no second buffer), and the array is
+    /// deleted by the call (later uses fail with `Error::Deleted`; every clone of the handle
+    /// sees it). Only the parameters the program may donate can be named
+    /// ([`donatable_parameters`](Self::donatable_parameters): those JAX exported with
+    /// `donate_argnums`, or aliased to an output). Refused with `Error::Donation`, nothing
+    /// consumed and nothing run: a parameter the program does not donate, one named twice, a
+    /// donated array also passed as another argument, and an array another operation uses
+    /// (an execute running, a read, a callback's view) or async work queued on its device will
+    /// still use. Arguments not named are never consumed. If the run fails, an array the
+    /// plugin did not consume stays live.
+    #[track_caller]
+    pub fn execute_donating(&self, args: &[&Array], donate: &[usize]) -> Result<Vec<Array>> {
+        Ok(self.flat(self.run(&[args], None, donate)?))
+    }
+
+    /// The async form of [`execute_donating`](Self::execute_donating). The donation is taken
+    /// when the run starts on the device's actor, in order with the work sent to that device
+    /// before it: async reads and runs of the array sent earlier finish first.
+    #[track_caller]
+    pub fn execute_donating_async(
+        &self,
+        args: &[&Array],
+        donate: &[usize],
+    ) -> impl Future<Output = Result<Vec<Array>>> + use<> {
+        let run = self.run_async(&[args], None, false, donate);
+        let this = self.clone();
+        async move { Ok(this.flat(run.await?)) }
+    }
+
+    /// The parameters this program may donate (see
+    /// [`execute_donating`](Self::execute_donating)), sorted; empty when it donates none.
+    pub fn donatable_parameters(&self) -> &[usize] {
+        &self.core.meta.donor_params
     }
 
     /// Runs like [`execute`](Self::execute), but gives up waiting once `timeout` has passed:
@@ -313,7 +368,7 @@ impl LoadedExecutable {
             after: timeout,
             killed: false,
         };
-        let run = self.run_async(&[args], None, false);
+        let run = self.run_async(&[args], None, false, &[]);
         let outputs =
             pjrt_actors_core::runtime::block_on_until(run, deadline)?.ok_or_else(exceeded)??;
         for output in &outputs {
@@ -327,7 +382,7 @@ impl LoadedExecutable {
     /// Runs a portable executable on `device`.
     #[track_caller]
     pub fn execute_on(&self, device: &Device, args: &[&Array]) -> Result<Vec<Array>> {
-        Ok(self.flat(self.run(&[args], Some(device))?))
+        Ok(self.flat(self.run(&[args], Some(device), &[])?))
     }
 
     /// The async form of [`execute_on`](Self::execute_on).
@@ -337,7 +392,7 @@ impl LoadedExecutable {
         device: &Device,
         args: &[&Array],
     ) -> impl Future<Output = Result<Vec<Array>>> + use<> {
-        let run = self.run_async(&[args], Some(device), false);
+        let run = self.run_async(&[args], Some(device), false, &[]);
         let this = self.clone();
         async move { Ok(this.flat(run.await?)) }
     }
@@ -354,7 +409,7 @@ impl LoadedExecutable {
         &self,
         args: &[&Array],
     ) -> impl Future<Output = Result<Vec<Array>>> + use<> {
-        let run = self.run_async(&[args], None, true);
+        let run = self.run_async(&[args], None, true, &[]);
         let this = self.clone();
         async move { Ok(this.flat(run.await?)) }
     }
@@ -375,7 +430,18 @@ impl LoadedExecutable {
     #[track_caller]
     pub fn execute_replicated(&self, args: &[Vec<&Array>]) -> Result<Outputs> {
         let lists: SmallVec<[&[&Array]; 4]> = args.iter().map(|l| l.as_slice()).collect();
-        Ok(self.per_device(self.run(&lists, None)?))
+        Ok(self.per_device(self.run(&lists, None, &[])?))
+    }
+
+    /// [`execute_replicated`](Self::execute_replicated), donating the parameters `donate` on
+    /// every device (see [`execute_donating`](Self::execute_donating)).
+    pub(crate) fn execute_replicated_donating(
+        &self,
+        args: &[Vec<&Array>],
+        donate: &[usize],
+    ) -> Result<Outputs> {
+        let lists: SmallVec<[&[&Array]; 4]> = args.iter().map(|l| l.as_slice()).collect();
+        Ok(self.per_device(self.run(&lists, None, donate)?))
     }
 
     /// The async form of [`execute_replicated`](Self::execute_replicated).
@@ -385,7 +451,7 @@ impl LoadedExecutable {
         args: &[Vec<&Array>],
     ) -> impl Future<Output = Result<Outputs>> + use<> {
         let lists: SmallVec<[&[&Array]; 4]> = args.iter().map(|l| l.as_slice()).collect();
-        let run = self.run_async(&lists, None, false);
+        let run = self.run_async(&lists, None, false, &[]);
         let this = self.clone();
         async move { Ok(this.per_device(run.await?)) }
     }

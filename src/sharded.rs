@@ -253,6 +253,21 @@ impl LoadedExecutable {
         self.assemble_outputs(outputs)
     }
 
+    /// [`execute_sharded`](Self::execute_sharded), donating the arguments at the parameter
+    /// indices `donate`: every shard of each is donated and deleted, as
+    /// [`execute_donating`](Self::execute_donating) says for one device.
+    #[track_caller]
+    pub fn execute_sharded_donating(
+        &self,
+        args: &[&ShardedArray],
+        donate: &[usize],
+    ) -> Result<Vec<ShardedArray>> {
+        let lists = self.partition_lists(args)?;
+        let refs: Vec<Vec<&Array>> = lists.iter().map(|l| l.to_vec()).collect();
+        let outputs = self.execute_replicated_donating(&refs, donate)?;
+        self.assemble_outputs(outputs)
+    }
+
     /// The async form of [`execute_sharded`](Self::execute_sharded).
     #[track_caller]
     pub fn execute_sharded_async(

@@ -52,6 +52,15 @@ pub enum Error {
         on_host: Vec<String>,
         reason: String,
     },
+    /// An execute was asked to donate an argument it cannot: the program does not alias or
+    /// donate that parameter, the array is passed twice, or another operation uses or is
+    /// queued to use it. Nothing was consumed and nothing ran.
+    #[error("argument {index} of `{executable}` cannot be donated: {reason}")]
+    Donation {
+        executable: String,
+        index: usize,
+        reason: String,
+    },
     /// An execute argument failed validation.
     #[error("argument {index} of `{executable}`: {reason}{}", context.as_ref().map(|c| format!(" (in {c})")).unwrap_or_default())]
     BadArgument {

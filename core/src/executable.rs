@@ -35,6 +35,9 @@ pub struct ExecutableMeta {
     /// Every parameter index where the program could donate (it declares aliases or donors):
     /// the plugin must never consume a buffer our registry owns. Empty when it cannot donate.
     pub non_donatable: Vec<i64>,
+    /// The parameters the program may donate (it aliases them to an output, or marks them
+    /// buffer donors), sorted: what an execute may be asked to donate.
+    pub donor_params: Vec<usize>,
     /// The plugin's serialization exactly as the compiler produced it, where this executable
     /// was loaded from bytes (a compile worker's answer, a cache entry, `deserialize`): the CPU
     /// plugin re-serializes such an executable without its kernels (3,540 bytes against 4,606
@@ -84,14 +87,18 @@ impl ExecutableMeta {
         crate::compile::custom_call_layouts::check(&module)?;
         let parameter_types = crate::pjrt::parameter_types(&module)?;
         let output_types = exe.output_types()?;
-        let may_donate = module
-            .input_output_alias
-            .as_ref()
-            .is_some_and(|a| !a.entries.is_empty())
-            || module
-                .buffer_donor
-                .as_ref()
-                .is_some_and(|d| !d.entries.is_empty());
+        let mut donor_params: Vec<usize> = (module.input_output_alias.iter())
+            .flat_map(|a| a.entries.iter().map(|e| e.parameter_number))
+            .chain(
+                (module.buffer_donor.iter())
+                    .flat_map(|d| d.entries.iter().map(|e| e.parameter_number)),
+            )
+            .filter_map(|p| usize::try_from(p).ok())
+            .filter(|&p| p < parameter_types.len())
+            .collect();
+        donor_params.sort_unstable();
+        donor_params.dedup();
+        let may_donate = !donor_params.is_empty();
         let mut callback_ids = crate::callbacks::callback_ids(&module);
         let transfers = crate::callbacks::send_recv::TransferPlan::read(&module)?;
         for id in transfers.callback_ids() {
@@ -132,6 +139,7 @@ impl ExecutableMeta {
                 .collect(),
             output_types,
             non_donatable,
+            donor_params,
             parameter_types,
             devices: Vec::new(),
             portable,

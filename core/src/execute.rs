@@ -75,16 +75,96 @@ fn check_arguments(exe: &ExecutableCore, args: &[&ArrayCore], device: usize) -> 
     Ok(())
 }
 
+/// How one execute runs, besides its executable and arguments.
+#[derive(Clone, Copy, Default)]
+pub struct ExecuteOptions<'a> {
+    /// The device a portable executable runs on.
+    pub portable_device: Option<usize>,
+    /// The host callbacks the program was given.
+    pub callbacks: Option<&'a CallbackSet>,
+    pub donate: Donate<'a>,
+}
+
+/// Which parameters an execute donates, and how it holds its arguments.
+#[derive(Clone, Copy, Default)]
+pub struct Donate<'a> {
+    /// Parameter indices, each of which the program may donate; on every device of the run.
+    pub params: &'a [usize],
+    /// Whether the arguments come from a queued run that holds each with a
+    /// [`PendingUse`](crate::arrays::donation::PendingUse) (the device actor's path).
+    pub queued: bool,
+}
+
+/// Checks a donation request against the program and the argument lists: each index names a
+/// parameter the program may donate, once, and a donated array is not also passed anywhere else.
+fn check_donation(
+    exe: &ExecutableCore,
+    arg_lists: &[&[&ArrayCore]],
+    donate: &[usize],
+) -> Result<()> {
+    let meta = &exe.meta;
+    let refused = |index: usize, reason: String| Error::Donation {
+        executable: meta.name.clone(),
+        index,
+        reason,
+    };
+    for (k, &p) in donate.iter().enumerate() {
+        if meta.donor_params.binary_search(&p).is_err() {
+            return Err(refused(
+                p,
+                match meta.donor_params.is_empty() {
+                    true => "the program donates none of its parameters (export it with \
+                             donate_argnums, or alias the parameter to an output)"
+                        .into(),
+                    false => format!(
+                        "the program may donate only parameters {:?}",
+                        meta.donor_params
+                    ),
+                },
+            ));
+        }
+        if donate[..k].contains(&p) {
+            return Err(refused(p, "it is named twice".into()));
+        }
+    }
+    for args in arg_lists {
+        for &p in donate {
+            let donated = args[p];
+            for (i, a) in args.iter().enumerate() {
+                if i != p && std::ptr::eq(*a, donated) {
+                    return Err(refused(
+                        p,
+                        format!(
+                            "the same array is argument {i} too; a donated array is passed once"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An argument held for the call: read, or taken to be donated.
+enum Held<'a> {
+    Read(crate::arrays::buffers::SlotRead<'a>),
+    Donated(crate::arrays::donation::DonatedBuffer<'a>),
+}
+
 /// Runs `exe` on `arg_lists` (one list per device of the executable, or one list and
-/// `portable_device` for a portable executable). Returns the outputs flat, device-major
-/// (`num_outputs` per device).
+/// a portable executable's device in `options`), donating the parameters it names.
+/// Returns the outputs flat, device-major (`num_outputs` per device).
 pub fn execute(
     ctx: &ExecuteContext<'_>,
     exe: &ExecutableCore,
     arg_lists: &[&[&ArrayCore]],
-    portable_device: Option<usize>,
-    callbacks: Option<&CallbackSet>,
+    options: ExecuteOptions<'_>,
 ) -> Result<Outputs> {
+    let ExecuteOptions {
+        portable_device,
+        callbacks,
+        donate,
+    } = options;
     let meta = &exe.meta;
     // A program with host callbacks runs only with its callbacks: the plugin crashes when its
     // handler looks for an execute context that is not there.
@@ -120,21 +200,47 @@ pub fn execute(
     for (args, &device) in arg_lists.iter().zip(&run_devices) {
         check_arguments(exe, args, device)?;
     }
-    // Hold every argument's read lock across the call: a defragment or delete waits for us.
-    // (Plain loops, not iterator collects: this is the hot path.)
-    let mut guards: SmallVec<[_; 8]> = SmallVec::new();
+    if !donate.params.is_empty() {
+        check_donation(exe, arg_lists, donate.params)?;
+    }
+    // Hold every argument's read lock across the call (a donated one's write lock): a
+    // defragment or delete waits for us. (Plain loops, not iterator collects: the hot path.)
+    let mut guards: SmallVec<[Held<'_>; 8]> = SmallVec::new();
     for args in arg_lists {
-        for a in args.iter() {
-            guards.push(a.slot.read()?);
+        for (i, a) in args.iter().enumerate() {
+            guards.push(match donate.params.contains(&i) {
+                false => Held::Read(a.slot.read()?),
+                true => Held::Donated(a.slot.take_for_donation(
+                    donate.queued as u32,
+                    &meta.name,
+                    i,
+                )?),
+            });
         }
     }
     let mut buffers: SmallVec<[&PjrtBuffer; 8]> = SmallVec::new();
     for g in &guards {
-        match &**g {
-            SlotState::Live(b) => buffers.push(b),
-            SlotState::OnHost(_) | SlotState::Deleted => unreachable!("read() checks liveness"),
+        match g {
+            Held::Read(g) => match &**g {
+                SlotState::Live(b) => buffers.push(b),
+                _ => unreachable!("read() checks liveness"),
+            },
+            Held::Donated(d) => buffers.push(d.buffer()),
         }
     }
+    // Every parameter the program could donate and is not asked to is marked non-donatable:
+    // the plugin never consumes a buffer the caller did not give up.
+    let kept: SmallVec<[i64; 8]>;
+    let non_donatable: &[i64] = match donate.params {
+        [] => &meta.non_donatable,
+        params => {
+            kept = (0..meta.parameter_types.len())
+                .filter(|p| !params.contains(p))
+                .map(|p| p as i64)
+                .collect();
+            &kept
+        }
+    };
     let per_device = meta.parameter_types.len();
     let mut lists: SmallVec<[&[&PjrtBuffer]; 4]> = SmallVec::new();
     for d in 0..run_devices.len() {
@@ -148,7 +254,7 @@ pub fn execute(
     let outputs = exe.exe.execute(
         &lists,
         meta.num_outputs,
-        &meta.non_donatable,
+        non_donatable,
         execute_device,
         callbacks.as_ref().map(|c| c as &dyn CallbackDispatch),
         transfers.as_ref().map(|t| HostTransfers {
@@ -157,14 +263,29 @@ pub fn execute(
             recv_channels: &meta.transfers.recv_channels,
         }),
     );
+    drop(lists);
+    drop(buffers);
+    // A donated buffer the plugin consumed is gone, whatever the outcome (a run that failed
+    // after it started has consumed it too); one it kept stays the caller's array.
+    let mut donated: SmallVec<[&ArrayCore; 2]> = SmallVec::new();
+    for (g, a) in guards
+        .into_iter()
+        .zip(arg_lists.iter().flat_map(|l| l.iter()))
+    {
+        if let Held::Donated(d) = g
+            && d.finish(outputs.is_ok())
+        {
+            donated.push(a);
+        }
+    }
+    for a in donated {
+        a.donated();
+    }
     // A callback's own failure (its name and reason) says more than the plugin's wrapper.
     let outputs = match (outputs, callbacks.as_ref().and_then(|c| c.failure())) {
         (Err(_), Some(failure)) => return Err(failure),
         (outputs, _) => outputs?,
     };
-    drop(lists);
-    drop(buffers);
-    drop(guards);
     let num_outputs = meta.num_outputs.max(1);
     let mut memories: SmallVec<[&[usize]; 4]> = SmallVec::new();
     for (d, &device) in run_devices.iter().enumerate() {

@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::arrays::buffers::{ArrayCore, ArrayOwner, BufferRegistry, BufferSlot};
 use crate::arrays::memory_account::{MemoryAccount, OverBudget};
 use crate::arrays::site::{Site, SiteCapture};
-use crate::callbacks::CallbackSet;
 use crate::compile::DeviceFacts;
 use crate::compile::cache::{CacheStats, CompileKey, MemoryCache};
 use crate::error::{Error, Result};
@@ -388,9 +387,8 @@ impl ClientState {
         owner: &Arc<dyn ArrayOwner>,
         exe: &ExecutableCore,
         arg_lists: &[&[&ArrayCore]],
-        portable_device: Option<usize>,
-        callbacks: Option<&CallbackSet>,
         site: Site,
+        options: crate::execute::ExecuteOptions<'_>,
     ) -> Result<Outputs> {
         self.check_open()?;
         let ctx = ExecuteContext {
@@ -399,7 +397,7 @@ impl ClientState {
             owner,
             site,
         };
-        crate::execute::execute(&ctx, exe, arg_lists, portable_device, callbacks)
+        crate::execute::execute(&ctx, exe, arg_lists, options)
     }
 
     /// Every live array (py_client's `live_arrays`), in registry order.

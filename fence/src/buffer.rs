@@ -306,6 +306,13 @@ impl PjrtBuffer {
         Ok(a.on_device_size_in_bytes)
     }
 
+    /// Whether the plugin deleted the buffer: a donating execute consumed it.
+    pub fn is_deleted(&self) -> Result<bool> {
+        let mut a = args!(PJRT_Buffer_IsDeleted_Args { buffer: self.raw });
+        call!(self.client.plugin(), PJRT_Buffer_IsDeleted, &mut a)?;
+        Ok(a.is_deleted)
+    }
+
     /// Whether two wrappers own the same device memory object.
     pub fn device_is(&self, device: &PjrtDevice) -> Result<bool> {
         let mut a = args!(PJRT_Buffer_Device_Args { buffer: self.raw });

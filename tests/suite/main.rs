@@ -15,6 +15,7 @@ mod device_queue;
 mod device_work;
 mod disk_cache;
 mod dma;
+mod donation;
 mod examples;
 mod executables;
 mod execute;

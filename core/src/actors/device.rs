@@ -13,6 +13,7 @@ use tracing::Span;
 
 use super::LookAgain;
 use crate::arrays::buffers::{ArrayCore, ArrayOwner};
+use crate::arrays::donation::PendingUse;
 use crate::arrays::site::Site;
 use crate::callbacks::CallbackSet;
 use crate::device_queue::{DeviceQueue, QueueSlot};
@@ -126,7 +127,11 @@ pub struct Run {
     /// Who owns the outputs: the caller's client guard.
     pub owner: Arc<dyn ArrayOwner>,
     pub executable: Arc<ExecutableCore>,
-    pub args: Vec<Vec<Arc<ArrayCore>>>,
+    /// Each held as a use queued on its slot until the run is done (a donation elsewhere
+    /// refuses to take it meanwhile).
+    pub args: Vec<Vec<PendingUse>>,
+    /// The parameters it donates (see [`crate::execute::Donate`]).
+    pub donate: Vec<usize>,
     pub portable_device: Option<usize>,
     /// A portable run for the client actor to place on the least-loaded device (its
     /// arguments are copied there first where they live elsewhere).
@@ -183,9 +188,19 @@ impl Handler<ExecuteRequest> for DeviceActor {
         let started = std::time::Instant::now();
         let waited = started.saturating_duration_since(msg.sent);
         let result = serve::<Self, _>(ctx, "execute", || {
+            let placed;
             let args = match run.least_loaded {
-                true => self.placed_here(&run.args, run.site.clone())?,
-                false => run.args,
+                // A copy is not what the caller gave: it is never donated.
+                true if !run.donate.is_empty() => {
+                    return Err(Error::InvalidArgument(
+                        "a least-loaded run cannot donate its arguments".into(),
+                    ));
+                }
+                true => {
+                    placed = self.placed_here(&run.args, run.site.clone())?;
+                    &placed
+                }
+                false => &run.args,
             };
             let refs: Vec<Vec<&ArrayCore>> = args
                 .iter()
@@ -196,9 +211,15 @@ impl Handler<ExecuteRequest> for DeviceActor {
                 &run.owner,
                 &run.executable,
                 &lists,
-                run.portable_device,
-                run.callbacks.as_deref(),
                 run.site.clone(),
+                crate::execute::ExecuteOptions {
+                    portable_device: run.portable_device,
+                    callbacks: run.callbacks.as_deref(),
+                    donate: crate::execute::Donate {
+                        params: &run.donate,
+                        queued: true,
+                    },
+                },
             )
         });
         let stats = &mut self.stats;
@@ -247,11 +268,7 @@ impl DeviceActor {
 
     /// The arguments of a run placed here by the router, each copied to this device where it
     /// lives on another (the copies are dropped with the request).
-    fn placed_here(
-        &self,
-        args: &[Vec<Arc<ArrayCore>>],
-        site: Site,
-    ) -> Result<Vec<Vec<Arc<ArrayCore>>>> {
+    fn placed_here(&self, args: &[Vec<PendingUse>], site: Site) -> Result<Vec<Vec<PendingUse>>> {
         let memory = (self.state.snapshot.devices[self.index].default_memory).ok_or_else(|| {
             Error::InvalidArgument(format!("device {} has no memory space", self.index))
         })?;
@@ -259,10 +276,10 @@ impl DeviceActor {
             .map(|list| {
                 (list.iter())
                     .map(|a| match a.slot.device == self.index {
-                        true => Ok(a.clone()),
-                        false => self
-                            .state
-                            .copy(a, (self.index, memory), false, site.clone()),
+                        true => Ok(PendingUse::new(a.array().clone())),
+                        false => (self.state)
+                            .copy(a, (self.index, memory), false, site.clone())
+                            .map(PendingUse::new),
                     })
                     .collect()
             })
@@ -286,7 +303,7 @@ fn release_when_computed(outputs: &Outputs, slot: QueueSlot) {
 #[derive(Message)]
 #[rtype(result = "Result<Vec<u8>>")]
 pub(crate) struct ReadRequest {
-    array: Arc<ArrayCore>,
+    array: PendingUse,
     span: Span,
 }
 
@@ -309,7 +326,7 @@ impl Handler<ReadRequest> for DeviceActor {
 #[derive(Message)]
 #[rtype(result = "Result<Arc<ArrayCore>>")]
 pub(crate) struct CopyRequest {
-    array: Arc<ArrayCore>,
+    array: PendingUse,
     to: (usize, usize),
     to_memory: bool,
     site: Site,
@@ -371,7 +388,7 @@ impl DeviceHandle<'_> {
         ask(
             self.addr,
             ReadRequest {
-                array,
+                array: PendingUse::new(array),
                 span: Span::current(),
             },
         )
@@ -390,7 +407,7 @@ impl DeviceHandle<'_> {
         ask(
             self.addr,
             CopyRequest {
-                array,
+                array: PendingUse::new(array),
                 to,
                 to_memory,
                 site,

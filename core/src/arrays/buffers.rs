@@ -27,6 +27,8 @@ pub enum SlotState {
     OnHost(Vec<u8>),
     /// Deleted, and the buffer freed.
     Deleted,
+    /// The buffer is out with an execute that donates it: deleted to every other use.
+    Donating,
 }
 
 /// One device buffer and its immutable description. The buffer behind it may be replaced
@@ -34,11 +36,15 @@ pub enum SlotState {
 /// writer ever waits for a reader: an execute can run for as long as its program does, and a
 /// callback inside it may delete or defragment its own arguments.
 pub struct BufferSlot {
-    state: RankedRwLock<SlotState>,
+    pub(super) state: RankedRwLock<SlotState>,
     /// Whether `delete` was called: the one record of it. The state follows (`Deleted`, the
     /// buffer freed) as soon as no operation holds the buffer: at once if none does, else at
     /// the first access after, or with the slot.
     deleted: std::sync::atomic::AtomicBool,
+    /// Operations queued on a device actor that will use the buffer
+    /// ([`PendingUse`](super::donation::PendingUse)s): a
+    /// donation refuses to take a buffer that later work was promised.
+    pub(super) pending: std::sync::atomic::AtomicU32,
     pub dtype: ElementType,
     pub dims: Arc<[i64]>,
     /// Index of the device in the client's device list.
@@ -58,6 +64,7 @@ impl BufferSlot {
         BufferSlot {
             state: RankedRwLock::new(BUFFER_SLOT, SlotState::Live(buffer)),
             deleted: std::sync::atomic::AtomicBool::new(false),
+            pending: std::sync::atomic::AtomicU32::new(0),
             dtype,
             dims,
             device,
@@ -66,11 +73,11 @@ impl BufferSlot {
     }
 
     /// `f32[4] array`: how errors name the array.
-    fn what(&self) -> String {
+    pub(super) fn what(&self) -> String {
         format!("{}{:?} array", self.dtype, self.dims)
     }
 
-    fn deleted_error(&self) -> Error {
+    pub(super) fn deleted_error(&self) -> Error {
         Error::Deleted { what: self.what() }
     }
 
@@ -108,7 +115,7 @@ impl BufferSlot {
         match &*guard {
             SlotState::Live(_) => Ok(guard),
             SlotState::OnHost(_) => Err(Error::OnHost { what: self.what() }),
-            SlotState::Deleted => Err(self.deleted_error()),
+            SlotState::Deleted | SlotState::Donating => Err(self.deleted_error()),
         }
     }
 
@@ -117,7 +124,7 @@ impl BufferSlot {
         let guard = self.read()?;
         match &*guard {
             SlotState::Live(b) => f(b),
-            SlotState::OnHost(_) | SlotState::Deleted => unreachable!("read() checks liveness"),
+            _ => unreachable!("read() checks liveness"),
         }
     }
 
@@ -132,7 +139,7 @@ impl BufferSlot {
                 Ok(())
             }
             SlotState::OnHost(_) => Err(Error::InvalidArgument("wrong destination size".into())),
-            SlotState::Deleted => Err(self.deleted_error()),
+            SlotState::Deleted | SlotState::Donating => Err(self.deleted_error()),
         }
     }
 
@@ -154,7 +161,7 @@ impl BufferSlot {
                 dst,
             )?),
             SlotState::OnHost(bytes) => Ok(crate::pjrt::copy_typed(bytes, dst)?),
-            SlotState::Deleted => Err(self.deleted_error()),
+            SlotState::Deleted | SlotState::Donating => Err(self.deleted_error()),
         }
     }
 
@@ -163,7 +170,7 @@ impl BufferSlot {
     pub fn hold(&self) -> Option<MoveHold<'_>> {
         self.settle();
         let state = self.state.try_write()?;
-        if self.is_deleted() || matches!(*state, SlotState::Deleted) {
+        if self.is_deleted() || matches!(*state, SlotState::Deleted | SlotState::Donating) {
             return None;
         }
         Some(MoveHold { slot: self, state })
@@ -412,6 +419,14 @@ impl ArrayCore {
             self.owner
                 .defer_free(self.slot.device, Arc::downgrade(self));
         }
+    }
+
+    /// Records a donation its execute made ([`DonationHold::consumed`]): the registry lists it
+    /// deleted and its memory space's account is credited (the output that took its buffer was
+    /// charged as a new array).
+    pub fn donated(&self) {
+        self.owner.buffers().update(self.id, |e| e.deleted = true);
+        self.credit_once();
     }
 
     pub fn owner(&self) -> &Arc<dyn ArrayOwner> {
