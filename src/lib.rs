@@ -82,6 +82,7 @@ mod compile;
 mod device;
 mod executable;
 mod exported_model;
+pub mod generate;
 mod handles;
 pub mod host_data;
 pub mod prometheus;

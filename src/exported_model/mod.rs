@@ -2,6 +2,7 @@
 //! multi-platform export, the arguments the module does not keep dropped, every argument checked
 //! against its aval, and a multi-device export run as the SPMD program it is.
 
+mod arrays;
 mod serve;
 mod weights;
 
@@ -386,6 +387,9 @@ impl ExportedModel {
             module_args[0] = Some(index.clone());
         }
         let mut given = args.iter();
+        // The arguments uploaded for this call are its own: where the module may donate one
+        // (exported with donate_argnums), it is donated, saving the copy XLA makes otherwise.
+        let mut uploaded = Vec::new();
         for (i, held) in self.resident.iter().enumerate() {
             let j = self.module_param(i);
             match (self.from_weights[i], held, j) {
@@ -396,6 +400,7 @@ impl ExportedModel {
                     self.check_arg(i, arg)?;
                     if let Some(j) = j {
                         module_args[j] = Some(self.upload(j, arg)?);
+                        uploaded.push(j);
                     }
                 }
             }
@@ -404,6 +409,8 @@ impl ExportedModel {
             .into_iter()
             .map(|a| a.expect("every parameter filled"))
             .collect();
+        let donors = self.exe.donatable_parameters();
+        uploaded.retain(|j| donors.contains(j));
         if let Placement::Sharded(_) = self.placement {
             let sharded: Vec<&ShardedArray> = (module_args.iter())
                 .map(|h| match h {
@@ -411,9 +418,12 @@ impl ExportedModel {
                     Held::OnDevice(_) => unreachable!("an SPMD module's arguments are sharded"),
                 })
                 .collect();
-            return (self.exe.execute_sharded(&sharded)?.iter())
-                .map(|s| s.to_host())
-                .collect();
+            return (self
+                .exe
+                .execute_sharded_donating(&sharded, &uploaded)?
+                .iter())
+            .map(|s| s.to_host())
+            .collect();
         }
         let arrays: Vec<&Array> = (module_args.iter())
             .map(|h| match h {
@@ -421,7 +431,7 @@ impl ExportedModel {
                 Held::Sharded(_) => unreachable!("a one-device module's arguments are arrays"),
             })
             .collect();
-        (self.exe.execute(&arrays)?.iter())
+        (self.exe.execute_donating(&arrays, &uploaded)?.iter())
             .map(Array::to_host_array)
             .collect()
     }

@@ -218,3 +218,65 @@ fn an_array_in_use_or_awaited_by_queued_work_is_not_donated() {
     assert_refused(seen.lock().unwrap().take().unwrap(), 0, "another operation");
     assert!(!held.is_deleted());
 }
+
+#[test]
+fn a_buffer_donor_parameter_may_be_donated_too() {
+    let client = Client::open().unwrap();
+    let t = format!("tensor<{N}xf32>");
+    let program = format!(
+        "module @jit_step {{\n  func.func public @main(%cache: {t} {{jax.buffer_donor = true}}, %x: {t}) -> ({t}) {{\n    %0 = stablehlo.add %cache, %x : {t}\n    return %0 : {t}\n  }}\n}}\n"
+    );
+    let exe = client
+        .compile_and_load(program, &CompileOptions::default())
+        .unwrap();
+    assert_eq!(exe.donatable_parameters(), &[0]);
+    let (cache, x) = (filled(&client, 1.0), filled(&client, 2.0));
+    let out = exe.execute_donating(&[&cache, &x], &[0]).unwrap();
+    assert!(cache.is_deleted());
+    assert_eq!(out[0].to_vec::<f32>().unwrap()[0], 3.0);
+}
+
+#[test]
+fn an_export_made_with_donate_argnums_donates_through_call_arrays_and_call() {
+    let client = Client::open().unwrap();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/exported/generate");
+    let insert = client
+        .load_exported(&std::fs::read(dir.join("insert.exported")).unwrap())
+        .unwrap();
+    // insert(cache {k, v}, entry {k, v}, slot), exported with donate_argnums=0: the cache.
+    assert_eq!(insert.donatable_inputs(), vec![0, 1]);
+    let device = insert.device().unwrap().clone();
+    let types = insert.free_input_types();
+    let zeros = |k: usize, v: f32| {
+        let t = types[k].clone().unwrap();
+        let n: i64 = t.dims.iter().product();
+        device.put(&vec![v; n as usize], &t.dims).unwrap()
+    };
+    let (ck, cv, ek, ev) = (zeros(0, 0.0), zeros(1, 0.0), zeros(2, 1.0), zeros(3, 2.0));
+    let slot = device.put(&[2i32], &[]).unwrap();
+    let address = ck.unsafe_buffer_pointer().unwrap();
+    let out = insert
+        .call_arrays(&[&ck, &cv, &ek, &ev, &slot], &[0, 1])
+        .unwrap();
+    assert!(ck.is_deleted() && cv.is_deleted() && !ek.is_deleted());
+    assert_eq!(out[0].unsafe_buffer_pointer().unwrap(), address);
+    // Slot 2 of the [L, S, T, H, Dh] cache holds the entry, the other slots zeros.
+    let k = out[0].to_vec::<f32>().unwrap();
+    let per_slot = k.len() / (2 * 4);
+    assert!(k[2 * per_slot..3 * per_slot].iter().all(|&v| v == 1.0));
+    assert!(k[..2 * per_slot].iter().all(|&v| v == 0.0));
+    // The entry is not donatable: refused naming the free input, nothing consumed.
+    assert_refused(
+        insert.call_arrays(&[&out[0], &out[1], &ek, &ev, &slot], &[2]),
+        2,
+        "only parameters",
+    );
+    assert!(!ek.is_deleted() && !out[0].is_deleted());
+    // call() with host data donates its own uploads and gives the same answer.
+    let host: Vec<_> = [&out[0], &out[1], &ek, &ev, &slot]
+        .iter()
+        .map(|a| a.to_host_array().unwrap())
+        .collect();
+    let again = insert.call(&host).unwrap();
+    assert_eq!(again[0], out[0].to_host_array().unwrap());
+}

@@ -23,6 +23,7 @@ mod export_corpus;
 mod exported;
 mod fleet_cache;
 mod foundation;
+mod generate;
 mod invalid_inputs;
 mod isolation;
 mod jax_lapack;
