@@ -14,6 +14,7 @@ mod cache;
 mod common;
 mod compile_stress;
 mod devices;
+mod generate;
 mod inspect;
 mod literal;
 mod profile;
@@ -46,6 +47,9 @@ enum Command {
     /// work), each on a dynamic batcher. Prints `listening http=HOST:PORT grpc=HOST:PORT` once
     /// serving; SIGTERM or SIGINT drains in-flight requests, then stops.
     Serve(serve::ServeArgs),
+    /// Generate tokens from JAX's prefill, insert and decode exports (the KV cache resident
+    /// and donated at each step), printing each token id as it is made.
+    Generate(generate::GenerateArgs),
     /// Print a serialized jax.export artifact's signature: argument paths, types, shardings,
     /// platforms, effects, the arguments the module keeps, the calling convention.
     Inspect {
@@ -136,6 +140,7 @@ fn dispatch(cli: &Cli) -> Result<()> {
         Command::Devices { json } => devices::devices(cli, *json),
         Command::Inspect { artifact, json } => inspect::inspect(artifact, *json),
         Command::Serve(args) => serve::serve(cli, args),
+        Command::Generate(args) => generate::generate(cli, args),
         Command::Run {
             module,
             inputs,
