@@ -108,3 +108,161 @@ fn sampling_repeats_with_its_seed_and_bad_prompts_are_one_error_line() {
     assert!(!o.status.success());
     assert!(error_line(&o).contains("temperature"), "{}", error_line(&o));
 }
+
+mod served {
+    //! The same model served: Triton's generate extension over HTTP (one answer, and server-sent
+    //! events read by a plain HTTP client) and tritonclient's gRPC streaming client.
+
+    use super::*;
+    use crate::common::server::{Server, triton_python};
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpStream;
+
+    fn serve() -> Server {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/exported/generate");
+        Server::start(&["--generation".into(), format!("lm={}", dir.display())]).unwrap()
+    }
+
+    fn post(port: u16, path: &str, body: &str) -> TcpStream {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(
+            s,
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        s
+    }
+
+    fn cases() -> Vec<(Vec<i64>, Vec<i64>)> {
+        let greedy: Value =
+            serde_json::from_slice(&std::fs::read(data("greedy.json")).unwrap()).unwrap();
+        let ints = |v: &Value| -> Vec<i64> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_i64().unwrap())
+                .collect()
+        };
+        (greedy["cases"].as_array().unwrap().iter())
+            .map(|c| (ints(&c["prompt"]), ints(&c["tokens"])))
+            .collect()
+    }
+
+    #[test]
+    fn http_generate_and_its_event_stream_give_jaxs_tokens() {
+        let server = serve();
+        for (prompt, want) in cases().iter().take(16) {
+            let body = format!("{{\"input_ids\": {prompt:?}}}");
+            let mut answer = String::new();
+            post(server.http, "/v2/models/lm/generate", &body)
+                .read_to_string(&mut answer)
+                .unwrap();
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+            let json: Value =
+                serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+            assert_eq!(json["output_ids"], serde_json::json!(want), "{prompt:?}");
+            // The event stream: one `data:` line per token, then the finish.
+            let s = post(server.http, "/v2/models/lm/generate_stream", &body);
+            let mut streamed = Vec::new();
+            let mut finish = Value::Null;
+            for line in BufReader::new(s).lines() {
+                let line = line.unwrap();
+                let Some(event) = line.strip_prefix("data: ") else {
+                    continue;
+                };
+                let v: Value = serde_json::from_str(event).unwrap();
+                streamed.extend(
+                    v["output_ids"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|t| t.as_i64().unwrap()),
+                );
+                if !v["finish_reason"].is_null() {
+                    finish = v["finish_reason"].clone();
+                }
+            }
+            assert_eq!(&streamed, want);
+            assert_eq!(
+                finish,
+                if want.last() == Some(&0) {
+                    "stop"
+                } else {
+                    "length"
+                }
+            );
+        }
+        // Refused with the protocol's errors.
+        let status = |path: &str, body: &str| {
+            let mut a = String::new();
+            post(server.http, path, body)
+                .read_to_string(&mut a)
+                .unwrap();
+            a[9..12].to_string()
+        };
+        assert_eq!(
+            status(
+                "/v2/models/lm/generate",
+                "{\"input_ids\": [1], \"bogus\": 2}"
+            ),
+            "400"
+        );
+        assert_eq!(
+            status("/v2/models/lm/generate", "{\"input_ids\": []}"),
+            "400"
+        );
+        assert_eq!(status("/v2/models/lm/generate", "not json"), "400");
+        assert_eq!(
+            status("/v2/models/other/generate", "{\"input_ids\": [1]}"),
+            "404"
+        );
+        // A client that leaves mid-stream frees its slot: four long streams dropped, then a
+        // request still finishes.
+        for _ in 0..4 {
+            let s = post(
+                server.http,
+                "/v2/models/lm/generate_stream",
+                "{\"input_ids\": [5, 6, 7], \"max_tokens\": 100000, \"stop\": []}",
+            );
+            let mut first = String::new();
+            let mut r = BufReader::new(s);
+            while !first.starts_with("data: ") {
+                first.clear();
+                r.read_line(&mut first).unwrap();
+            }
+        }
+        let (prompt, want) = &cases()[1];
+        let mut answer = String::new();
+        post(
+            server.http,
+            "/v2/models/lm/generate",
+            &format!("{{\"input_ids\": {prompt:?}}}"),
+        )
+        .read_to_string(&mut answer)
+        .unwrap();
+        let json: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        assert_eq!(json["output_ids"], serde_json::json!(want));
+    }
+
+    #[test]
+    fn tritonclients_grpc_stream_gets_a_response_per_token_and_a_closed_stream_frees_its_slot() {
+        let server = serve();
+        let script =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/triton_generate.py");
+        let o = Command::new(triton_python())
+            .arg(script)
+            .args([server.grpc.to_string(), data("greedy.json"), "64".into()])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let summary: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+        assert_eq!(summary["ok"], true, "{summary}");
+        assert_eq!(summary["streams"], 64, "{summary}");
+    }
+}

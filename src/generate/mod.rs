@@ -100,6 +100,14 @@ impl TokenStream {
         self.events.recv().await
     }
 
+    /// Polls for the next event (for a `Stream` or a response body); `None` after the last.
+    pub fn poll_event(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<TokenEvent>>> {
+        self.events.poll_recv(cx)
+    }
+
     /// Ends the sequence at the next step.
     pub fn cancel(&self) {
         self.cancel.store(true, Relaxed);

@@ -369,6 +369,7 @@ where
                 triton::statistics(&m, &r.name, &r.version).map_err(status)
             }),
             "ModelInfer" => self.infer(req),
+            "ModelStreamInfer" => super::generate_grpc::stream_infer(m, req),
             other => {
                 let status = Status::unimplemented(format!("{} is not served", shown(other)));
                 Box::pin(async move { Ok(status.into_http()) })

@@ -57,18 +57,26 @@ pub fn router(models: Arc<ServerState>) -> Router {
             get(model_stats_v),
         )
         .route("/v2/models/{model}/infer", post(infer_latest))
+        .route(
+            "/v2/models/{model}/generate",
+            post(super::generate_http::generate),
+        )
+        .route(
+            "/v2/models/{model}/generate_stream",
+            post(super::generate_http::generate_stream),
+        )
         .route("/v2/models/{model}/versions/{version}/infer", post(infer_v))
         .route("/metrics", get(metrics))
         .fallback(|| async { error(ServeError::NotFound("no such endpoint".into())) })
         .with_state(models)
 }
 
-fn error(e: ServeError) -> Response {
+pub(super) fn error(e: ServeError) -> Response {
     let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, json_body(&json!({ "error": e.message() }))).into_response()
 }
 
-fn json_body(v: &Value) -> ([(header::HeaderName, HeaderValue); 1], String) {
+pub(super) fn json_body(v: &Value) -> ([(header::HeaderName, HeaderValue); 1], String) {
     (
         [(
             header::CONTENT_TYPE,
@@ -248,7 +256,7 @@ async fn infer_at(
 }
 
 /// A `Content-Length` the client declared, if any.
-fn declared_length(headers: &HeaderMap) -> Result<Option<usize>, ServeError> {
+pub(super) fn declared_length(headers: &HeaderMap) -> Result<Option<usize>, ServeError> {
     match headers.get(header::CONTENT_LENGTH) {
         None => Ok(None),
         Some(v) => (v.to_str().ok().and_then(|s| s.trim().parse().ok()))
@@ -257,7 +265,7 @@ fn declared_length(headers: &HeaderMap) -> Result<Option<usize>, ServeError> {
     }
 }
 
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, ServeError> {
+pub(super) async fn read_body(body: Body, limit: usize) -> Result<Bytes, ServeError> {
     use http_body_util::BodyExt;
     match http_body_util::Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
@@ -273,7 +281,7 @@ async fn read_body(body: Body, limit: usize) -> Result<Bytes, ServeError> {
     }
 }
 
-fn past_body_limit(limit: usize) -> ServeError {
+pub(super) fn past_body_limit(limit: usize) -> ServeError {
     ServeError::TooLarge(format!(
         "the request body is larger than the server's {limit} bytes (--max-body-bytes)"
     ))

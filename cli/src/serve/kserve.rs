@@ -87,6 +87,8 @@ pub struct ServerState {
     pub limits: Limits,
     /// What the requests in flight hold, together.
     pub memory: MemoryBudget,
+    /// The generation models, by name (set once at start, before serving).
+    pub generations: BTreeMap<String, super::generation::ServedGeneration>,
 }
 
 impl ServerState {
@@ -103,7 +105,21 @@ impl ServerState {
             metrics: RequestMetrics::default(),
             limits,
             memory,
+            generations: BTreeMap::new(),
         }
+    }
+
+    /// The generation model named.
+    pub fn generation(
+        &self,
+        name: &str,
+    ) -> Result<&super::generation::ServedGeneration, ServeError> {
+        self.generations.get(name).ok_or_else(|| {
+            ServeError::NotFound(format!(
+                "no generation model is named `{}`",
+                super::wire::shown(name)
+            ))
+        })
     }
 
     /// The model named, at `version` when one is named (empty: the latest, the only one).
@@ -127,7 +143,7 @@ impl ServerState {
     /// The metrics label for a model a request named: its name when served, else one label
     /// for all unknown names (a client cannot grow the metrics without bound).
     pub fn label(&self, name: &str) -> String {
-        match self.by_name.contains_key(name) {
+        match self.by_name.contains_key(name) || self.generations.contains_key(name) {
             true => name.to_string(),
             false => "(unknown)".into(),
         }

@@ -4,6 +4,9 @@
 
 mod config;
 mod error;
+mod generate_grpc;
+mod generate_http;
+mod generation;
 mod grpc;
 mod http;
 mod infer;
@@ -39,6 +42,12 @@ pub struct ServeArgs {
     #[arg(long = "model")]
     pub models: Vec<String>,
     /// NAME=FILE: a model's weights (`.safetensors` or `.npz`); repeatable.
+    /// A generation model: `NAME=DIR`, a folder of JetStream's exports (`prefill*.exported`,
+    /// `insert.exported`, `decode.exported`), optional `weights.safetensors` (or `.npz`) and
+    /// `generation.json`; served by Triton's generate extension and gRPC `ModelStreamInfer`.
+    /// Repeatable. A model repository's folders holding `decode.exported` are the same.
+    #[arg(long = "generation")]
+    pub generations: Vec<String>,
     #[arg(long = "params")]
     pub params: Vec<String>,
     /// NAME=FILE: a model's config (JSON, Triton's terms: max_batch_size,
@@ -106,6 +115,29 @@ fn bind(host: &str, port: u16) -> Result<std::net::TcpListener> {
     Ok(l)
 }
 
+fn has_generation(spec: &ServeArgs) -> bool {
+    !spec.generations.is_empty()
+        || (spec.model_repository.as_deref())
+            .is_some_and(|d| models::generation_folders(d).is_ok_and(|g| !g.is_empty()))
+}
+
+/// The generation models named by `--generation` and found in the repository.
+fn generation_sources(spec: &ServeArgs, served: &[String]) -> Result<Vec<(String, PathBuf)>> {
+    let mut found = match &spec.model_repository {
+        Some(dir) => models::generation_folders(dir)?,
+        None => Vec::new(),
+    };
+    for g in &spec.generations {
+        found.push(models::named("--generation", g)?);
+    }
+    for (k, (name, _)) in found.iter().enumerate() {
+        if served.contains(name) || found[..k].iter().any(|(n, _)| n == name) {
+            return Err(usage(format!("two models are named `{name}`")));
+        }
+    }
+    Ok(found)
+}
+
 fn sources(spec: &ServeArgs) -> Result<Vec<ModelSource>> {
     let mut sources = match &spec.model_repository {
         Some(dir) => models::repository(dir)?,
@@ -134,9 +166,9 @@ fn sources(spec: &ServeArgs) -> Result<Vec<ModelSource>> {
             }
         }
     }
-    if sources.is_empty() {
+    if sources.is_empty() && !has_generation(spec) {
         return Err(usage(
-            "serve needs --model NAME=PATH or --model-repository DIR".into(),
+            "serve needs --model NAME=PATH, --generation NAME=DIR or --model-repository DIR".into(),
         ));
     }
     Ok(sources)
@@ -174,8 +206,14 @@ pub fn serve(cli: &GlobalArgs, spec: &ServeArgs) -> Result<()> {
     let served = (sources.iter())
         .map(|s| models::load(&client, s))
         .collect::<Result<Vec<_>>>()?;
+    let names: Vec<String> = sources.iter().map(|s| s.name.clone()).collect();
+    let generations = (generation_sources(spec, &names)?.iter())
+        .map(|(name, dir)| Ok((name.clone(), generation::load(&client, name, dir)?)))
+        .collect::<Result<_>>()?;
     let memory = MemoryBudget::new(spec.max_inflight_bytes);
-    let models = Arc::new(ServerState::new(client.clone(), served, limits, memory));
+    let mut state = ServerState::new(client.clone(), served, limits, memory);
+    state.generations = generations;
+    let models = Arc::new(state);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

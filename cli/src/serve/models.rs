@@ -26,6 +26,39 @@ pub struct ModelSource {
 /// The models of a repository: each folder `NAME` holding `model.exported` (or
 /// `.jax_exported`, `.mlir`), optionally `weights.safetensors` (or `.npz`) and `config.json`.
 /// Every file must lie inside the repository (a link out of it is refused).
+/// The generation models of a model repository: each folder holding `decode.exported`, by
+/// name, its files checked to stay inside the repository.
+pub fn generation_folders(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let root = (dir.canonicalize())
+        .map_err(|e| usage(format!("model repository {}: {e}", dir.display())))?;
+    let mut found = Vec::new();
+    for e in (std::fs::read_dir(&root))
+        .map_err(|e| usage(format!("model repository {}: {e}", dir.display())))?
+        .filter_map(|e| e.ok())
+    {
+        let folder = e.path();
+        if !folder.is_dir() || !super::generation::is_generation_dir(&folder) {
+            continue;
+        }
+        for f in std::fs::read_dir(&folder)
+            .map_err(|e| usage(e.to_string()))?
+            .flatten()
+        {
+            let real = (f.path().canonicalize()).map_err(|e| usage(e.to_string()))?;
+            if !real.starts_with(&root) {
+                return Err(usage(format!(
+                    "{} leads out of the model repository {}",
+                    f.path().display(),
+                    root.display()
+                )));
+            }
+        }
+        found.push((e.file_name().to_string_lossy().to_string(), folder));
+    }
+    found.sort();
+    Ok(found)
+}
+
 pub fn repository(dir: &Path) -> Result<Vec<ModelSource>> {
     let root = (dir.canonicalize())
         .map_err(|e| usage(format!("model repository {}: {e}", dir.display())))?;
@@ -55,6 +88,10 @@ pub fn repository(dir: &Path) -> Result<Vec<ModelSource>> {
     for e in entries {
         let name = e.file_name().to_string_lossy().to_string();
         let folder = e.path();
+        // A generation model's folder is read by `generation_folders`.
+        if super::generation::is_generation_dir(&folder) {
+            continue;
+        }
         let pick = |names: &[&str]| -> Result<Option<PathBuf>> {
             for n in names {
                 if let Some(p) = inside(folder.join(n))? {

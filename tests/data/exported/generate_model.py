@@ -8,7 +8,8 @@ heads, two blocks, a cache of 32 positions) exported as JetStream splits generat
 - decode(params, cache, tokens: int32[S], positions: int32[S]) -> (cache, logits: f32[S, V]),
   exported with donate_argnums=1, for S = 4 decode slots; `cache` is {"k", "v"}: f32[L, S, T, H, Dh].
 
-Also its weights (weights.safetensors, by dotted path) and JAX's own greedy generations
+Also its weights (weights.safetensors, by dotted path), the config `serve` reads beside them
+(generation.json: the cache length, stop token and token limit), and JAX's own greedy generations
 (greedy.json): 64 prompts of 1 to 16 tokens, each generated alone (slot 0) for up to 12 tokens
 or until the stop token 0, with the margin between the best and second-best logit at each step.
 Prompts where a step's margin is under 1e-3 are drawn again, so that an XLA build's last-bit
@@ -182,6 +183,9 @@ def main(out):
         if min(margins) < 1e-3:
             continue
         cases.append({"prompt": prompt, "tokens": tokens, "min_margin": min(margins)})
+    # What `pjrt-actors serve` reads beside the exports (serve's generation.json).
+    json.dump({"max_sequence": T, "stop_tokens": [STOP], "max_tokens": MAX_NEW},
+              open(os.path.join(out, "generation.json"), "w"))
     json.dump({"jax": jax.__version__, "buckets": list(BUCKETS), "slots": SLOTS, "cache_len": T,
                "stop": STOP, "max_new": MAX_NEW, "cases": cases},
               open(os.path.join(out, "greedy.json"), "w"), indent=0)

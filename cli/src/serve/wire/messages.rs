@@ -151,10 +151,21 @@ pub struct ModelInferResponse {
     pub model_version: String,
     #[prost(string, tag = "3")]
     pub id: String,
+    #[prost(map = "string, message", tag = "4")]
+    pub parameters: HashMap<String, InferParameter>,
     #[prost(message, repeated, tag = "5")]
     pub outputs: Vec<InferOutputTensor>,
     #[prost(bytes = "vec", repeated, tag = "6")]
     pub raw_output_contents: Vec<Vec<u8>>,
+}
+
+/// One answer on a `ModelStreamInfer` stream: a response, or the error of one request.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ModelStreamInferResponse {
+    #[prost(string, tag = "1")]
+    pub error_message: String,
+    #[prost(message, optional, tag = "2")]
+    pub infer_response: Option<ModelInferResponse>,
 }
 
 // Triton's model configuration (model_config.proto), the fields this server fills.

@@ -11,7 +11,12 @@ pub mod tensor_data;
 use pjrt_actors::ElementType;
 
 /// The protocol extensions the server speaks, as its metadata lists them.
-pub const EXTENSIONS: &[&str] = &["binary_tensor_data", "model_configuration", "statistics"];
+pub const EXTENSIONS: &[&str] = &[
+    "binary_tensor_data",
+    "model_configuration",
+    "statistics",
+    "generate",
+];
 
 /// The protocol's datatype names for our element types.
 const DATATYPES: &[(&str, ElementType)] = &[

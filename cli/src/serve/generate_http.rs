@@ -1,0 +1,170 @@
+//! Triton's generate extension over HTTP: `POST /v2/models/{m}/generate` answers one JSON
+//! object with every token, `/generate_stream` one server-sent event per token as it is made
+//! and a last one with the finish reason. A client that goes away mid-stream drops the body,
+//! which cancels the sequence and frees its decode slot at the next step.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use pjrt_actors::generate::{TokenEvent, TokenStream};
+use serde_json::json;
+
+use super::error::ServeError;
+use super::generation::GenerateBody;
+use super::http::{declared_length, error, json_body, past_body_limit, read_body};
+use super::kserve::{ServerState, VERSION};
+
+type App = Arc<ServerState>;
+
+/// Reads and checks a generate request, and submits it.
+async fn start(
+    app: &ServerState,
+    model: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(TokenStream, Option<String>), ServeError> {
+    app.check_ready()?;
+    let g = app.generation(model)?;
+    let limit = app.limits.body_bytes;
+    if declared_length(headers)?.is_some_and(|n| n > limit) {
+        return Err(past_body_limit(limit));
+    }
+    let bytes = read_body(body, limit).await?;
+    let body: GenerateBody = serde_json::from_slice(&bytes)
+        .map_err(|e| ServeError::Invalid(format!("generate request: {e}")))?;
+    let request = g.request(
+        body.input_ids.clone(),
+        &body.asked(),
+        app.limits.request_time,
+    )?;
+    Ok((g.generator.submit(request)?, body.id))
+}
+
+fn counted(
+    app: &ServerState,
+    model: &str,
+    started: Instant,
+    answer: Result<Response, ServeError>,
+) -> Response {
+    let outcome = answer.as_ref().map_or_else(|e| e.outcome(), |_| "ok");
+    (app.metrics).record(app.label(model), "http", outcome, started.elapsed());
+    answer.unwrap_or_else(error)
+}
+
+/// `POST /v2/models/{m}/generate`: every token in one answer.
+pub async fn generate(
+    State(app): State<App>,
+    Path(model): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    let answer = async {
+        let (mut stream, id) = start(&app, &model, &headers, body).await?;
+        let mut tokens = Vec::new();
+        while let Some(event) = stream.next().await {
+            match event? {
+                TokenEvent::Token(t) => tokens.push(t),
+                TokenEvent::Done(finish) => {
+                    let mut v = json!({
+                        "model_name": model,
+                        "model_version": VERSION,
+                        "output_ids": tokens,
+                        "finish_reason": finish.as_str(),
+                    });
+                    if let Some(id) = id {
+                        v["id"] = id.into();
+                    }
+                    return Ok(json_body(&v).into_response());
+                }
+            }
+        }
+        Err(ServeError::Unavailable("the generator stopped".into()))
+    };
+    counted(&app, &model, started, answer.await)
+}
+
+/// `POST /v2/models/{m}/generate_stream`: server-sent events, one per token.
+pub async fn generate_stream(
+    State(app): State<App>,
+    Path(model): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    let answer = start(&app, &model, &headers, body)
+        .await
+        .map(|(stream, id)| {
+            let events = Events {
+                stream,
+                model: model.clone(),
+                id,
+                done: false,
+            };
+            (
+                StatusCode::OK,
+                [
+                    (
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("text/event-stream"),
+                    ),
+                    (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+                ],
+                Body::new(events),
+            )
+                .into_response()
+        });
+    counted(&app, &model, started, answer)
+}
+
+/// A token stream as server-sent events (`data: {...}\n\n`).
+struct Events {
+    stream: TokenStream,
+    model: String,
+    id: Option<String>,
+    done: bool,
+}
+
+impl Events {
+    fn event(&self, mut v: serde_json::Value) -> Bytes {
+        v["model_name"] = self.model.clone().into();
+        v["model_version"] = VERSION.into();
+        if let Some(id) = &self.id {
+            v["id"] = id.clone().into();
+        }
+        Bytes::from(format!("data: {v}\n\n"))
+    }
+}
+
+impl http_body::Body for Events {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        let data = match std::task::ready!(self.stream.poll_event(cx)) {
+            Some(Ok(TokenEvent::Token(t))) => self.event(json!({ "output_ids": [t] })),
+            Some(Ok(TokenEvent::Done(finish))) => {
+                self.done = true;
+                self.event(json!({ "output_ids": [], "finish_reason": finish.as_str() }))
+            }
+            Some(Err(e)) => {
+                self.done = true;
+                self.event(json!({ "error": e.to_string() }))
+            }
+            None => return Poll::Ready(None),
+        };
+        Poll::Ready(Some(Ok(http_body::Frame::data(data))))
+    }
+}

@@ -1,0 +1,191 @@
+//! Generation models in `serve`: a folder of JetStream's three exports (`prefill*.exported`,
+//! `insert.exported`, `decode.exported`, optional weights and `generation.json`) served on a
+//! `Generator`, and a request's fields as both protocols give them (Triton's generate extension
+//! over HTTP, `ModelStreamInfer` over gRPC) read into one `GenerateRequest`.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use pjrt_actors::generate::{
+    GenerateRequest, GenerationModel, Generator, GeneratorConfig, Sampling,
+};
+use pjrt_actors::{Client, Result};
+use serde::Deserialize;
+
+use crate::common::usage;
+
+use super::error::ServeError;
+
+/// A generation model as served.
+pub struct ServedGeneration {
+    pub generator: Generator,
+    /// The config's defaults: stop tokens, and the token limit when a request names none.
+    pub stop_tokens: Vec<i32>,
+    pub max_tokens: usize,
+}
+
+/// `generation.json`: every key optional, an unknown one refused.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct GenerationConfig {
+    /// The cache's length in positions.
+    max_sequence: Option<usize>,
+    /// Tokens that end a sequence unless a request names its own.
+    #[serde(default)]
+    stop_tokens: Vec<i32>,
+    /// The token limit when a request names none (default 64).
+    max_tokens: Option<usize>,
+    /// Requests waiting for a slot (default 1024).
+    max_queued: Option<usize>,
+}
+
+/// Whether `dir` holds a generation model (its decode export).
+pub fn is_generation_dir(dir: &Path) -> bool {
+    dir.join("decode.exported").is_file()
+}
+
+/// Loads the generation model in `dir` as `name`.
+pub fn load(client: &Client, name: &str, dir: &Path) -> Result<ServedGeneration> {
+    let at = |e: std::io::Error, f: &Path| {
+        usage(format!("generation model `{name}`: {}: {e}", f.display()))
+    };
+    let read = |f: &Path| std::fs::read(f).map_err(|e| at(e, f));
+    let mut prefill_paths: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| at(e, dir))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            n.starts_with("prefill") && n.ends_with(".exported")
+        })
+        .collect();
+    prefill_paths.sort();
+    let prefills = prefill_paths
+        .iter()
+        .map(|p| read(p))
+        .collect::<Result<Vec<_>>>()?;
+    let prefills: Vec<&[u8]> = prefills.iter().map(|p| p.as_slice()).collect();
+    let weights = ["weights.safetensors", "weights.npz"]
+        .iter()
+        .map(|w| dir.join(w))
+        .find(|p| p.is_file());
+    let params = weights.as_deref().map(read).transpose()?;
+    let config: GenerationConfig = match dir.join("generation.json") {
+        p if p.is_file() => serde_json::from_slice(&read(&p)?)
+            .map_err(|e| usage(format!("generation model `{name}`: generation.json: {e}")))?,
+        _ => GenerationConfig::default(),
+    };
+    let model = GenerationModel::load(
+        client,
+        &prefills,
+        &read(&dir.join("insert.exported"))?,
+        &read(&dir.join("decode.exported"))?,
+        params.as_deref(),
+    )?;
+    let generator = Generator::start(
+        model,
+        GeneratorConfig {
+            max_queued: config.max_queued.unwrap_or(1024),
+            max_sequence: config.max_sequence,
+        },
+    )?;
+    Ok(ServedGeneration {
+        generator,
+        stop_tokens: config.stop_tokens,
+        max_tokens: config.max_tokens.unwrap_or(64),
+    })
+}
+
+/// What a request asks besides its prompt; each field optional.
+#[derive(Deserialize, Default, Clone, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Asked {
+    pub max_tokens: Option<usize>,
+    pub temperature: Option<f32>,
+    pub top_k: Option<usize>,
+    pub top_p: Option<f32>,
+    pub seed: Option<u64>,
+    pub stop: Option<Vec<i32>>,
+    /// Triton's generate extension's streaming flag (the endpoint decides; accepted).
+    pub stream: Option<bool>,
+}
+
+/// The HTTP generate body: Triton's generate extension, with the prompt as token ids; the
+/// fields of [`Asked`] at the top or inside `parameters` (the top wins).
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct GenerateBody {
+    pub input_ids: Vec<i32>,
+    #[serde(default)]
+    pub id: Option<String>,
+    pub max_tokens: Option<usize>,
+    pub temperature: Option<f32>,
+    pub top_k: Option<usize>,
+    pub top_p: Option<f32>,
+    pub seed: Option<u64>,
+    pub stop: Option<Vec<i32>>,
+    pub stream: Option<bool>,
+    #[serde(default)]
+    pub parameters: Option<Asked>,
+}
+
+impl GenerateBody {
+    /// The fields asked, from the top and from `parameters`.
+    pub fn asked(&self) -> Asked {
+        let top = Asked {
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            seed: self.seed,
+            stop: self.stop.clone(),
+            stream: self.stream,
+        };
+        merged(&top, self.parameters.as_ref())
+    }
+}
+
+impl ServedGeneration {
+    /// The request for `prompt` as asked, ending by `limit` from now.
+    pub fn request(
+        &self,
+        prompt: Vec<i32>,
+        asked: &Asked,
+        limit: Duration,
+    ) -> std::result::Result<GenerateRequest, ServeError> {
+        let sampling = match asked.temperature {
+            None | Some(0.0) => Sampling::Greedy,
+            Some(temperature) => Sampling::Random {
+                temperature,
+                top_k: asked.top_k.unwrap_or(0),
+                top_p: asked.top_p.unwrap_or(1.0),
+                seed: asked.seed.unwrap_or(0),
+            },
+        };
+        Ok(GenerateRequest {
+            prompt,
+            max_tokens: asked.max_tokens.unwrap_or(self.max_tokens),
+            sampling,
+            stop_tokens: asked
+                .stop
+                .clone()
+                .unwrap_or_else(|| self.stop_tokens.clone()),
+            deadline: Some(Instant::now() + limit),
+        })
+    }
+}
+
+/// Both places a body may give [`Asked`]'s fields, the top winning.
+pub fn merged(top: &Asked, nested: Option<&Asked>) -> Asked {
+    let Some(n) = nested else {
+        return top.clone();
+    };
+    Asked {
+        max_tokens: top.max_tokens.or(n.max_tokens),
+        temperature: top.temperature.or(n.temperature),
+        top_k: top.top_k.or(n.top_k),
+        top_p: top.top_p.or(n.top_p),
+        seed: top.seed.or(n.seed),
+        stop: top.stop.clone().or_else(|| n.stop.clone()),
+        stream: top.stream.or(n.stream),
+    }
+}
