@@ -1,8 +1,10 @@
 //! The generation engine: one thread that owns the cache and the decode slots (its mailbox, a
 //! crossbeam channel, is the only way in). Each turn it takes its mail, ends the sequences that
 //! were cancelled or ran out of time, prefills and inserts at most one waiting request into a
-//! free slot (so a new request stalls the running ones by one prefill at most), and runs one
-//! decode step for every busy slot.
+//! free slot while others run (so a new request stalls the running ones by one prefill at
+//! most; with none running it fills every free slot), and runs one decode step for every busy
+//! slot. (Static batching, kept for comparison, fills every slot
+//! at once and then waits for the batch's longest sequence.)
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -100,11 +102,23 @@ impl Engine {
         }
     }
 
-    /// One prefill (where a slot is free and a request waits), then one decode step.
+    /// One prefill (where a slot is free and a request waits), then one decode step; with no
+    /// sequence running, nothing is stalled, so every free slot is filled first. Static
+    /// batching admits only when every slot is free, as many as there are slots.
     fn turn(&mut self) -> Result<()> {
-        if let Some(free) = self.slots.iter().position(Option::is_none)
-            && let Some(next) = self.waiting.pop_front()
-        {
+        let idle = self.slots.iter().all(Option::is_none);
+        let admit = match (self.config.continuous, idle) {
+            (_, true) => self.slots.len(),
+            (true, false) => 1,
+            (false, false) => 0,
+        };
+        for _ in 0..admit {
+            let Some(free) = self.slots.iter().position(Option::is_none) else {
+                break;
+            };
+            let Some(next) = self.waiting.pop_front() else {
+                break;
+            };
             self.queued.fetch_sub(1, Relaxed);
             if !next.cancel.load(Relaxed) {
                 self.admit(free, next)?;

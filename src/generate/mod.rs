@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use crate::{Error, Result};
 pub use model::GenerationModel;
-pub use sampling::Sampling;
+pub use sampling::{Sampling, TokenRng};
 
 /// One sequence to generate.
 #[derive(Clone, Debug)]
@@ -142,6 +142,9 @@ pub struct GeneratorConfig {
     /// The cache's length in positions: a sequence ends (`Finish::CacheFull`) before a step
     /// would write past it. `None`: the exports' own concern.
     pub max_sequence: Option<usize>,
+    /// Continuous batching (requests join free slots between steps, the default) or static
+    /// (a batch of up to `slots` requests runs until its longest member ends; for comparison).
+    pub continuous: bool,
 }
 
 impl Default for GeneratorConfig {
@@ -149,6 +152,7 @@ impl Default for GeneratorConfig {
         GeneratorConfig {
             max_queued: 1024,
             max_sequence: None,
+            continuous: true,
         }
     }
 }

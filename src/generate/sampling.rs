@@ -46,6 +46,7 @@ impl Sampling {
 pub struct TokenRng(u64);
 
 impl TokenRng {
+    /// The stream of `seed`.
     pub fn new(seed: u64) -> Self {
         TokenRng(seed)
     }

@@ -86,6 +86,7 @@ pub fn load(client: &Client, name: &str, dir: &Path) -> Result<ServedGeneration>
         GeneratorConfig {
             max_queued: config.max_queued.unwrap_or(1024),
             max_sequence: config.max_sequence,
+            ..Default::default()
         },
     )?;
     Ok(ServedGeneration {
