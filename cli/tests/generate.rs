@@ -246,6 +246,41 @@ mod served {
     }
 
     #[test]
+    fn a_model_repository_serves_a_folder_of_generation_exports() {
+        // A repository with the generation model's folder (copied: a link out is refused).
+        let repo =
+            std::env::temp_dir().join(format!("pjrt-actors-gen-repo-{}", std::process::id()));
+        let folder = repo.join("chat");
+        std::fs::create_dir_all(&folder).unwrap();
+        let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/exported/generate");
+        for f in [
+            "prefill_8.exported",
+            "prefill_16.exported",
+            "insert.exported",
+            "decode.exported",
+            "weights.safetensors",
+            "generation.json",
+        ] {
+            std::fs::copy(src.join(f), folder.join(f)).unwrap();
+        }
+        let server =
+            Server::start(&["--model-repository".into(), repo.display().to_string()]).unwrap();
+        let (prompt, want) = &cases()[2];
+        let mut answer = String::new();
+        post(
+            server.http,
+            "/v2/models/chat/generate",
+            &format!("{{\"input_ids\": {prompt:?}}}"),
+        )
+        .read_to_string(&mut answer)
+        .unwrap();
+        let json: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        assert_eq!(json["output_ids"], serde_json::json!(want));
+        drop(server);
+        let _ = std::fs::remove_dir_all(&repo);
+    }
+
+    #[test]
     fn tritonclients_grpc_stream_gets_a_response_per_token_and_a_closed_stream_frees_its_slot() {
         let server = serve();
         let script =

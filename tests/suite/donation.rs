@@ -280,3 +280,31 @@ fn an_export_made_with_donate_argnums_donates_through_call_arrays_and_call() {
     let again = insert.call(&host).unwrap();
     assert_eq!(again[0], out[0].to_host_array().unwrap());
 }
+
+#[test]
+fn heap_profiles_and_defragment_stay_right_across_donation() {
+    use pjrt_actors_core::arrays::heap_profile::pprof::Profile;
+    use prost::Message;
+    let client = Client::open().unwrap();
+    let exe = load(&client, true);
+    let (cache, x) = (filled(&client, 1.0), filled(&client, 2.0));
+    let bytes_in_profile = |client: &Client| -> i64 {
+        let p = Profile::decode(client.heap_profile().unwrap().as_slice()).unwrap();
+        p.sample.iter().map(|s| s.value[1]).sum()
+    };
+    let before = bytes_in_profile(&client);
+    let out = exe.execute_donating(&[&cache, &x], &[0]).unwrap();
+    // The donated array is out of the profile while its handle lives; its output is in.
+    assert_eq!(bytes_in_profile(&client), before);
+    let report = client.defragment().unwrap();
+    assert!(cache.is_deleted());
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![3.0; N as usize]);
+    assert_eq!(x.to_vec::<f32>().unwrap()[0], 2.0);
+    // Moved: the output and x, not the donated array.
+    assert_eq!(report.moved, 2, "{report:?}");
+    // And a donation after the defragment still reuses the (moved) buffer.
+    let address = out[0].unsafe_buffer_pointer().unwrap();
+    let again = exe.execute_donating(&[&out[0], &x], &[0]).unwrap();
+    assert_eq!(again[0].unsafe_buffer_pointer().unwrap(), address);
+    assert_eq!(again[0].to_vec::<f32>().unwrap()[0], 5.0);
+}

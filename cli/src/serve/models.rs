@@ -114,7 +114,7 @@ pub fn repository(dir: &Path) -> Result<Vec<ModelSource>> {
             program,
         });
     }
-    if models.is_empty() {
+    if models.is_empty() && generation_folders(dir)?.is_empty() {
         return Err(usage(format!(
             "model repository {} has no model folders",
             dir.display()
