@@ -193,6 +193,22 @@ mod served {
                 }
             );
         }
+        // The generator's counters are on /metrics.
+        let mut page = String::new();
+        let mut s = TcpStream::connect(("127.0.0.1", server.http)).unwrap();
+        write!(
+            s,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        s.read_to_string(&mut page).unwrap();
+        let tokens: f64 = (page.lines())
+            .find_map(|l| l.strip_prefix("pjrt_actors_generate_tokens_total{model=\"lm\"} "))
+            .unwrap_or_else(|| panic!("{page}"))
+            .parse()
+            .unwrap();
+        let want: usize = cases().iter().take(16).map(|(_, t)| 2 * t.len()).sum();
+        assert_eq!(tokens as usize, want);
         // Refused with the protocol's errors.
         let status = |path: &str, body: &str| {
             let mut a = String::new();

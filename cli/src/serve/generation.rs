@@ -190,3 +190,67 @@ pub fn merged(top: &Asked, nested: Option<&Asked>) -> Asked {
         stream: top.stream.or(n.stream),
     }
 }
+
+/// The generation models' counters in Prometheus text: one family per counter, a sample per
+/// model.
+pub fn render_metrics(
+    models: &std::collections::BTreeMap<String, ServedGeneration>,
+    page: &mut pjrt_actors::prometheus::Exposition,
+) {
+    use pjrt_actors::prometheus::Kind;
+    if models.is_empty() {
+        return;
+    }
+    let stats: Vec<_> = (models.iter())
+        .map(|(name, m)| (name.as_str(), m.generator.stats()))
+        .collect();
+    type Get = fn(&pjrt_actors::generate::GeneratorStats) -> f64;
+    let families: [(&str, &str, Get); 8] = [
+        (
+            "pjrt_actors_generate_requests_total",
+            "Requests prefilled.",
+            |s| s.requests as f64,
+        ),
+        (
+            "pjrt_actors_generate_tokens_total",
+            "Tokens generated.",
+            |s| s.tokens as f64,
+        ),
+        (
+            "pjrt_actors_generate_decode_steps_total",
+            "Decode steps run.",
+            |s| s.decode_steps as f64,
+        ),
+        (
+            "pjrt_actors_generate_busy_slot_steps_total",
+            "Busy slots summed over decode steps (over decode steps: mean slots busy).",
+            |s| s.busy_slot_steps as f64,
+        ),
+        (
+            "pjrt_actors_generate_first_token_seconds_total",
+            "Time to first token, summed over requests.",
+            |s| s.first_token.as_secs_f64(),
+        ),
+        (
+            "pjrt_actors_generate_first_tokens_total",
+            "Requests that made a first token.",
+            |s| s.first_tokens as f64,
+        ),
+        (
+            "pjrt_actors_generate_inter_token_seconds_total",
+            "Time between a sequence's tokens, summed.",
+            |s| s.inter_token.as_secs_f64(),
+        ),
+        (
+            "pjrt_actors_generate_inter_tokens_total",
+            "Gaps between a sequence's tokens counted.",
+            |s| s.inter_tokens as f64,
+        ),
+    ];
+    for (family, help, get) in families {
+        page.family(family, Kind::Counter, help);
+        for (model, s) in &stats {
+            page.sample(family, &[("model", model)], get(s));
+        }
+    }
+}

@@ -154,7 +154,9 @@ impl ServerState {
         let mut page = Exposition::new();
         self.metrics.render(&mut page);
         let batchers: Vec<&Batcher> = self.by_name.values().map(|m| &m.batcher).collect();
-        page.finish() + &pjrt_actors::serving::metrics_text(&batchers)
+        let mut generation = Exposition::new();
+        super::generation::render_metrics(&self.generations, &mut generation);
+        page.finish() + &pjrt_actors::serving::metrics_text(&batchers) + &generation.finish()
     }
 
     pub fn is_ready(&self) -> bool {
