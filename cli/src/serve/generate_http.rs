@@ -22,6 +22,17 @@ use super::kserve::{ServerState, VERSION};
 
 type App = Arc<ServerState>;
 
+/// The generate extension's routes, merged into the server's router.
+pub fn router(models: App) -> axum::Router {
+    axum::Router::new()
+        .route("/v2/models/{model}/generate", axum::routing::post(generate))
+        .route(
+            "/v2/models/{model}/generate_stream",
+            axum::routing::post(generate_stream),
+        )
+        .with_state(models)
+}
+
 /// Reads and checks a generate request, and submits it.
 async fn start(
     app: &ServerState,

@@ -57,14 +57,6 @@ pub fn router(models: Arc<ServerState>) -> Router {
             get(model_stats_v),
         )
         .route("/v2/models/{model}/infer", post(infer_latest))
-        .route(
-            "/v2/models/{model}/generate",
-            post(super::generate_http::generate),
-        )
-        .route(
-            "/v2/models/{model}/generate_stream",
-            post(super::generate_http::generate_stream),
-        )
         .route("/v2/models/{model}/versions/{version}/infer", post(infer_v))
         .route("/metrics", get(metrics))
         .fallback(|| async { error(ServeError::NotFound("no such endpoint".into())) })

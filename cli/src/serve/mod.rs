@@ -234,7 +234,7 @@ pub fn serve(cli: &GlobalArgs, spec: &ServeArgs) -> Result<()> {
             tokio::net::TcpListener::from_std(grpc_listener).map_err(|e| usage(e.to_string()))?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let slots = Arc::new(Semaphore::new(limits.connections));
-        let http_app = http::router(models.clone());
+        let http_app = http::router(models.clone()).merge(generate_http::router(models.clone()));
         let grpc_app = grpc::InferenceService {
             models: models.clone(),
         };
