@@ -1,7 +1,8 @@
 """JAX's own generation loop beside `cargo bench --bench generate`: the same prefill, insert and
 decode exports (tests/data/exported/generate), deserialized, each call jitted with the cache in
 donate_argnums, driven by a Python loop that schedules as our engine does (one prefill a turn
-into a free slot, then one decode step for every busy slot; greedy). Prints `hello`, then one
+into a free slot, every free slot's when none runs, sent before the decode step for the busy
+slots and read after it; greedy). Prints `hello`, then one
 JSON answer per request line: `{"prompts": [[...]], "max_tokens": [...], "concurrent": N}` ->
 `{"seconds", "tokens", "first_token_s"}` (requests taken N at a time; all of a group arrive at
 its start)."""
@@ -68,19 +69,21 @@ def main(folder):
         start = time.perf_counter()
         tokens, first = 0, []
         while waiting or any(active):
-            free = next((k for k, a in enumerate(active) if a is None), None)
-            if free is not None and waiting:
+            # As our engine: one prefill sent (every free slot's when none runs), then the
+            # decode step for the running slots, then the prefill read and inserted.
+            idle = not any(active)
+            started = []
+            while waiting and (idle or not started):
+                free = next((k for k, a in enumerate(active)
+                             if a is None and all(k != s[0] for s in started)), None)
+                if free is None:
+                    break
                 prompt, limit = waiting.popleft()
                 bucket = next(b for b in buckets if b >= len(prompt))
                 t = np.zeros((1, bucket), np.int32)
                 t[0, :len(prompt)] = prompt
-                entry, logits = prefills[bucket](params, t, np.int32(len(prompt)))
-                token = int(np.argmax(np.asarray(logits[0])))
-                first.append(time.perf_counter() - start)
-                tokens += 1
-                if limit > 1:
-                    cache = insert(cache, entry, np.int32(free))
-                    active[free] = [token, len(prompt), 1, limit]
+                started.append((free, prompt, limit,
+                                prefills[bucket](params, t, np.int32(len(prompt)))))
             if any(active):
                 step_tokens = np.zeros(slots, np.int32)
                 step_pos = np.zeros(slots, np.int32)
@@ -97,6 +100,13 @@ def main(folder):
                         tokens += 1
                         if a[2] >= a[3]:
                             active[k] = None
+            for free, prompt, limit, (entry, logits) in started:
+                token = int(np.argmax(np.asarray(logits[0])))
+                first.append(time.perf_counter() - start)
+                tokens += 1
+                if limit > 1:
+                    cache = insert(cache, entry, np.int32(free))
+                    active[free] = [token, len(prompt), 1, limit]
         return time.perf_counter() - start, tokens, first
 
     print(json.dumps({"hello": True, "jax": jax.__version__}), flush=True)

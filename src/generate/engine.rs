@@ -3,7 +3,7 @@
 //! were cancelled or ran out of time, prefills and inserts at most one waiting request into a
 //! free slot while others run (so a new request stalls the running ones by one prefill at
 //! most; with none running it fills every free slot), and runs one decode step for every busy
-//! slot. (Static batching, kept for comparison, fills every slot
+//! slot, the prefill sent before the step and read after it. (Static batching, kept for comparison, fills every slot
 //! at once and then waits for the batch's longest sequence.)
 
 use std::collections::VecDeque;
@@ -18,6 +18,13 @@ use super::model::GenerationModel;
 use super::sampling::{Sampling, TokenRng, choose};
 use super::{Counters, Finish, GeneratorConfig, Submitted, TokenEvent};
 use crate::{Array, Error, Result};
+
+/// A prefill sent for a slot, its results not read yet.
+struct Prefilling {
+    slot: usize,
+    submitted: Submitted,
+    out: Vec<Array>,
+}
 
 /// A sequence in a decode slot.
 struct Active {
@@ -102,9 +109,11 @@ impl Engine {
         }
     }
 
-    /// One prefill (where a slot is free and a request waits), then one decode step; with no
+    /// One prefill (where a slot is free and a request waits) and one decode step; with no
     /// sequence running, nothing is stalled, so every free slot is filled first. Static
-    /// batching admits only when every slot is free, as many as there are slots.
+    /// batching admits only when every slot is free, as many as there are slots. The prefill
+    /// is sent before the step and read after it, so the plugin may run the two at once; its
+    /// sequence joins the next step.
     fn turn(&mut self) -> Result<()> {
         let idle = self.slots.iter().all(Option::is_none);
         let admit = match (self.config.continuous, idle) {
@@ -112,8 +121,11 @@ impl Engine {
             (true, false) => 1,
             (false, false) => 0,
         };
+        let mut started: Vec<Prefilling> = Vec::new();
         for _ in 0..admit {
-            let Some(free) = self.slots.iter().position(Option::is_none) else {
+            let Some(free) = (0..self.slots.len())
+                .find(|&k| self.slots[k].is_none() && started.iter().all(|p| p.slot != k))
+            else {
                 break;
             };
             let Some(next) = self.waiting.pop_front() else {
@@ -121,29 +133,48 @@ impl Engine {
             };
             self.queued.fetch_sub(1, Relaxed);
             if !next.cancel.load(Relaxed) {
-                self.admit(free, next)?;
+                started.push(self.start_prefill(free, next)?);
             }
         }
         if self.slots.iter().any(Option::is_some) {
             self.step()?;
         }
+        for p in started {
+            self.finish_prefill(p)?;
+        }
         Ok(())
     }
 
-    /// Prefills `s`'s prompt, streams its first token, and inserts its cache entry into slot
-    /// `slot` unless it is already done.
-    fn admit(&mut self, slot: usize, s: Submitted) -> Result<()> {
-        let r = s.request;
+    /// Sends `s`'s prompt to prefill for slot `slot`; nothing is read yet.
+    fn start_prefill(&mut self, slot: usize, s: Submitted) -> Result<Prefilling> {
         let m = &self.model;
+        let prompt = &s.request.prompt;
         let (bucket, prefill) = (m.prefills.iter())
-            .find(|(b, _)| *b >= r.prompt.len())
+            .find(|(b, _)| *b >= prompt.len())
             .expect("checked at submit");
-        let mut tokens = r.prompt.clone();
+        let mut tokens = prompt.clone();
         tokens.resize(*bucket, 0);
         let tokens = m.device.put(&tokens, &[1, *bucket as i64])?;
-        let length = m.device.put(&[r.prompt.len() as i32], &[])?;
-        let mut out = prefill.call_arrays(&[&tokens, &length], &[])?;
+        let length = m.device.put(&[prompt.len() as i32], &[])?;
+        let out = prefill.call_arrays(&[&tokens, &length], &[])?;
         self.counters.prefills.fetch_add(1, Relaxed);
+        Ok(Prefilling {
+            slot,
+            submitted: s,
+            out,
+        })
+    }
+
+    /// Reads a prefill's logits, streams its first token, and inserts its cache entry into
+    /// its slot unless the sequence is already done.
+    fn finish_prefill(&mut self, p: Prefilling) -> Result<()> {
+        let Prefilling {
+            slot,
+            submitted: s,
+            mut out,
+        } = p;
+        let r = s.request;
+        let m = &self.model;
         let logits = out.pop().expect("checked at load").to_vec::<f32>()?;
         let mut rng = TokenRng::new(match r.sampling {
             Sampling::Random { seed, .. } => seed,

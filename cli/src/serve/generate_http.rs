@@ -43,12 +43,18 @@ async fn start(
     app.check_ready()?;
     let g = app.generation(model)?;
     let limit = app.limits.body_bytes;
-    if declared_length(headers)?.is_some_and(|n| n > limit) {
+    let declared = declared_length(headers)?;
+    if declared.is_some_and(|n| n > limit) {
         return Err(past_body_limit(limit));
     }
+    // The body and what it decodes to are held against the in-flight budget while read.
+    let body_held = (app.memory)
+        .reserve(declared.unwrap_or(limit), "the request body")
+        .await?;
     let bytes = read_body(body, limit).await?;
     let body: GenerateBody = serde_json::from_slice(&bytes)
         .map_err(|e| ServeError::Invalid(format!("generate request: {e}")))?;
+    drop(body_held);
     let request = g.request(
         body.input_ids.clone(),
         &body.asked(),
