@@ -1,7 +1,8 @@
 """tritonclient's gRPC streaming client against `pjrt-actors serve` with a generation model:
 every prompt of greedy.json sent on one stream (`start_stream`, `async_stream_infer`, a
 response per token and an empty final one), the tokens compared with JAX's; then a stream
-closed after its first token, and a request after it that must still finish (its slot freed).
+closed after its first token, and a request after it that must still finish (its slot freed);
+and bad requests on a stream, each answered with its error.
 Prints one JSON line. `python triton_generate.py GRPC_PORT GREEDY_JSON COUNT`"""
 import json
 import queue
@@ -80,11 +81,31 @@ def main(port, greedy_path, count):
             after_tokens.append(int(result.as_numpy("output_ids")[0]))
     later.stop_stream()
 
+    # Bad requests on a stream: each answered with its error, the stream going on.
+    refused = queue.Queue()
+    bad = grpcclient.InferenceServerClient(url)
+    bad.start_stream(callback=lambda result, error: refused.put((result, error)))
+    x = grpcclient.InferInput("tokens", [1, 2], "INT32")
+    x.set_data_from_numpy(np.array([[1, 2]], dtype=np.int32))
+    bad.async_stream_infer("lm", [x], request_id="wrong-name")
+    y = grpcclient.InferInput("input_ids", [1, 2], "INT32")
+    y.set_data_from_numpy(np.array([[1, 2]], dtype=np.int32))
+    bad.async_stream_infer("nope", [y], request_id="wrong-model")
+    bad.async_stream_infer("lm", [y], request_id="bad-temperature",
+                           parameters={"temperature": "hot"})
+    refusals = []
+    for _ in range(3):
+        result, error = refused.get(timeout=60)
+        refusals.append(str(error) if error is not None else "answered")
+    bad.stop_stream()
+    expected = ["input_ids", "no generation model", "temperature"]
+    refused_ok = all(any(e in r for r in refusals) for e in expected)
+
     ok = not wrong and not errors and len(finished) == len(cases) and after_done \
-        and after_tokens == cases[0]["tokens"][:3]
+        and after_tokens == cases[0]["tokens"][:3] and refused_ok
     print(json.dumps({"ok": ok, "streams": len(finished), "wrong": wrong[:3], "errors": errors,
                       "finishes": sorted(set(finishes.values())), "after": after_tokens,
-                      "stop": stop}))
+                      "stop": stop, "refusals": refusals}))
 
 
 if __name__ == "__main__":
