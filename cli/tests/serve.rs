@@ -7,11 +7,9 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::server::{Server, at, data, get, http, infer_json, triton_python};
+use common::server::{Server, at, data, get, http, infer_json, triton_script};
 use pjrt_actors::host_data::read_npz;
 use serde_json::{Value, json};
 
@@ -41,27 +39,17 @@ fn close(got: &[f32], want: &[f32]) -> bool {
 
 #[test]
 fn tritonclient_talks_to_serve_over_http_and_grpc_with_every_answer_checked() {
-    let python = triton_python();
     let server = Server::transformer(&[]);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/triton_clients.py");
-    let o = Command::new(python)
-        .arg(script)
-        .args([
+    let summary = triton_script(
+        "triton_clients.py",
+        &[
             server.http.to_string(),
             server.grpc.to_string(),
             at("requests.npz"),
             "64".into(),
             "3".into(),
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
+        ],
     );
-    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(summary["ok"], true, "{summary}");
     assert!(
         summary["concurrent_answers"].as_u64().unwrap() >= 64,

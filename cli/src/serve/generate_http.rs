@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::error::ServeError;
 use super::generation::GenerateBody;
-use super::http::{declared_length, error, json_body, past_body_limit, read_body};
+use super::http::{error, json_body, read_held_body};
 use super::kserve::{ServerState, VERSION};
 
 type App = Arc<ServerState>;
@@ -42,16 +42,7 @@ async fn start(
 ) -> Result<(TokenStream, Option<String>), ServeError> {
     app.check_ready()?;
     let g = app.generation(model)?;
-    let limit = app.limits.body_bytes;
-    let declared = declared_length(headers)?;
-    if declared.is_some_and(|n| n > limit) {
-        return Err(past_body_limit(limit));
-    }
-    // The body and what it decodes to are held against the in-flight budget while read.
-    let body_held = (app.memory)
-        .reserve(declared.unwrap_or(limit), "the request body")
-        .await?;
-    let bytes = read_body(body, limit).await?;
+    let (bytes, body_held) = read_held_body(app, headers, body).await?;
     let body: GenerateBody = serde_json::from_slice(&bytes)
         .map_err(|e| ServeError::Invalid(format!("generate request: {e}")))?;
     drop(body_held);
@@ -89,16 +80,8 @@ pub async fn generate(
             match event? {
                 TokenEvent::Token(t) => tokens.push(t),
                 TokenEvent::Done(finish) => {
-                    let mut v = json!({
-                        "model_name": model,
-                        "model_version": VERSION,
-                        "output_ids": tokens,
-                        "finish_reason": finish.as_str(),
-                    });
-                    if let Some(id) = id {
-                        v["id"] = id.into();
-                    }
-                    return Ok(json_body(&v).into_response());
+                    let v = json!({ "output_ids": tokens, "finish_reason": finish.as_str() });
+                    return Ok(json_body(&stamped(v, &model, id.as_deref())).into_response());
                 }
             }
         }
@@ -148,13 +131,19 @@ struct Events {
     done: bool,
 }
 
+/// An answer's fields with the model, its version and the request's id (if it gave one).
+fn stamped(mut v: serde_json::Value, model: &str, id: Option<&str>) -> serde_json::Value {
+    v["model_name"] = model.into();
+    v["model_version"] = VERSION.into();
+    if let Some(id) = id {
+        v["id"] = id.into();
+    }
+    v
+}
+
 impl Events {
-    fn event(&self, mut v: serde_json::Value) -> Bytes {
-        v["model_name"] = self.model.clone().into();
-        v["model_version"] = VERSION.into();
-        if let Some(id) = &self.id {
-            v["id"] = id.clone().into();
-        }
+    fn event(&self, v: serde_json::Value) -> Bytes {
+        let v = stamped(v, &self.model, self.id.as_deref());
         Bytes::from(format!("data: {v}\n\n"))
     }
 }

@@ -248,7 +248,7 @@ async fn infer_at(
 }
 
 /// A `Content-Length` the client declared, if any.
-pub(super) fn declared_length(headers: &HeaderMap) -> Result<Option<usize>, ServeError> {
+fn declared_length(headers: &HeaderMap) -> Result<Option<usize>, ServeError> {
     match headers.get(header::CONTENT_LENGTH) {
         None => Ok(None),
         Some(v) => (v.to_str().ok().and_then(|s| s.trim().parse().ok()))
@@ -257,7 +257,27 @@ pub(super) fn declared_length(headers: &HeaderMap) -> Result<Option<usize>, Serv
     }
 }
 
-pub(super) async fn read_body(body: Body, limit: usize) -> Result<Bytes, ServeError> {
+/// A request's body within `--max-body-bytes`, held against the in-flight memory budget (the
+/// permit comes back with it; dropping it gives the room back). A declared `Content-Length`
+/// past the bound is refused before any of the body is read, so before hyper says
+/// `100 Continue`.
+pub(super) async fn read_held_body(
+    app: &ServerState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(Bytes, tokio::sync::OwnedSemaphorePermit), ServeError> {
+    let limit = app.limits.body_bytes;
+    let declared = declared_length(headers)?;
+    if declared.is_some_and(|n| n > limit) {
+        return Err(past_body_limit(limit));
+    }
+    let held = (app.memory)
+        .reserve(declared.unwrap_or(limit), "the request body")
+        .await?;
+    Ok((read_body(body, limit).await?, held))
+}
+
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, ServeError> {
     use http_body_util::BodyExt;
     match http_body_util::Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
@@ -273,7 +293,7 @@ pub(super) async fn read_body(body: Body, limit: usize) -> Result<Bytes, ServeEr
     }
 }
 
-pub(super) fn past_body_limit(limit: usize) -> ServeError {
+fn past_body_limit(limit: usize) -> ServeError {
     ServeError::TooLarge(format!(
         "the request body is larger than the server's {limit} bytes (--max-body-bytes)"
     ))
@@ -288,16 +308,7 @@ async fn answer(
 ) -> Result<Response, ServeError> {
     app.check_ready()?;
     let m = app.model(model, version)?;
-    let limit = app.limits.body_bytes;
-    // Refused before any of the body is read, so before hyper says `100 Continue`.
-    let declared = declared_length(headers)?;
-    if declared.is_some_and(|n| n > limit) {
-        return Err(past_body_limit(limit));
-    }
-    let body_held = (app.memory)
-        .reserve(declared.unwrap_or(limit), "the request body")
-        .await?;
-    let bytes = read_body(body, limit).await?;
+    let (bytes, body_held) = read_held_body(app, headers, body).await?;
     let json_len = match headers.get(HEADER_LENGTH) {
         Some(v) => (v.to_str().ok().and_then(|s| s.trim().parse::<usize>().ok()))
             .filter(|&n| n <= bytes.len())

@@ -267,6 +267,26 @@ pub fn triton_python() -> String {
         .clone()
 }
 
+/// Runs `script` (in cli/tests/data) with `args` on tritonclient's venv, checks it succeeded,
+/// and returns the JSON object of its last line.
+pub fn triton_script(script: &str, args: &[String]) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(script);
+    let o = Command::new(triton_python())
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
+}
+
 /// Runs cli/tests/data/grpc_cases.py against the server's gRPC port: one JSON answer per case
 /// (`code`, `message`, and the outputs of a success).
 pub fn grpc_cases(server: &Server, cases: &Value) -> Vec<Value> {
