@@ -114,8 +114,8 @@ mod served {
     //! events read by a plain HTTP client) and tritonclient's gRPC streaming client.
 
     use super::*;
-    use crate::common::server::{Server, triton_python};
-    use std::io::{BufRead, BufReader, Read, Write};
+    use crate::common::server::{Server, http, triton_script};
+    use std::io::{BufRead, BufReader, Write};
     use std::net::TcpStream;
 
     fn serve() -> Server {
@@ -132,6 +132,18 @@ mod served {
         )
         .unwrap();
         s
+    }
+
+    /// `POST /v2/models/{model}/generate` with `prompt` (and `extra` JSON fields): status, body.
+    fn generated(port: u16, model: &str, body: &str) -> (u16, Value) {
+        let (status, _, body) = http(
+            port,
+            "POST",
+            &format!("/v2/models/{model}/generate"),
+            &[],
+            body.as_bytes(),
+        );
+        (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
     }
 
     fn cases() -> Vec<(Vec<i64>, Vec<i64>)> {
@@ -154,13 +166,8 @@ mod served {
         let server = serve();
         for (prompt, want) in cases().iter().take(16) {
             let body = format!("{{\"input_ids\": {prompt:?}}}");
-            let mut answer = String::new();
-            post(server.http, "/v2/models/lm/generate", &body)
-                .read_to_string(&mut answer)
-                .unwrap();
-            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-            let json: Value =
-                serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+            let (status, json) = generated(server.http, "lm", &body);
+            assert_eq!(status, 200, "{json}");
             assert_eq!(json["output_ids"], serde_json::json!(want), "{prompt:?}");
             // The event stream: one `data:` line per token, then the finish.
             let s = post(server.http, "/v2/models/lm/generate_stream", &body);
@@ -194,14 +201,8 @@ mod served {
             );
         }
         // The generator's counters are on /metrics.
-        let mut page = String::new();
-        let mut s = TcpStream::connect(("127.0.0.1", server.http)).unwrap();
-        write!(
-            s,
-            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        s.read_to_string(&mut page).unwrap();
+        let (_, _, page) = http(server.http, "GET", "/metrics", &[], b"");
+        let page = String::from_utf8_lossy(&page);
         let tokens: f64 = (page.lines())
             .find_map(|l| l.strip_prefix("pjrt_actors_generate_tokens_total{model=\"lm\"} "))
             .unwrap_or_else(|| panic!("{page}"))
@@ -210,29 +211,12 @@ mod served {
         let want: usize = cases().iter().take(16).map(|(_, t)| 2 * t.len()).sum();
         assert_eq!(tokens as usize, want);
         // Refused with the protocol's errors.
-        let status = |path: &str, body: &str| {
-            let mut a = String::new();
-            post(server.http, path, body)
-                .read_to_string(&mut a)
-                .unwrap();
-            a[9..12].to_string()
-        };
-        assert_eq!(
-            status(
-                "/v2/models/lm/generate",
-                "{\"input_ids\": [1], \"bogus\": 2}"
-            ),
-            "400"
-        );
-        assert_eq!(
-            status("/v2/models/lm/generate", "{\"input_ids\": []}"),
-            "400"
-        );
-        assert_eq!(status("/v2/models/lm/generate", "not json"), "400");
-        assert_eq!(
-            status("/v2/models/other/generate", "{\"input_ids\": [1]}"),
-            "404"
-        );
+        let status = |model: &str, body: &str| generated(server.http, model, body).0;
+        assert_eq!(status("lm", "{\"input_ids\": [1], \"bogus\": 2}"), 400);
+        assert_eq!(status("lm", "{\"input_ids\": []}"), 400);
+        assert_eq!(status("lm", "not json"), 400);
+        assert_eq!(status("lm", "{\"input_ids\": [64]}"), 400);
+        assert_eq!(status("other", "{\"input_ids\": [1]}"), 404);
         // A client that leaves mid-stream frees its slot: four long streams dropped, then a
         // request still finishes.
         for _ in 0..4 {
@@ -249,15 +233,9 @@ mod served {
             }
         }
         let (prompt, want) = &cases()[1];
-        let mut answer = String::new();
-        post(
-            server.http,
-            "/v2/models/lm/generate",
-            &format!("{{\"input_ids\": {prompt:?}}}"),
-        )
-        .read_to_string(&mut answer)
-        .unwrap();
-        let json: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        let body = format!("{{\"input_ids\": {prompt:?}}}");
+        let (status, json) = generated(server.http, "lm", &body);
+        assert_eq!(status, 200, "{json}");
         assert_eq!(json["output_ids"], serde_json::json!(want));
     }
 
@@ -282,37 +260,32 @@ mod served {
         let server =
             Server::start(&["--model-repository".into(), repo.display().to_string()]).unwrap();
         let (prompt, want) = &cases()[2];
-        let mut answer = String::new();
-        post(
-            server.http,
-            "/v2/models/chat/generate",
-            &format!("{{\"input_ids\": {prompt:?}}}"),
-        )
-        .read_to_string(&mut answer)
-        .unwrap();
-        let json: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        let body = format!("{{\"input_ids\": {prompt:?}}}");
+        let (status, json) = generated(server.http, "chat", &body);
+        assert_eq!(status, 200, "{json}");
         assert_eq!(json["output_ids"], serde_json::json!(want));
         drop(server);
+        // A FIFO in place of an export is refused at start, not waited on for ever.
+        std::fs::remove_file(folder.join("decode.exported")).unwrap();
+        let made = Command::new("mkfifo")
+            .arg(folder.join("decode.exported"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let err = Server::start(&["--model-repository".into(), repo.display().to_string()])
+            .err()
+            .expect("a FIFO is refused");
+        assert!(err.contains("not a regular file (a FIFO)"), "{err}");
         let _ = std::fs::remove_dir_all(&repo);
     }
 
     #[test]
     fn tritonclients_grpc_stream_gets_a_response_per_token_and_a_closed_stream_frees_its_slot() {
         let server = serve();
-        let script =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/triton_generate.py");
-        let o = Command::new(triton_python())
-            .arg(script)
-            .args([server.grpc.to_string(), data("greedy.json"), "64".into()])
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&o.stdout);
-        assert!(
-            o.status.success(),
-            "{stdout}\n{}",
-            String::from_utf8_lossy(&o.stderr)
+        let summary = triton_script(
+            "triton_generate.py",
+            &[server.grpc.to_string(), data("greedy.json"), "64".into()],
         );
-        let summary: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
         assert_eq!(summary["ok"], true, "{summary}");
         assert_eq!(summary["streams"], 64, "{summary}");
     }

@@ -209,6 +209,8 @@ struct Inner {
     queued: Arc<AtomicU64>,
     config: GeneratorConfig,
     buckets: Vec<usize>,
+    /// The vocabulary: token ids are `0..vocab`.
+    vocab: usize,
     slots: usize,
     engine: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -236,7 +238,7 @@ impl Generator {
         let (mail, inbox) = crossbeam_channel::unbounded();
         let counters = Arc::new(Counters::default());
         let queued = Arc::new(AtomicU64::new(0));
-        let (buckets, slots) = (model.buckets(), model.slots());
+        let (buckets, slots, vocab) = (model.buckets(), model.slots(), model.vocab());
         let engine = engine::Engine::new(model, config.clone(), counters.clone(), queued.clone())?;
         let thread = std::thread::Builder::new()
             .name("generate-engine".into())
@@ -252,6 +254,7 @@ impl Generator {
                 queued,
                 config,
                 buckets,
+                vocab,
                 slots,
                 engine: std::sync::Mutex::new(Some(thread)),
             }),
@@ -259,7 +262,8 @@ impl Generator {
     }
 
     /// Queues a request; its tokens come on the stream. Refused at once: an empty prompt, one
-    /// longer than the largest bucket, `max_tokens` 0, bad sampling parameters, a full queue.
+    /// longer than the largest bucket, a token id outside the vocabulary, `max_tokens` 0, bad
+    /// sampling parameters, a full queue.
     pub fn submit(&self, request: GenerateRequest) -> Result<TokenStream> {
         let largest = self.inner.buckets.last().copied().unwrap_or(0);
         let bad = |why: String| Err(Error::InvalidArgument(format!("generate: {why}")));
@@ -268,6 +272,14 @@ impl Generator {
                 "a prompt has 1 to {largest} tokens (the exported buckets {:?}); this one has {}",
                 self.inner.buckets,
                 request.prompt.len()
+            ));
+        }
+        // An id past the vocabulary would be clamped by the embedding's gather: a wrong answer.
+        if let Some(t) = (request.prompt.iter()).find(|&&t| t < 0 || t as usize >= self.inner.vocab)
+        {
+            return bad(format!(
+                "token {t} is not in the vocabulary of {} tokens",
+                self.inner.vocab
             ));
         }
         if request.max_tokens == 0 {

@@ -145,6 +145,13 @@ fn a_dropped_stream_frees_its_slot_and_bad_requests_are_refused() {
         refused(GenerateRequest::greedy(vec![1], 0)),
         Error::InvalidArgument(_)
     ));
+    // Ids outside the vocabulary of 64 (the embedding's gather would clamp them).
+    for ids in [vec![64], vec![1, -1]] {
+        assert!(matches!(
+            refused(GenerateRequest::greedy(ids, 4)),
+            Error::InvalidArgument(_)
+        ));
+    }
     let hot = GenerateRequest {
         sampling: Sampling::Random {
             temperature: 0.0,

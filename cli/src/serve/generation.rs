@@ -39,19 +39,13 @@ struct GenerationConfig {
     max_queued: Option<usize>,
 }
 
-/// Whether `dir` holds a generation model (its decode export).
-pub fn is_generation_dir(dir: &Path) -> bool {
-    dir.join("decode.exported").is_file()
-}
-
 /// Loads the generation model in `dir` as `name`.
 pub fn load(client: &Client, name: &str, dir: &Path) -> Result<ServedGeneration> {
-    let at = |e: std::io::Error, f: &Path| {
-        usage(format!("generation model `{name}`: {}: {e}", f.display()))
-    };
-    let read = |f: &Path| std::fs::read(f).map_err(|e| at(e, f));
+    // Each file read as the other models' are: a regular file only, opened without blocking.
+    let what = format!("generation model `{name}`:");
+    let read = |f: &Path| super::files::read(f, &what);
     let mut prefill_paths: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|e| at(e, dir))?
+        .map_err(|e| usage(format!("{what} {}: {e}", dir.display())))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");

@@ -4,6 +4,7 @@
 
 mod config;
 mod error;
+mod files;
 mod generate_grpc;
 mod generate_http;
 mod generation;

@@ -3,6 +3,7 @@
 //! refused says why. An `.exported` artifact serves its free inputs batched and its weights
 //! resident; an MLIR program serves every parameter batched.
 
+use super::files::read;
 use std::path::{Path, PathBuf};
 
 use pjrt_actors::export::dotted_path;
@@ -23,9 +24,12 @@ pub struct ModelSource {
     pub config: Option<PathBuf>,
 }
 
-/// The models of a repository: each folder `NAME` holding `model.exported` (or
-/// `.jax_exported`, `.mlir`), optionally `weights.safetensors` (or `.npz`) and `config.json`.
-/// Every file must lie inside the repository (a link out of it is refused).
+/// Whether `dir` holds a generation model (its decode export; whatever kind of file it is,
+/// so that one that is not a regular file is refused as such when it is read).
+pub fn is_generation_dir(dir: &Path) -> bool {
+    dir.join("decode.exported").symlink_metadata().is_ok()
+}
+
 /// The generation models of a model repository: each folder holding `decode.exported`, by
 /// name, its files checked to stay inside the repository.
 pub fn generation_folders(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
@@ -37,7 +41,7 @@ pub fn generation_folders(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
         .filter_map(|e| e.ok())
     {
         let folder = e.path();
-        if !folder.is_dir() || !super::generation::is_generation_dir(&folder) {
+        if !folder.is_dir() || !is_generation_dir(&folder) {
             continue;
         }
         for f in std::fs::read_dir(&folder)
@@ -59,6 +63,9 @@ pub fn generation_folders(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
     Ok(found)
 }
 
+/// The models of a repository: each folder `NAME` holding `model.exported` (or
+/// `.jax_exported`, `.mlir`), optionally `weights.safetensors` (or `.npz`) and `config.json`.
+/// Every file must lie inside the repository (a link out of it is refused).
 pub fn repository(dir: &Path) -> Result<Vec<ModelSource>> {
     let root = (dir.canonicalize())
         .map_err(|e| usage(format!("model repository {}: {e}", dir.display())))?;
@@ -89,7 +96,7 @@ pub fn repository(dir: &Path) -> Result<Vec<ModelSource>> {
         let name = e.file_name().to_string_lossy().to_string();
         let folder = e.path();
         // A generation model's folder is read by `generation_folders`.
-        if super::generation::is_generation_dir(&folder) {
+        if is_generation_dir(&folder) {
             continue;
         }
         let pick = |names: &[&str]| -> Result<Option<PathBuf>> {
@@ -147,43 +154,6 @@ fn short_names(paths: &[String]) -> Vec<String> {
             }
         })
         .collect()
-}
-
-/// A file of the model's, read whole: only a regular file (a FIFO would hang the start for
-/// ever, a device would never end). It is opened without blocking and asked what it is, so
-/// that no check can be raced by swapping the file.
-fn read(path: &Path, what: &str) -> Result<Vec<u8>> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let fail = |e: std::io::Error| usage(format!("{what} {}: {e}", path.display()));
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(fail)?;
-    let kind = file.metadata().map_err(fail)?.file_type();
-    if !kind.is_file() {
-        return Err(usage(format!(
-            "{what} {} is not a regular file (a {}); a model's files are read whole",
-            path.display(),
-            file_kind(kind)
-        )));
-    }
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).map_err(fail)?;
-    Ok(bytes)
-}
-
-fn file_kind(kind: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    match () {
-        _ if kind.is_dir() => "directory",
-        _ if kind.is_fifo() => "FIFO",
-        _ if kind.is_socket() => "socket",
-        _ if kind.is_char_device() => "character device",
-        _ if kind.is_block_device() => "block device",
-        _ => "file of another kind",
-    }
 }
 
 /// Loads one model: its program and weights, its config, and its batcher.
