@@ -233,6 +233,7 @@ fn compile_ahead(
     state.check_open()?;
     let snap = state.snapshot();
     check_program_for(program, &snap.platform_name, snap.plugin_api_version)?;
+    state.check_known_defects(program, options.allow_known_defects)?;
     let options = &options.for_program(&pjrt_actors_core::formats::spmd::read(program))?;
     let proto = options.to_bytes(&state.device_facts())?;
     let compiled = client.shared.compiler_pool().compile_ahead(

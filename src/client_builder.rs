@@ -117,6 +117,14 @@ impl ClientBuilder {
         self
     }
 
+    /// Compile programs that use an op and dtype this plugin build is known to compute wrong
+    /// (the known-defect table; each refused by default with `Error::KnownDefect`). The
+    /// environment can set it too: `PJRT_ACTORS_ALLOW_KNOWN_DEFECTS=1`.
+    pub fn allow_known_defects(mut self, allow: bool) -> Self {
+        self.config.allow_known_defects = allow;
+        self
+    }
+
     /// How many compiles may be queued or running at once (default 256). Past it,
     /// `compile_and_load` waits and `try_compile_and_load` answers `Error::Busy`.
     pub fn compile_queue_bound(mut self, n: usize) -> Self {

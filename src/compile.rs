@@ -151,6 +151,7 @@ impl CompileRequest {
         }
         let snap = state.snapshot();
         check_program_for(&self.program, &snap.platform_name, snap.plugin_api_version)?;
+        state.check_known_defects(&self.program, self.options.allow_known_defects)?;
         // XLA:CPU fails host send/recv at compile; say what to use instead.
         let platform = &snap.platform_name;
         if platform == "cpu"

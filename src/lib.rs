@@ -95,6 +95,13 @@ pub mod export {
         Aval, Dim, Exported, ExportedDtype, ExportedSharding, PyTree, SERIALIZATION_VERSIONS,
     };
 }
+/// Op and dtype pairs a plugin build is known to compute wrong: the table the compile path
+/// refuses programs by (`Error::KnownDefect`), and what `pjrt-actors conformance` writes into it.
+pub mod known_defects {
+    pub use pjrt_actors_core::compile::known_defects::{
+        COLUMNS, KnownDefect, known_defects, ops_used, plugin_sha256,
+    };
+}
 /// What a program says of its own partitioning (`mhlo.num_partitions`, Shardy attributes).
 pub mod spmd {
     pub use pjrt_actors_core::formats::spmd::{ProgramPartitioning, read};

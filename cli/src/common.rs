@@ -20,6 +20,10 @@ pub struct GlobalArgs {
     /// `memory_fraction=0.5`, `allocator=platform`, `visible_devices=0,1`); repeatable.
     #[arg(long = "option", global = true)]
     pub options: Vec<String>,
+    /// Compile programs that use an op and dtype this plugin build is known to compute wrong
+    /// (refused by default, naming a plugin that computes it right).
+    #[arg(long, global = true)]
+    pub allow_known_defects: bool,
     /// Print tracing output (RUST_LOG refines it).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -82,6 +86,9 @@ pub fn open_with(cli: &GlobalArgs, redis: Option<&str>) -> Result<Client> {
     }
     if let Some(n) = cli.cpu_devices {
         builder = builder.cpu_device_count(n);
+    }
+    if cli.allow_known_defects {
+        builder = builder.allow_known_defects(true);
     }
     for text in &cli.options {
         let (name, value) = text

@@ -45,6 +45,9 @@ pub struct ClientConfig {
     pub cache_redis: Option<crate::compile::redis_cache::RedisCacheConfig>,
     /// The key-value store of a multi-process client (`ClientBuilder::distributed`).
     pub kv_store: Option<KvStoreHandle>,
+    /// Compile programs that use an op and dtype this plugin build is known to compute wrong
+    /// (`compile::known_defects`); default: env `PJRT_ACTORS_ALLOW_KNOWN_DEFECTS=1`, else no.
+    pub allow_known_defects: bool,
 }
 
 /// A shared key-value store, printable for `ClientConfig`'s `Debug`.

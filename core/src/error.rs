@@ -153,6 +153,22 @@ pub enum Error {
         /// Whose request failed: the caller's tracing span and call site, where known.
         context: Option<String>,
     },
+    /// The program uses an op on a dtype that this plugin build is known to compute wrong (the
+    /// known-defect table, `known_defects.tsv`): refused before the plugin compiles it.
+    /// `CompileOptions::allow_known_defects` (or the client builder's) runs it anyway.
+    #[error(
+        "this plugin computes `{op}` on {dtype} wrong (its conformance case {case} fails): {plugin}; it is computed right on {right_on}. Run it there, or allow known defects (CompileOptions::allow_known_defects, PJRT_ACTORS_ALLOW_KNOWN_DEFECTS=1, --allow-known-defects) to run it anyway"
+    )]
+    KnownDefect {
+        op: String,
+        dtype: String,
+        /// The plugin file and its versions.
+        plugin: String,
+        /// The conformance case that shows the defect.
+        case: String,
+        /// A plugin that computes it right.
+        right_on: String,
+    },
     /// A program written for a newer StableHLO than the plugin parses (ops such as
     /// `stablehlo.composite` around `chlo.sinh`, which current JAX emits).
     #[error(

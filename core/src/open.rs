@@ -133,6 +133,9 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
         memory_cache_entries: config.memory_cache_entries.unwrap_or(512),
         cache_stats: cache_stats.clone(),
         compile_queue_bound: config.compile_queue_bound.unwrap_or(256).max(1),
+        allow_known_defects: config.allow_known_defects
+            || std::env::var("PJRT_ACTORS_ALLOW_KNOWN_DEFECTS")
+                .is_ok_and(|v| v == "1" || v == "true"),
         compile_threads,
     }));
     let isolation = isolation.map(|(binary, limits)| WorkerSpec {

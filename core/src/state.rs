@@ -164,6 +164,8 @@ pub struct ClientState {
     pub(crate) compile_permits: tokio::sync::Semaphore,
     pub(crate) compile_queue_bound: usize,
     pub(crate) compile_threads: usize,
+    /// Whether programs the known-defect table names are compiled anyway.
+    pub(crate) allow_known_defects: bool,
 }
 
 /// The parts of [`ClientState`] that `open` reads before building it.
@@ -181,6 +183,7 @@ pub(crate) struct StateParts {
     pub cache_stats: Arc<CacheStats>,
     pub compile_queue_bound: usize,
     pub compile_threads: usize,
+    pub allow_known_defects: bool,
 }
 
 impl ClientState {
@@ -227,7 +230,27 @@ impl ClientState {
             cache_stats: p.cache_stats,
             compile_queue_bound: p.compile_queue_bound,
             compile_threads: p.compile_threads,
+            allow_known_defects: p.allow_known_defects,
         }
+    }
+
+    /// Refuses a program that uses an op and dtype this plugin build is known to compute
+    /// wrong, unless the client or the compile (`allowed`) allows it.
+    pub fn check_known_defects(&self, code: &[u8], allowed: bool) -> Result<()> {
+        if allowed || self.allow_known_defects {
+            return Ok(());
+        }
+        let snap = &self.snapshot;
+        let stablehlo = crate::compile::program_check::plugin_stablehlo(&snap.plugin_attributes);
+        crate::compile::known_defects::check_known_defects(
+            code,
+            &crate::compile::known_defects::PluginIdentity {
+                platform: &snap.platform_name,
+                api: snap.plugin_api_version,
+                stablehlo: &stablehlo,
+                path: &snap.plugin_path,
+            },
+        )
     }
 
     /// `Error::ShutDown` once the client was shut down.

@@ -29,6 +29,7 @@ mod isolation;
 mod jax_lapack;
 mod jax_outputs;
 mod jax_parity;
+mod known_defects;
 mod kv_store;
 mod lapack_guards;
 mod memory;

@@ -10,6 +10,7 @@ pub mod disk_cache;
 pub(crate) mod env;
 pub mod envelope;
 pub(crate) mod flight;
+pub mod known_defects;
 mod options;
 pub mod program_check;
 pub mod redis_cache;

@@ -8,15 +8,15 @@
 const MAGIC: &[u8] = b"ML\xefR";
 const STRINGS: u8 = 0;
 const DIALECTS: u8 = 1;
-const ATTRS: u8 = 2;
-const ATTR_OFFSETS: u8 = 3;
-const IR: u8 = 4;
+pub(crate) const ATTRS: u8 = 2;
+pub(crate) const ATTR_OFFSETS: u8 = 3;
+pub(crate) const IR: u8 = 4;
 // Bytecode versions where the encoding changed (MLIR's Encoding.h).
 const DIALECT_VERSIONING: u64 = 1;
-const ELIDE_UNKNOWN_BLOCK_ARG_LOCATION: u64 = 4;
-const NATIVE_PROPERTIES_ENCODING: u64 = 5;
+pub(crate) const ELIDE_UNKNOWN_BLOCK_ARG_LOCATION: u64 = 4;
+pub(crate) const NATIVE_PROPERTIES_ENCODING: u64 = 5;
 /// An op's encoding mask: it has an attribute dictionary.
-const HAS_ATTRS: u8 = 0x01;
+pub(crate) const HAS_ATTRS: u8 = 0x01;
 // The builtin dialect's attribute and type codes (MLIR's BuiltinDialectBytecode.td).
 const DICTIONARY: u64 = 1;
 const STRING: u64 = 2;
@@ -24,15 +24,15 @@ const INTEGER: u64 = 8;
 const INTEGER_TYPE: u64 = 0;
 
 /// A cursor over bytes; every read is checked.
-struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     bytes: &'a [u8],
-    at: usize,
+    pub(crate) at: usize,
     /// Where `bytes` start in the file, after the magic (alignment counts from there).
     offset: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn new(bytes: &'a [u8]) -> Self {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
         Reader {
             bytes,
             at: 0,
@@ -41,7 +41,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A reader of `inner`, a part of `outer`'s bytes, knowing where it lies.
-    fn within(outer: &[u8], inner: &'a [u8], offset: usize) -> Self {
+    pub(crate) fn within(outer: &[u8], inner: &'a [u8], offset: usize) -> Self {
         Reader {
             bytes: inner,
             at: 0,
@@ -49,13 +49,17 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn byte(&mut self) -> Option<u8> {
+    pub(crate) fn bytes_left(&self) -> usize {
+        self.bytes.len().saturating_sub(self.at)
+    }
+
+    pub(crate) fn byte(&mut self) -> Option<u8> {
         let b = *self.bytes.get(self.at)?;
         self.at += 1;
         Some(b)
     }
 
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+    pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let end = self.at.checked_add(n)?;
         let out = self.bytes.get(self.at..end)?;
         self.at = end;
@@ -63,7 +67,7 @@ impl<'a> Reader<'a> {
     }
 
     /// MLIR's prefix varint: the first byte's trailing zeros count the bytes that follow.
-    fn varint(&mut self) -> Option<u64> {
+    pub(crate) fn varint(&mut self) -> Option<u64> {
         let first = self.byte()?;
         if first == 0 {
             return Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?));
@@ -75,18 +79,18 @@ impl<'a> Reader<'a> {
         Some(u64::from_le_bytes(buf) >> (extra + 1))
     }
 
-    fn signed_varint(&mut self) -> Option<i64> {
+    pub(crate) fn signed_varint(&mut self) -> Option<i64> {
         let v = self.varint()?;
         Some(((v >> 1) as i64) ^ -((v & 1) as i64))
     }
 
-    fn index(&mut self) -> Option<usize> {
+    pub(crate) fn index(&mut self) -> Option<usize> {
         usize::try_from(self.varint()?).ok()
     }
 }
 
 /// A section: its id and its bytes.
-type Section<'a> = (u8, &'a [u8]);
+pub(crate) type Section<'a> = (u8, &'a [u8]);
 
 /// The bytecode version and the sections by id.
 fn sections(code: &[u8]) -> Option<(u64, Vec<Section<'_>>)> {
@@ -102,7 +106,7 @@ fn sections(code: &[u8]) -> Option<(u64, Vec<Section<'_>>)> {
 
 impl<'a> Reader<'a> {
     /// A section: its id, then its length, alignment padding where its id's high bit says.
-    fn section(&mut self) -> Option<Section<'a>> {
+    pub(crate) fn section(&mut self) -> Option<Section<'a>> {
         let id = self.byte()?;
         let len = self.index()?;
         if id & 0x80 != 0 {
@@ -131,23 +135,27 @@ fn strings(section: &[u8]) -> Option<Vec<&[u8]>> {
 }
 
 /// An attribute's or type's dialect index, and its encoding when custom-encoded.
-type Entry<'a> = (usize, Option<&'a [u8]>);
+pub(crate) type Entry<'a> = (usize, Option<&'a [u8]>);
 
 /// The attributes and types of the module, in index order.
-struct Attributes<'a> {
-    entries: Vec<Entry<'a>>,
-    types: Vec<Entry<'a>>,
+pub(crate) struct Attributes<'a> {
+    pub entries: Vec<Entry<'a>>,
+    pub types: Vec<Entry<'a>>,
+    /// Each type's bytes however it is encoded: its text where it has no custom encoding.
+    pub type_bytes: Vec<&'a [u8]>,
 }
 
-fn attributes<'a>(offsets: &[u8], data: &'a [u8]) -> Option<Attributes<'a>> {
+pub(crate) fn attributes<'a>(offsets: &[u8], data: &'a [u8]) -> Option<Attributes<'a>> {
     let mut r = Reader::new(offsets);
     let (num_attrs, num_types) = (r.index()?, r.index()?);
     if num_attrs.saturating_add(num_types) > offsets.len() {
         return None;
     }
     let mut at = 0usize;
+    let mut raw = Vec::new();
     let mut read = |count: usize| -> Option<Vec<Entry<'a>>> {
         let mut out = Vec::with_capacity(count);
+        raw.clear();
         while out.len() < count {
             let dialect = r.index()?;
             let n = r.index()?;
@@ -156,6 +164,7 @@ fn attributes<'a>(offsets: &[u8], data: &'a [u8]) -> Option<Attributes<'a>> {
                 let (len, custom) = (v >> 1, v & 1 == 1);
                 let bytes = data.get(at..at.checked_add(len)?)?;
                 at += len;
+                raw.push(bytes);
                 out.push((dialect, custom.then_some(bytes)));
             }
         }
@@ -163,7 +172,11 @@ fn attributes<'a>(offsets: &[u8], data: &'a [u8]) -> Option<Attributes<'a>> {
     };
     let entries = read(num_attrs)?;
     let types = read(num_types)?;
-    Some(Attributes { entries, types })
+    Some(Attributes {
+        entries,
+        types,
+        type_bytes: raw,
+    })
 }
 
 /// What a bytecode program says of itself.
@@ -181,6 +194,43 @@ pub struct Summary {
 /// Reads `code`'s dialects, operation names and its module op's integer attributes `names`;
 /// `None` where the bytecode cannot be read that far.
 pub fn summary(code: &[u8], names: &[&str]) -> Option<Summary> {
+    let read = read_names(code)?;
+    let module_integers = module_integers(
+        &read.sections,
+        &read.strings,
+        &read.ops,
+        &read.dialects,
+        names,
+    )
+    .unwrap_or_else(|| vec![None; names.len()]);
+    Some(Summary {
+        dialects: read.dialects,
+        ops: read.ops,
+        module_integers,
+    })
+}
+
+/// A program's sections, strings, dialects and operation names, read once for whoever needs
+/// more (the module's integers here, the IR walk in `mlir_bytecode_ops`).
+pub(crate) struct Names<'a> {
+    pub version: u64,
+    pub sections: Vec<Section<'a>>,
+    pub strings: Vec<&'a [u8]>,
+    pub dialects: Vec<String>,
+    /// Every operation name, as `dialect.op`, in the order the IR section's indices count.
+    pub ops: Vec<String>,
+}
+
+impl<'a> Names<'a> {
+    pub fn section(&self, id: u8) -> Option<&'a [u8]> {
+        self.sections
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, s)| *s)
+    }
+}
+
+pub(crate) fn read_names(code: &[u8]) -> Option<Names<'_>> {
     let (version, sections) = sections(code)?;
     let section = |id| sections.iter().find(|(i, _)| *i == id).map(|(_, s)| *s);
     let strings = strings(section(STRINGS)?)?;
@@ -228,12 +278,12 @@ pub fn summary(code: &[u8], names: &[&str]) -> Option<Summary> {
             ops.push(format!("{dialect}.{}", string(name)?));
         }
     }
-    let module_integers = module_integers(&sections, &strings, &ops, &dialects, names)
-        .unwrap_or_else(|| vec![None; names.len()]);
-    Some(Summary {
+    Some(Names {
+        version,
+        sections,
+        strings,
         dialects,
         ops,
-        module_integers,
     })
 }
 

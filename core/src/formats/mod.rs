@@ -10,6 +10,7 @@ mod exported_check;
 pub(crate) mod flatbuf;
 pub mod hlo_text;
 pub(crate) mod mlir_bytecode;
+pub(crate) mod mlir_bytecode_ops;
 pub(crate) mod pytree;
 pub mod shard_blocks;
 pub mod sharding;
