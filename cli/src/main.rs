@@ -13,6 +13,7 @@ mod bench;
 mod cache;
 mod common;
 mod compile_stress;
+mod conformance;
 mod devices;
 mod generate;
 mod inspect;
@@ -58,6 +59,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run StableHLO's interpreter test data on the plugin (each case's inputs and expected
+    /// values from its file, a child process per run so an abort is reported, not fatal) and
+    /// print a table by op and dtype.
+    Conformance(conformance::ConformanceArgs),
     /// List devices and their memory spaces.
     Devices {
         /// Print JSON instead of a table.
@@ -138,6 +143,7 @@ fn dispatch(cli: &Cli) -> Result<()> {
     let (command, cli) = (&cli.command, &cli.global);
     match command {
         Command::Devices { json } => devices::devices(cli, *json),
+        Command::Conformance(args) => conformance::conformance(cli, args),
         Command::Inspect { artifact, json } => inspect::inspect(artifact, *json),
         Command::Serve(args) => serve::serve(cli, args),
         Command::Generate(args) => generate::generate(cli, args),

@@ -14,6 +14,16 @@ mod half;
 use float8::Float8;
 use half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 
+/// An f16's value, from its bits.
+pub fn f16_value(bits: u16) -> f64 {
+    f16_to_f32(bits) as f64
+}
+
+/// A float8 element's value, from its bits; `None` for a type that is not float8.
+pub fn float8_value(dtype: ElementType, bits: u8) -> Option<f64> {
+    Some(Float8::of(dtype)?.decode(bits))
+}
+
 fn bad(what: &str, why: String) -> Error {
     Error::InvalidArgument(format!("{what}: {why}"))
 }
