@@ -253,14 +253,7 @@ fn sigterm_drains_in_flight_requests_then_stops() {
     assert_eq!(infer_json(port, "lm", &body).0, 200);
     let (status, _) = server.terminate(Duration::from_secs(15));
     assert!(status.success(), "{status:?}");
-    let mut err = String::new();
-    server
-        .child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let err = server.stderr();
     assert!(err.contains("SIGTERM: draining"), "{err}");
 }
 

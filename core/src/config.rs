@@ -45,8 +45,7 @@ pub struct ClientConfig {
     pub cache_redis: Option<crate::compile::redis_cache::RedisCacheConfig>,
     /// The key-value store of a multi-process client (`ClientBuilder::distributed`).
     pub kv_store: Option<KvStoreHandle>,
-    /// Compile programs that use an op and dtype this plugin build is known to compute wrong
-    /// (`compile::known_defects`); default: env `PJRT_ACTORS_ALLOW_KNOWN_DEFECTS=1`, else no.
+    /// Compile what `compile::known_defects` refuses; also env `PJRT_ACTORS_ALLOW_KNOWN_DEFECTS=1`.
     pub allow_known_defects: bool,
 }
 
@@ -104,8 +103,7 @@ const KNOWN_OPTIONS: &[(&str, &str)] = &[
 /// The values XLA's GPU plugin takes for `allocator` (JAX's `XLA_PYTHON_CLIENT_ALLOCATOR`).
 const ALLOCATORS: &[&str] = &["default", "platform", "bfc", "cuda_async"];
 
-/// What is wrong with a known option's value, if anything: the plugins take these without a
-/// word and misbehave later (or throw through the C API), so they are checked here.
+/// What is wrong with a known option's value: plugins take these and misbehave later, or throw.
 fn value_problem(name: &str, value: &NamedValue) -> Option<String> {
     match (name, value) {
         // XLA's CPU backend gives each process a block of 2,048 device ids: a device past
@@ -141,8 +139,7 @@ fn value_problem(name: &str, value: &NamedValue) -> Option<String> {
     }
 }
 
-/// Checks `visible_devices` against the devices the plugin made, once it has (how many there
-/// are is not known before): an id it has no device for is refused, not ignored.
+/// Checks `visible_devices` against the devices the plugin made: an unknown id is refused.
 pub fn check_visible_devices(options: &[(String, NamedValue)], local_ids: &[i32]) -> Result<()> {
     let Some((_, NamedValue::Int64List(ids))) =
         options.iter().find(|(n, _)| n == "visible_devices")

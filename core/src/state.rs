@@ -234,25 +234,6 @@ impl ClientState {
         }
     }
 
-    /// Refuses a program that uses an op and dtype this plugin build is known to compute
-    /// wrong, unless the client or the compile (`allowed`) allows it.
-    pub fn check_known_defects(&self, code: &[u8], allowed: bool) -> Result<()> {
-        if allowed || self.allow_known_defects {
-            return Ok(());
-        }
-        let snap = &self.snapshot;
-        let stablehlo = crate::compile::program_check::plugin_stablehlo(&snap.plugin_attributes);
-        crate::compile::known_defects::check_known_defects(
-            code,
-            &crate::compile::known_defects::PluginIdentity {
-                platform: &snap.platform_name,
-                api: snap.plugin_api_version,
-                stablehlo: &stablehlo,
-                path: &snap.plugin_path,
-            },
-        )
-    }
-
     /// `Error::ShutDown` once the client was shut down.
     pub fn check_open(&self) -> Result<()> {
         if self.shut_down.load(Ordering::Relaxed) {

@@ -67,18 +67,18 @@ mod cpu_plugin {
             unloaded.load(&two),
             Err(Error::TopologyMismatch { .. })
         ));
-        // The 0.81 CPU plugin has no `PJRT_Compile`, so another topology cannot be compiled
-        // for without a client of it, and the error says why; the 0.115 one has it: the
+        // The 0.81 and 0.106 CPU plugins have no `PJRT_Compile`, so another topology cannot be
+        // compiled for without a client of it, and the error says why; the 0.115 one has it: the
         // executable is for the other topology, refused here and run there.
         let foreign = two.topology().unwrap();
         let from_bytes =
             pjrt_actors::TopologyDescription::from_serialized(foreign.serialized.clone());
         for topology in [&foreign, &from_bytes] {
             match client.compile_for_topology(&program, &CompileOptions::default(), topology) {
-                Err(Error::TopologyMismatch { reason }) if !crate::common::new_abi() => {
+                Err(Error::TopologyMismatch { reason }) if !crate::common::strict_cpu_client() => {
                     assert!(reason.contains("PJRT_Compile"), "{reason}")
                 }
-                Ok(exe) if crate::common::new_abi() => {
+                Ok(exe) if crate::common::strict_cpu_client() => {
                     assert!(matches!(
                         exe.load(&client),
                         Err(Error::TopologyMismatch { .. })

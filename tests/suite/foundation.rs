@@ -353,17 +353,17 @@ mod cpu_plugin {
 
     #[test]
     fn an_unknown_create_option_is_passed_through_and_the_plugin_decides() {
-        // Our table does not know it, so the plugin decides: the 0.81 CPU plugin ignores it,
-        // the 0.115 one (like a GPU plugin) refuses it, a typed error naming it.
+        // Our table does not know it, so the plugin decides: the 0.81 and 0.106 CPU plugins
+        // ignore it, the 0.115 one (like a GPU plugin) refuses it, a typed error naming it.
         let opened = Client::builder()
             .option("some_future_option", NamedValue::Bool(true))
             .open();
-        match (opened, crate::common::new_abi()) {
+        match (opened, crate::common::strict_cpu_client()) {
             (Ok(client), false) => assert_eq!(client.device_count(), 4),
             (Err(e @ Error::Pjrt { .. }), true) => {
                 assert!(e.to_string().contains("some_future_option"), "{e}")
             }
-            (other, new) => panic!("new ABI {new}: {:?}", other.map(|c| c.device_count())),
+            (other, strict) => panic!("strict {strict}: {:?}", other.map(|c| c.device_count())),
         }
     }
 }

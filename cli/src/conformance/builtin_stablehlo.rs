@@ -1,1938 +1,469 @@
 //! The built-in conformance cases from StableHLO's own test data, a subset (see
 //! cli/conformance/stablehlo/README.md). Written by scripts/conformance-subset.
 
-/// (name, text) of each case.
+/// (name, text) of each case, one a line.
+#[rustfmt::skip]
 pub const CASES: &[(&str, &str)] = &[
-    (
-        "abs_bfloat16_20_20",
-        include_str!("../../conformance/stablehlo/abs_bfloat16_20_20.mlir"),
-    ),
-    (
-        "abs_float16_20_20",
-        include_str!("../../conformance/stablehlo/abs_float16_20_20.mlir"),
-    ),
-    (
-        "abs_int16_20_20",
-        include_str!("../../conformance/stablehlo/abs_int16_20_20.mlir"),
-    ),
-    (
-        "abs_int32_20_20",
-        include_str!("../../conformance/stablehlo/abs_int32_20_20.mlir"),
-    ),
-    (
-        "abs_int64_20_20",
-        include_str!("../../conformance/stablehlo/abs_int64_20_20.mlir"),
-    ),
-    (
-        "abs_int8_20_20",
-        include_str!("../../conformance/stablehlo/abs_int8_20_20.mlir"),
-    ),
-    (
-        "acos_bfloat16_20_20",
-        include_str!("../../conformance/stablehlo/acos_bfloat16_20_20.mlir"),
-    ),
-    (
-        "acos_complex128_20_20_chlo",
-        include_str!("../../conformance/stablehlo/acos_complex128_20_20_chlo.mlir"),
-    ),
-    (
-        "acos_complex64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/acos_complex64_20_20_chlo.mlir"),
-    ),
-    (
-        "acos_float16_20_20",
-        include_str!("../../conformance/stablehlo/acos_float16_20_20.mlir"),
-    ),
-    (
-        "acos_float32_20_20",
-        include_str!("../../conformance/stablehlo/acos_float32_20_20.mlir"),
-    ),
-    (
-        "acos_float64_20_20",
-        include_str!("../../conformance/stablehlo/acos_float64_20_20.mlir"),
-    ),
-    (
-        "acosh_bfloat16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/acosh_bfloat16_20_20_chlo.mlir"),
-    ),
-    (
-        "acosh_float16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/acosh_float16_20_20_chlo.mlir"),
-    ),
-    (
-        "acosh_float32_20_20_chlo",
-        include_str!("../../conformance/stablehlo/acosh_float32_20_20_chlo.mlir"),
-    ),
-    (
-        "acosh_float64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/acosh_float64_20_20_chlo.mlir"),
-    ),
-    (
-        "add_any_complex128_2_complex128_2",
-        include_str!("../../conformance/stablehlo/add_any_complex128_2_complex128_2.mlir"),
-    ),
-    (
-        "and_int16_20_20_int16_20_20",
-        include_str!("../../conformance/stablehlo/and_int16_20_20_int16_20_20.mlir"),
-    ),
-    (
-        "and_int32_1_20_int32_20_20",
-        include_str!("../../conformance/stablehlo/and_int32_1_20_int32_20_20.mlir"),
-    ),
-    (
-        "and_int8_20_20_int8_20_20",
-        include_str!("../../conformance/stablehlo/and_int8_20_20_int8_20_20.mlir"),
-    ),
-    (
-        "and_uint16_20_20_uint16_20_20",
-        include_str!("../../conformance/stablehlo/and_uint16_20_20_uint16_20_20.mlir"),
-    ),
-    (
-        "and_uint32_20_20_uint32_20_20",
-        include_str!("../../conformance/stablehlo/and_uint32_20_20_uint32_20_20.mlir"),
-    ),
-    (
-        "and_uint64_20_20_uint64_20_20",
-        include_str!("../../conformance/stablehlo/and_uint64_20_20_uint64_20_20.mlir"),
-    ),
-    (
-        "and_uint8_20_20_uint8_20_20",
-        include_str!("../../conformance/stablehlo/and_uint8_20_20_uint8_20_20.mlir"),
-    ),
-    (
-        "asin_bfloat16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/asin_bfloat16_20_20_chlo.mlir"),
-    ),
-    (
-        "asin_complex128_20_20_chlo",
-        include_str!("../../conformance/stablehlo/asin_complex128_20_20_chlo.mlir"),
-    ),
-    (
-        "asin_complex64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/asin_complex64_20_20_chlo.mlir"),
-    ),
-    (
-        "asin_float16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/asin_float16_20_20_chlo.mlir"),
-    ),
-    (
-        "asin_float32_20_20_chlo",
-        include_str!("../../conformance/stablehlo/asin_float32_20_20_chlo.mlir"),
-    ),
-    (
-        "asin_float64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/asin_float64_20_20_chlo.mlir"),
-    ),
-    (
-        "asinh_bfloat16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/asinh_bfloat16_20_20_chlo.mlir"),
-    ),
-    (
-        "asinh_complex128_20_20_chlo",
-        include_str!("../../conformance/stablehlo/asinh_complex128_20_20_chlo.mlir"),
-    ),
-    (
-        "asinh_complex64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/asinh_complex64_20_20_chlo.mlir"),
-    ),
-    (
-        "asinh_float16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/asinh_float16_20_20_chlo.mlir"),
-    ),
-    (
-        "asinh_float32_20_20_chlo",
-        include_str!("../../conformance/stablehlo/asinh_float32_20_20_chlo.mlir"),
-    ),
-    (
-        "asinh_float64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/asinh_float64_20_20_chlo.mlir"),
-    ),
-    (
-        "atan_bfloat16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/atan_bfloat16_20_20_chlo.mlir"),
-    ),
-    (
-        "atan_complex128_20_20_chlo",
-        include_str!("../../conformance/stablehlo/atan_complex128_20_20_chlo.mlir"),
-    ),
-    (
-        "atan_complex64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/atan_complex64_20_20_chlo.mlir"),
-    ),
-    (
-        "atan_float16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/atan_float16_20_20_chlo.mlir"),
-    ),
-    (
-        "atan_float32_20_20_chlo",
-        include_str!("../../conformance/stablehlo/atan_float32_20_20_chlo.mlir"),
-    ),
-    (
-        "atan_float64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/atan_float64_20_20_chlo.mlir"),
-    ),
-    (
-        "atanh_bfloat16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/atanh_bfloat16_20_20_chlo.mlir"),
-    ),
-    (
-        "atanh_complex128_20_20_chlo",
-        include_str!("../../conformance/stablehlo/atanh_complex128_20_20_chlo.mlir"),
-    ),
-    (
-        "atanh_complex64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/atanh_complex64_20_20_chlo.mlir"),
-    ),
-    (
-        "atanh_float16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/atanh_float16_20_20_chlo.mlir"),
-    ),
-    (
-        "atanh_float32_20_20_chlo",
-        include_str!("../../conformance/stablehlo/atanh_float32_20_20_chlo.mlir"),
-    ),
-    (
-        "atanh_float64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/atanh_float64_20_20_chlo.mlir"),
-    ),
-    (
-        "bessel_i1e_bfloat16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/bessel_i1e_bfloat16_20_20_chlo.mlir"),
-    ),
-    (
-        "bessel_i1e_float16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/bessel_i1e_float16_20_20_chlo.mlir"),
-    ),
-    (
-        "bessel_i1e_float32_20_20_chlo",
-        include_str!("../../conformance/stablehlo/bessel_i1e_float32_20_20_chlo.mlir"),
-    ),
-    (
-        "bessel_i1e_float64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/bessel_i1e_float64_20_20_chlo.mlir"),
-    ),
-    (
-        "bitcast_convert_type_bool_2_3",
-        include_str!("../../conformance/stablehlo/bitcast_convert_type_bool_2_3.mlir"),
-    ),
-    (
-        "bitcast_convert_type_complex128_2_3",
-        include_str!("../../conformance/stablehlo/bitcast_convert_type_complex128_2_3.mlir"),
-    ),
-    (
-        "bitcast_convert_type_complex64_2_3",
-        include_str!("../../conformance/stablehlo/bitcast_convert_type_complex64_2_3.mlir"),
-    ),
-    (
-        "bitcast_convert_type_uint16_2_3",
-        include_str!("../../conformance/stablehlo/bitcast_convert_type_uint16_2_3.mlir"),
-    ),
-    (
-        "bitcast_convert_type_uint32_2_3",
-        include_str!("../../conformance/stablehlo/bitcast_convert_type_uint32_2_3.mlir"),
-    ),
-    (
-        "bitcast_convert_type_uint64_2_3",
-        include_str!("../../conformance/stablehlo/bitcast_convert_type_uint64_2_3.mlir"),
-    ),
-    (
-        "bitcast_convert_type_uint8_2_3",
-        include_str!("../../conformance/stablehlo/bitcast_convert_type_uint8_2_3.mlir"),
-    ),
-    (
-        "cbrt_bfloat16_20_20",
-        include_str!("../../conformance/stablehlo/cbrt_bfloat16_20_20.mlir"),
-    ),
-    (
-        "cbrt_float16_20_20",
-        include_str!("../../conformance/stablehlo/cbrt_float16_20_20.mlir"),
-    ),
-    (
-        "cbrt_float32_20_20",
-        include_str!("../../conformance/stablehlo/cbrt_float32_20_20.mlir"),
-    ),
-    (
-        "cbrt_float64_20_20",
-        include_str!("../../conformance/stablehlo/cbrt_float64_20_20.mlir"),
-    ),
-    (
-        "ceil_bfloat16_20_20",
-        include_str!("../../conformance/stablehlo/ceil_bfloat16_20_20.mlir"),
-    ),
-    (
-        "ceil_float16_20_20",
-        include_str!("../../conformance/stablehlo/ceil_float16_20_20.mlir"),
-    ),
-    (
-        "ceil_float32_20_20",
-        include_str!("../../conformance/stablehlo/ceil_float32_20_20.mlir"),
-    ),
-    (
-        "ceil_float64_20_20",
-        include_str!("../../conformance/stablehlo/ceil_float64_20_20.mlir"),
-    ),
-    (
-        "clamp_bfloat16_bfloat16_2_3_bfloat16",
-        include_str!("../../conformance/stablehlo/clamp_bfloat16_bfloat16_2_3_bfloat16.mlir"),
-    ),
-    (
-        "clamp_float16_float16_2_3_float16",
-        include_str!("../../conformance/stablehlo/clamp_float16_float16_2_3_float16.mlir"),
-    ),
-    (
-        "clamp_float32_2_3_float32_2_3_float32",
-        include_str!("../../conformance/stablehlo/clamp_float32_2_3_float32_2_3_float32.mlir"),
-    ),
-    (
-        "clamp_float64_float64_2_3_float64",
-        include_str!("../../conformance/stablehlo/clamp_float64_float64_2_3_float64.mlir"),
-    ),
-    (
-        "clamp_int16_int16_2_3_int16",
-        include_str!("../../conformance/stablehlo/clamp_int16_int16_2_3_int16.mlir"),
-    ),
-    (
-        "clamp_int32_int32_2_3_int32",
-        include_str!("../../conformance/stablehlo/clamp_int32_int32_2_3_int32.mlir"),
-    ),
-    (
-        "clamp_int64_int64_2_3_int64",
-        include_str!("../../conformance/stablehlo/clamp_int64_int64_2_3_int64.mlir"),
-    ),
-    (
-        "clamp_int8_int8_2_3_int8",
-        include_str!("../../conformance/stablehlo/clamp_int8_int8_2_3_int8.mlir"),
-    ),
-    (
-        "clamp_uint16_uint16_2_3_uint16",
-        include_str!("../../conformance/stablehlo/clamp_uint16_uint16_2_3_uint16.mlir"),
-    ),
-    (
-        "clamp_uint32_uint32_2_3_uint32",
-        include_str!("../../conformance/stablehlo/clamp_uint32_uint32_2_3_uint32.mlir"),
-    ),
-    (
-        "clamp_uint64_uint64_2_3_uint64",
-        include_str!("../../conformance/stablehlo/clamp_uint64_uint64_2_3_uint64.mlir"),
-    ),
-    (
-        "clamp_uint8_uint8_2_3_uint8",
-        include_str!("../../conformance/stablehlo/clamp_uint8_uint8_2_3_uint8.mlir"),
-    ),
-    (
-        "complex_float32_3_2_float32_3_1",
-        include_str!("../../conformance/stablehlo/complex_float32_3_2_float32_3_1.mlir"),
-    ),
-    (
-        "concatenate_bfloat16_2_3_bfloat16_2_3",
-        include_str!("../../conformance/stablehlo/concatenate_bfloat16_2_3_bfloat16_2_3.mlir"),
-    ),
-    (
-        "concatenate_bool_2_3_bool_2_3",
-        include_str!("../../conformance/stablehlo/concatenate_bool_2_3_bool_2_3.mlir"),
-    ),
-    (
-        "concatenate_complex128_2_3_complex128_2_3",
-        include_str!("../../conformance/stablehlo/concatenate_complex128_2_3_complex128_2_3.mlir"),
-    ),
-    (
-        "concatenate_complex64_2_3_complex64_2_3",
-        include_str!("../../conformance/stablehlo/concatenate_complex64_2_3_complex64_2_3.mlir"),
-    ),
-    (
-        "concatenate_float16_2_3_float16_2_3",
-        include_str!("../../conformance/stablehlo/concatenate_float16_2_3_float16_2_3.mlir"),
-    ),
-    (
-        "concatenate_float32_2_3_float32_2_3",
-        include_str!("../../conformance/stablehlo/concatenate_float32_2_3_float32_2_3.mlir"),
-    ),
-    (
-        "concatenate_int16_2_3_int16_2_3",
-        include_str!("../../conformance/stablehlo/concatenate_int16_2_3_int16_2_3.mlir"),
-    ),
-    (
-        "concatenate_int32_2_3_int32_2_3",
-        include_str!("../../conformance/stablehlo/concatenate_int32_2_3_int32_2_3.mlir"),
-    ),
-    (
-        "concatenate_int64_2_3_int64_2_3",
-        include_str!("../../conformance/stablehlo/concatenate_int64_2_3_int64_2_3.mlir"),
-    ),
-    (
-        "concatenate_int8_2_3_int8_2_3",
-        include_str!("../../conformance/stablehlo/concatenate_int8_2_3_int8_2_3.mlir"),
-    ),
-    (
-        "concatenate_uint16_2_3_uint16_2_3",
-        include_str!("../../conformance/stablehlo/concatenate_uint16_2_3_uint16_2_3.mlir"),
-    ),
-    (
-        "concatenate_uint32_2_3_uint32_2_3",
-        include_str!("../../conformance/stablehlo/concatenate_uint32_2_3_uint32_2_3.mlir"),
-    ),
-    (
-        "concatenate_uint64_2_3_uint64_2_3",
-        include_str!("../../conformance/stablehlo/concatenate_uint64_2_3_uint64_2_3.mlir"),
-    ),
-    (
-        "concatenate_uint8_2_3_uint8_2_3",
-        include_str!("../../conformance/stablehlo/concatenate_uint8_2_3_uint8_2_3.mlir"),
-    ),
-    (
-        "conj_float64_3_4",
-        include_str!("../../conformance/stablehlo/conj_float64_3_4.mlir"),
-    ),
-    (
-        "conv_general_dilated_float32_1_1_16_1_float32_4_1_1_2",
-        include_str!(
-            "../../conformance/stablehlo/conv_general_dilated_float32_1_1_16_1_float32_4_1_1_2.mlir"
-        ),
-    ),
-    (
-        "convert_element_type_bool_100_100",
-        include_str!("../../conformance/stablehlo/convert_element_type_bool_100_100.mlir"),
-    ),
-    (
-        "convert_element_type_int8_100_100",
-        include_str!("../../conformance/stablehlo/convert_element_type_int8_100_100.mlir"),
-    ),
-    (
-        "cos_bfloat16_20_20",
-        include_str!("../../conformance/stablehlo/cos_bfloat16_20_20.mlir"),
-    ),
-    (
-        "cos_float16_20_20",
-        include_str!("../../conformance/stablehlo/cos_float16_20_20.mlir"),
-    ),
-    (
-        "cosh_bfloat16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/cosh_bfloat16_20_20_chlo.mlir"),
-    ),
-    (
-        "cosh_complex128_20_20_chlo",
-        include_str!("../../conformance/stablehlo/cosh_complex128_20_20_chlo.mlir"),
-    ),
-    (
-        "cosh_complex64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/cosh_complex64_20_20_chlo.mlir"),
-    ),
-    (
-        "cosh_float16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/cosh_float16_20_20_chlo.mlir"),
-    ),
-    (
-        "cosh_float32_20_20_chlo",
-        include_str!("../../conformance/stablehlo/cosh_float32_20_20_chlo.mlir"),
-    ),
-    (
-        "cosh_float64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/cosh_float64_20_20_chlo.mlir"),
-    ),
-    (
-        "digamma_bfloat16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/digamma_bfloat16_20_20_chlo.mlir"),
-    ),
-    (
-        "digamma_float16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/digamma_float16_20_20_chlo.mlir"),
-    ),
-    (
-        "digamma_float32_20_20_chlo",
-        include_str!("../../conformance/stablehlo/digamma_float32_20_20_chlo.mlir"),
-    ),
-    (
-        "digamma_float64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/digamma_float64_20_20_chlo.mlir"),
-    ),
-    (
-        "div_complex128_2_complex128_2",
-        include_str!("../../conformance/stablehlo/div_complex128_2_complex128_2.mlir"),
-    ),
-    (
-        "div_int16_2_int16_2",
-        include_str!("../../conformance/stablehlo/div_int16_2_int16_2.mlir"),
-    ),
-    (
-        "div_int32_2_int32_2",
-        include_str!("../../conformance/stablehlo/div_int32_2_int32_2.mlir"),
-    ),
-    (
-        "div_int64_2_int64_2",
-        include_str!("../../conformance/stablehlo/div_int64_2_int64_2.mlir"),
-    ),
-    (
-        "div_int8_2_int8_2",
-        include_str!("../../conformance/stablehlo/div_int8_2_int8_2.mlir"),
-    ),
-    (
-        "div_uint16_2_uint16_2",
-        include_str!("../../conformance/stablehlo/div_uint16_2_uint16_2.mlir"),
-    ),
-    (
-        "div_uint32_2_uint32_2",
-        include_str!("../../conformance/stablehlo/div_uint32_2_uint32_2.mlir"),
-    ),
-    (
-        "div_uint64_2_uint64_2",
-        include_str!("../../conformance/stablehlo/div_uint64_2_uint64_2.mlir"),
-    ),
-    (
-        "div_uint8_2_uint8_2",
-        include_str!("../../conformance/stablehlo/div_uint8_2_uint8_2.mlir"),
-    ),
-    (
-        "dot_general_int16_4_3_float64_3_6",
-        include_str!("../../conformance/stablehlo/dot_general_int16_4_3_float64_3_6.mlir"),
-    ),
-    (
-        "dot_general_int16_4_3_uint8_3_6",
-        include_str!("../../conformance/stablehlo/dot_general_int16_4_3_uint8_3_6.mlir"),
-    ),
-    (
-        "dot_general_int32_4_3_uint32_3_6",
-        include_str!("../../conformance/stablehlo/dot_general_int32_4_3_uint32_3_6.mlir"),
-    ),
-    (
-        "dot_general_int64_4_3_float32_3_6",
-        include_str!("../../conformance/stablehlo/dot_general_int64_4_3_float32_3_6.mlir"),
-    ),
-    (
-        "dot_general_int8_4_3_bfloat16_3_6",
-        include_str!("../../conformance/stablehlo/dot_general_int8_4_3_bfloat16_3_6.mlir"),
-    ),
-    (
-        "dot_general_int8_4_3_complex128_3_6",
-        include_str!("../../conformance/stablehlo/dot_general_int8_4_3_complex128_3_6.mlir"),
-    ),
-    (
-        "dot_general_int8_4_3_int64_3_6",
-        include_str!("../../conformance/stablehlo/dot_general_int8_4_3_int64_3_6.mlir"),
-    ),
-    (
-        "dot_general_int8_4_3_uint8_3_6",
-        include_str!("../../conformance/stablehlo/dot_general_int8_4_3_uint8_3_6.mlir"),
-    ),
-    (
-        "dot_general_uint8_4_3_complex64_3_6",
-        include_str!("../../conformance/stablehlo/dot_general_uint8_4_3_complex64_3_6.mlir"),
-    ),
-    (
-        "dot_general_uint8_4_3_float16_3_6",
-        include_str!("../../conformance/stablehlo/dot_general_uint8_4_3_float16_3_6.mlir"),
-    ),
-    (
-        "dot_general_uint8_4_3_uint16_3_6",
-        include_str!("../../conformance/stablehlo/dot_general_uint8_4_3_uint16_3_6.mlir"),
-    ),
-    (
-        "dot_general_uint8_4_3_uint32_3_6",
-        include_str!("../../conformance/stablehlo/dot_general_uint8_4_3_uint32_3_6.mlir"),
-    ),
-    (
-        "dot_general_uint8_4_3_uint64_3_6",
-        include_str!("../../conformance/stablehlo/dot_general_uint8_4_3_uint64_3_6.mlir"),
-    ),
-    (
-        "dynamic_slice_bfloat16_3_int64_1",
-        include_str!("../../conformance/stablehlo/dynamic_slice_bfloat16_3_int64_1.mlir"),
-    ),
-    (
-        "dynamic_slice_bool_3_int64_1",
-        include_str!("../../conformance/stablehlo/dynamic_slice_bool_3_int64_1.mlir"),
-    ),
-    (
-        "dynamic_slice_complex128_3_int64_1",
-        include_str!("../../conformance/stablehlo/dynamic_slice_complex128_3_int64_1.mlir"),
-    ),
-    (
-        "dynamic_slice_complex64_3_int64_1",
-        include_str!("../../conformance/stablehlo/dynamic_slice_complex64_3_int64_1.mlir"),
-    ),
-    (
-        "dynamic_slice_float16_3_int64_1",
-        include_str!("../../conformance/stablehlo/dynamic_slice_float16_3_int64_1.mlir"),
-    ),
-    (
-        "dynamic_slice_float32_3_uint8_1",
-        include_str!("../../conformance/stablehlo/dynamic_slice_float32_3_uint8_1.mlir"),
-    ),
-    (
-        "dynamic_slice_int16_3_int64_1",
-        include_str!("../../conformance/stablehlo/dynamic_slice_int16_3_int64_1.mlir"),
-    ),
-    (
-        "dynamic_slice_int32_3_int64_1",
-        include_str!("../../conformance/stablehlo/dynamic_slice_int32_3_int64_1.mlir"),
-    ),
-    (
-        "dynamic_slice_int64_3_int64_1",
-        include_str!("../../conformance/stablehlo/dynamic_slice_int64_3_int64_1.mlir"),
-    ),
-    (
-        "dynamic_slice_int8_3_int64_1",
-        include_str!("../../conformance/stablehlo/dynamic_slice_int8_3_int64_1.mlir"),
-    ),
-    (
-        "dynamic_slice_uint16_3_int64_1",
-        include_str!("../../conformance/stablehlo/dynamic_slice_uint16_3_int64_1.mlir"),
-    ),
-    (
-        "dynamic_slice_uint32_3_int64_1",
-        include_str!("../../conformance/stablehlo/dynamic_slice_uint32_3_int64_1.mlir"),
-    ),
-    (
-        "dynamic_slice_uint64_3_int64_1",
-        include_str!("../../conformance/stablehlo/dynamic_slice_uint64_3_int64_1.mlir"),
-    ),
-    (
-        "dynamic_slice_uint8_3_int64_1",
-        include_str!("../../conformance/stablehlo/dynamic_slice_uint8_3_int64_1.mlir"),
-    ),
-    (
-        "dynamic_update_slice_bfloat16_3_bfloat16_1_int64_1",
-        include_str!(
-            "../../conformance/stablehlo/dynamic_update_slice_bfloat16_3_bfloat16_1_int64_1.mlir"
-        ),
-    ),
-    (
-        "dynamic_update_slice_bool_3_bool_1_int64_1",
-        include_str!("../../conformance/stablehlo/dynamic_update_slice_bool_3_bool_1_int64_1.mlir"),
-    ),
-    (
-        "dynamic_update_slice_complex128_3_complex128_1_int64_1",
-        include_str!(
-            "../../conformance/stablehlo/dynamic_update_slice_complex128_3_complex128_1_int64_1.mlir"
-        ),
-    ),
-    (
-        "dynamic_update_slice_complex64_3_complex64_1_int64_1",
-        include_str!(
-            "../../conformance/stablehlo/dynamic_update_slice_complex64_3_complex64_1_int64_1.mlir"
-        ),
-    ),
-    (
-        "dynamic_update_slice_float16_3_float16_1_int64_1",
-        include_str!(
-            "../../conformance/stablehlo/dynamic_update_slice_float16_3_float16_1_int64_1.mlir"
-        ),
-    ),
-    (
-        "dynamic_update_slice_float32_3_float32_1_uint32_1",
-        include_str!(
-            "../../conformance/stablehlo/dynamic_update_slice_float32_3_float32_1_uint32_1.mlir"
-        ),
-    ),
-    (
-        "dynamic_update_slice_float64_3_float64_1_int64_1",
-        include_str!(
-            "../../conformance/stablehlo/dynamic_update_slice_float64_3_float64_1_int64_1.mlir"
-        ),
-    ),
-    (
-        "dynamic_update_slice_int16_3_int16_1_int64_1",
-        include_str!(
-            "../../conformance/stablehlo/dynamic_update_slice_int16_3_int16_1_int64_1.mlir"
-        ),
-    ),
-    (
-        "dynamic_update_slice_int32_3_int32_1_int64_1",
-        include_str!(
-            "../../conformance/stablehlo/dynamic_update_slice_int32_3_int32_1_int64_1.mlir"
-        ),
-    ),
-    (
-        "dynamic_update_slice_int64_3_int64_1_int64_1",
-        include_str!(
-            "../../conformance/stablehlo/dynamic_update_slice_int64_3_int64_1_int64_1.mlir"
-        ),
-    ),
-    (
-        "dynamic_update_slice_int8_3_int8_1_int64_1",
-        include_str!("../../conformance/stablehlo/dynamic_update_slice_int8_3_int8_1_int64_1.mlir"),
-    ),
-    (
-        "dynamic_update_slice_uint16_3_uint16_1_int64_1",
-        include_str!(
-            "../../conformance/stablehlo/dynamic_update_slice_uint16_3_uint16_1_int64_1.mlir"
-        ),
-    ),
-    (
-        "dynamic_update_slice_uint32_3_uint32_1_int64_1",
-        include_str!(
-            "../../conformance/stablehlo/dynamic_update_slice_uint32_3_uint32_1_int64_1.mlir"
-        ),
-    ),
-    (
-        "dynamic_update_slice_uint64_3_uint64_1_int64_1",
-        include_str!(
-            "../../conformance/stablehlo/dynamic_update_slice_uint64_3_uint64_1_int64_1.mlir"
-        ),
-    ),
-    (
-        "dynamic_update_slice_uint8_3_uint8_1_int64_1",
-        include_str!(
-            "../../conformance/stablehlo/dynamic_update_slice_uint8_3_uint8_1_int64_1.mlir"
-        ),
-    ),
-    (
-        "erf_bfloat16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/erf_bfloat16_20_20_chlo.mlir"),
-    ),
-    (
-        "erf_float16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/erf_float16_20_20_chlo.mlir"),
-    ),
-    (
-        "erf_float32_20_20_chlo",
-        include_str!("../../conformance/stablehlo/erf_float32_20_20_chlo.mlir"),
-    ),
-    (
-        "erf_float64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/erf_float64_20_20_chlo.mlir"),
-    ),
-    (
-        "erf_inv_bfloat16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/erf_inv_bfloat16_20_20_chlo.mlir"),
-    ),
-    (
-        "erf_inv_float16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/erf_inv_float16_20_20_chlo.mlir"),
-    ),
-    (
-        "erf_inv_float32_20_20_chlo",
-        include_str!("../../conformance/stablehlo/erf_inv_float32_20_20_chlo.mlir"),
-    ),
-    (
-        "erf_inv_float64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/erf_inv_float64_20_20_chlo.mlir"),
-    ),
-    (
-        "erfc_bfloat16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/erfc_bfloat16_20_20_chlo.mlir"),
-    ),
-    (
-        "erfc_float16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/erfc_float16_20_20_chlo.mlir"),
-    ),
-    (
-        "erfc_float32_20_20_chlo",
-        include_str!("../../conformance/stablehlo/erfc_float32_20_20_chlo.mlir"),
-    ),
-    (
-        "erfc_float64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/erfc_float64_20_20_chlo.mlir"),
-    ),
-    (
-        "exp_complex128_20_20",
-        include_str!("../../conformance/stablehlo/exp_complex128_20_20.mlir"),
-    ),
-    (
-        "expm1_bfloat16_20_20",
-        include_str!("../../conformance/stablehlo/expm1_bfloat16_20_20.mlir"),
-    ),
-    (
-        "expm1_complex128_20_20",
-        include_str!("../../conformance/stablehlo/expm1_complex128_20_20.mlir"),
-    ),
-    (
-        "expm1_complex64_20_20",
-        include_str!("../../conformance/stablehlo/expm1_complex64_20_20.mlir"),
-    ),
-    (
-        "expm1_float16_20_20",
-        include_str!("../../conformance/stablehlo/expm1_float16_20_20.mlir"),
-    ),
-    (
-        "fft_complex128_14_15_0_17",
-        include_str!("../../conformance/stablehlo/fft_complex128_14_15_0_17.mlir"),
-    ),
-    (
-        "fft_complex64_14_15_0_17",
-        include_str!("../../conformance/stablehlo/fft_complex64_14_15_0_17.mlir"),
-    ),
-    (
-        "fft_float32_14_15_0_17",
-        include_str!("../../conformance/stablehlo/fft_float32_14_15_0_17.mlir"),
-    ),
-    (
-        "fft_float64_14_15_0_17",
-        include_str!("../../conformance/stablehlo/fft_float64_14_15_0_17.mlir"),
-    ),
-    (
-        "floor_bfloat16_20_20",
-        include_str!("../../conformance/stablehlo/floor_bfloat16_20_20.mlir"),
-    ),
-    (
-        "floor_float16_20_20",
-        include_str!("../../conformance/stablehlo/floor_float16_20_20.mlir"),
-    ),
-    (
-        "floor_float32_20_20",
-        include_str!("../../conformance/stablehlo/floor_float32_20_20.mlir"),
-    ),
-    (
-        "floor_float64_20_20",
-        include_str!("../../conformance/stablehlo/floor_float64_20_20.mlir"),
-    ),
-    (
-        "gather_float32_1_2_int64_1_2",
-        include_str!("../../conformance/stablehlo/gather_float32_1_2_int64_1_2.mlir"),
-    ),
-    (
-        "igammac_float16_20_20_float16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/igammac_float16_20_20_float16_20_20_chlo.mlir"),
-    ),
-    (
-        "iota_",
-        include_str!("../../conformance/stablehlo/iota_.mlir"),
-    ),
-    (
-        "iota_2x32_shape_",
-        include_str!("../../conformance/stablehlo/iota_2x32_shape_.mlir"),
-    ),
-    (
-        "is_finite_float16_20_20",
-        include_str!("../../conformance/stablehlo/is_finite_float16_20_20.mlir"),
-    ),
-    (
-        "lgamma_bfloat16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/lgamma_bfloat16_20_20_chlo.mlir"),
-    ),
-    (
-        "lgamma_float16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/lgamma_float16_20_20_chlo.mlir"),
-    ),
-    (
-        "log1p_bfloat16_20_20",
-        include_str!("../../conformance/stablehlo/log1p_bfloat16_20_20.mlir"),
-    ),
-    (
-        "log1p_complex128_20_20",
-        include_str!("../../conformance/stablehlo/log1p_complex128_20_20.mlir"),
-    ),
-    (
-        "log1p_complex64_20_20",
-        include_str!("../../conformance/stablehlo/log1p_complex64_20_20.mlir"),
-    ),
-    (
-        "log1p_float16_20_20",
-        include_str!("../../conformance/stablehlo/log1p_float16_20_20.mlir"),
-    ),
-    (
-        "log_bfloat16_20_20",
-        include_str!("../../conformance/stablehlo/log_bfloat16_20_20.mlir"),
-    ),
-    (
-        "log_complex128_20_20",
-        include_str!("../../conformance/stablehlo/log_complex128_20_20.mlir"),
-    ),
-    (
-        "log_complex64_20_20",
-        include_str!("../../conformance/stablehlo/log_complex64_20_20.mlir"),
-    ),
-    (
-        "log_float16_20_20",
-        include_str!("../../conformance/stablehlo/log_float16_20_20.mlir"),
-    ),
-    (
-        "logistic_bfloat16_20_20",
-        include_str!("../../conformance/stablehlo/logistic_bfloat16_20_20.mlir"),
-    ),
-    (
-        "logistic_complex64_20_20",
-        include_str!("../../conformance/stablehlo/logistic_complex64_20_20.mlir"),
-    ),
-    (
-        "logistic_float16_20_20",
-        include_str!("../../conformance/stablehlo/logistic_float16_20_20.mlir"),
-    ),
-    (
-        "min_bfloat16_3_3_bfloat16_3_3",
-        include_str!("../../conformance/stablehlo/min_bfloat16_3_3_bfloat16_3_3.mlir"),
-    ),
-    (
-        "min_bool_20_20_bool_20_20",
-        include_str!("../../conformance/stablehlo/min_bool_20_20_bool_20_20.mlir"),
-    ),
-    (
-        "min_float16_3_3_float16_3_3",
-        include_str!("../../conformance/stablehlo/min_float16_3_3_float16_3_3.mlir"),
-    ),
-    (
-        "min_float32_3_3_float32_3_3",
-        include_str!("../../conformance/stablehlo/min_float32_3_3_float32_3_3.mlir"),
-    ),
-    (
-        "neg_int16_20_20",
-        include_str!("../../conformance/stablehlo/neg_int16_20_20.mlir"),
-    ),
-    (
-        "neg_int32_20_20",
-        include_str!("../../conformance/stablehlo/neg_int32_20_20.mlir"),
-    ),
-    (
-        "neg_int64_20_20",
-        include_str!("../../conformance/stablehlo/neg_int64_20_20.mlir"),
-    ),
-    (
-        "neg_int8_20_20",
-        include_str!("../../conformance/stablehlo/neg_int8_20_20.mlir"),
-    ),
-    (
-        "neg_uint16_20_20",
-        include_str!("../../conformance/stablehlo/neg_uint16_20_20.mlir"),
-    ),
-    (
-        "neg_uint32_20_20",
-        include_str!("../../conformance/stablehlo/neg_uint32_20_20.mlir"),
-    ),
-    (
-        "neg_uint64_20_20",
-        include_str!("../../conformance/stablehlo/neg_uint64_20_20.mlir"),
-    ),
-    (
-        "neg_uint8_20_20",
-        include_str!("../../conformance/stablehlo/neg_uint8_20_20.mlir"),
-    ),
-    (
-        "nextafter_bfloat16_20_20_bfloat16_20_20_chlo",
-        include_str!(
-            "../../conformance/stablehlo/nextafter_bfloat16_20_20_bfloat16_20_20_chlo.mlir"
-        ),
-    ),
-    (
-        "nextafter_float16_20_20_float16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/nextafter_float16_20_20_float16_20_20_chlo.mlir"),
-    ),
-    (
-        "nextafter_float32_1_20_float32_20_20_chlo",
-        include_str!("../../conformance/stablehlo/nextafter_float32_1_20_float32_20_20_chlo.mlir"),
-    ),
-    (
-        "nextafter_float64_20_20_float64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/nextafter_float64_20_20_float64_20_20_chlo.mlir"),
-    ),
-    (
-        "or_int16_20_20_int16_20_20",
-        include_str!("../../conformance/stablehlo/or_int16_20_20_int16_20_20.mlir"),
-    ),
-    (
-        "or_int32_1_20_int32_20_20",
-        include_str!("../../conformance/stablehlo/or_int32_1_20_int32_20_20.mlir"),
-    ),
-    (
-        "or_int64_20_20_int64_20_20",
-        include_str!("../../conformance/stablehlo/or_int64_20_20_int64_20_20.mlir"),
-    ),
-    (
-        "or_int8_20_20_int8_20_20",
-        include_str!("../../conformance/stablehlo/or_int8_20_20_int8_20_20.mlir"),
-    ),
-    (
-        "or_uint16_20_20_uint16_20_20",
-        include_str!("../../conformance/stablehlo/or_uint16_20_20_uint16_20_20.mlir"),
-    ),
-    (
-        "or_uint32_20_20_uint32_20_20",
-        include_str!("../../conformance/stablehlo/or_uint32_20_20_uint32_20_20.mlir"),
-    ),
-    (
-        "or_uint64_20_20_uint64_20_20",
-        include_str!("../../conformance/stablehlo/or_uint64_20_20_uint64_20_20.mlir"),
-    ),
-    (
-        "or_uint8_20_20_uint8_20_20",
-        include_str!("../../conformance/stablehlo/or_uint8_20_20_uint8_20_20.mlir"),
-    ),
-    (
-        "pad_complex128_2_3_complex128",
-        include_str!("../../conformance/stablehlo/pad_complex128_2_3_complex128.mlir"),
-    ),
-    (
-        "pad_complex64_2_3_complex64",
-        include_str!("../../conformance/stablehlo/pad_complex64_2_3_complex64.mlir"),
-    ),
-    (
-        "pad_float64_2_3_float64",
-        include_str!("../../conformance/stablehlo/pad_float64_2_3_float64.mlir"),
-    ),
-    (
-        "pad_int64_2_3_int64",
-        include_str!("../../conformance/stablehlo/pad_int64_2_3_int64.mlir"),
-    ),
-    (
-        "population_count_int16_4",
-        include_str!("../../conformance/stablehlo/population_count_int16_4.mlir"),
-    ),
-    (
-        "population_count_int32_4",
-        include_str!("../../conformance/stablehlo/population_count_int32_4.mlir"),
-    ),
-    (
-        "population_count_int64_4",
-        include_str!("../../conformance/stablehlo/population_count_int64_4.mlir"),
-    ),
-    (
-        "population_count_int8_4",
-        include_str!("../../conformance/stablehlo/population_count_int8_4.mlir"),
-    ),
-    (
-        "population_count_uint16_3",
-        include_str!("../../conformance/stablehlo/population_count_uint16_3.mlir"),
-    ),
-    (
-        "population_count_uint32_3",
-        include_str!("../../conformance/stablehlo/population_count_uint32_3.mlir"),
-    ),
-    (
-        "population_count_uint64_3",
-        include_str!("../../conformance/stablehlo/population_count_uint64_3.mlir"),
-    ),
-    (
-        "population_count_uint8_3",
-        include_str!("../../conformance/stablehlo/population_count_uint8_3.mlir"),
-    ),
-    (
-        "pow_bfloat16_20_30_bfloat16_20_30",
-        include_str!("../../conformance/stablehlo/pow_bfloat16_20_30_bfloat16_20_30.mlir"),
-    ),
-    (
-        "pow_complex128_20_30_complex128_20_30",
-        include_str!("../../conformance/stablehlo/pow_complex128_20_30_complex128_20_30.mlir"),
-    ),
-    (
-        "pow_complex64_20_30_complex64_20_30",
-        include_str!("../../conformance/stablehlo/pow_complex64_20_30_complex64_20_30.mlir"),
-    ),
-    (
-        "pow_float16_20_30_float16_20_30",
-        include_str!("../../conformance/stablehlo/pow_float16_20_30_float16_20_30.mlir"),
-    ),
-    (
-        "pow_float32_float32_4_5_6",
-        include_str!("../../conformance/stablehlo/pow_float32_float32_4_5_6.mlir"),
-    ),
-    (
-        "pow_float64_20_30_float64_20_30",
-        include_str!("../../conformance/stablehlo/pow_float64_20_30_float64_20_30.mlir"),
-    ),
-    (
-        "random_uniform_",
-        include_str!("../../conformance/stablehlo/random_uniform_.mlir"),
-    ),
-    (
-        "reduce_bfloat16_4_6_int32_4_6",
-        include_str!("../../conformance/stablehlo/reduce_bfloat16_4_6_int32_4_6.mlir"),
-    ),
-    (
-        "reduce_bool_4_6_int32_4_6",
-        include_str!("../../conformance/stablehlo/reduce_bool_4_6_int32_4_6.mlir"),
-    ),
-    (
-        "reduce_float16_4_6_int32_4_6",
-        include_str!("../../conformance/stablehlo/reduce_float16_4_6_int32_4_6.mlir"),
-    ),
-    (
-        "reduce_float32_4_6_int32_4_6",
-        include_str!("../../conformance/stablehlo/reduce_float32_4_6_int32_4_6.mlir"),
-    ),
-    (
-        "reduce_float64_4_6_int32_4_6",
-        include_str!("../../conformance/stablehlo/reduce_float64_4_6_int32_4_6.mlir"),
-    ),
-    (
-        "reduce_min_complex128_2_3",
-        include_str!("../../conformance/stablehlo/reduce_min_complex128_2_3.mlir"),
-    ),
-    (
-        "reduce_min_complex64_2_3",
-        include_str!("../../conformance/stablehlo/reduce_min_complex64_2_3.mlir"),
-    ),
-    (
-        "reduce_min_int16_2_3",
-        include_str!("../../conformance/stablehlo/reduce_min_int16_2_3.mlir"),
-    ),
-    (
-        "reduce_precision_bfloat16",
-        include_str!("../../conformance/stablehlo/reduce_precision_bfloat16.mlir"),
-    ),
-    (
-        "reduce_precision_float16",
-        include_str!("../../conformance/stablehlo/reduce_precision_float16.mlir"),
-    ),
-    (
-        "reduce_precision_float32",
-        include_str!("../../conformance/stablehlo/reduce_precision_float32.mlir"),
-    ),
-    (
-        "reduce_precision_float64",
-        include_str!("../../conformance/stablehlo/reduce_precision_float64.mlir"),
-    ),
-    (
-        "reduce_prod_int64_2_3",
-        include_str!("../../conformance/stablehlo/reduce_prod_int64_2_3.mlir"),
-    ),
-    (
-        "reduce_sum_int8_2_3",
-        include_str!("../../conformance/stablehlo/reduce_sum_int8_2_3.mlir"),
-    ),
-    (
-        "reduce_sum_uint16_2_3",
-        include_str!("../../conformance/stablehlo/reduce_sum_uint16_2_3.mlir"),
-    ),
-    (
-        "reduce_sum_uint32_2_3",
-        include_str!("../../conformance/stablehlo/reduce_sum_uint32_2_3.mlir"),
-    ),
-    (
-        "reduce_sum_uint64_2_3",
-        include_str!("../../conformance/stablehlo/reduce_sum_uint64_2_3.mlir"),
-    ),
-    (
-        "reduce_sum_uint8_2_3",
-        include_str!("../../conformance/stablehlo/reduce_sum_uint8_2_3.mlir"),
-    ),
-    (
-        "reduce_window_max_int32_4_6",
-        include_str!("../../conformance/stablehlo/reduce_window_max_int32_4_6.mlir"),
-    ),
-    (
-        "reduce_window_max_int64_4_6",
-        include_str!("../../conformance/stablehlo/reduce_window_max_int64_4_6.mlir"),
-    ),
-    (
-        "reduce_window_max_int8_4_6",
-        include_str!("../../conformance/stablehlo/reduce_window_max_int8_4_6.mlir"),
-    ),
-    (
-        "reduce_window_max_uint16_4_6",
-        include_str!("../../conformance/stablehlo/reduce_window_max_uint16_4_6.mlir"),
-    ),
-    (
-        "reduce_window_max_uint8_4_6",
-        include_str!("../../conformance/stablehlo/reduce_window_max_uint8_4_6.mlir"),
-    ),
-    (
-        "regularized_incomplete_beta_float16_9_float16_9_float16_9_chlo",
-        include_str!(
-            "../../conformance/stablehlo/regularized_incomplete_beta_float16_9_float16_9_float16_9_chlo.mlir"
-        ),
-    ),
-    (
-        "regularized_incomplete_beta_float64_9_float64_9_float64_9_chlo",
-        include_str!(
-            "../../conformance/stablehlo/regularized_incomplete_beta_float64_9_float64_9_float64_9_chlo.mlir"
-        ),
-    ),
-    (
-        "rem_bfloat16_2_bfloat16_2",
-        include_str!("../../conformance/stablehlo/rem_bfloat16_2_bfloat16_2.mlir"),
-    ),
-    (
-        "rem_float16_2_float16_2",
-        include_str!("../../conformance/stablehlo/rem_float16_2_float16_2.mlir"),
-    ),
-    (
-        "rem_float32_1_float32_1",
-        include_str!("../../conformance/stablehlo/rem_float32_1_float32_1.mlir"),
-    ),
-    (
-        "rem_float64_2_float64_2",
-        include_str!("../../conformance/stablehlo/rem_float64_2_float64_2.mlir"),
-    ),
-    (
-        "rem_int16_2_int16_2",
-        include_str!("../../conformance/stablehlo/rem_int16_2_int16_2.mlir"),
-    ),
-    (
-        "rem_int32_2_int32_2",
-        include_str!("../../conformance/stablehlo/rem_int32_2_int32_2.mlir"),
-    ),
-    (
-        "rem_int64_2_int64_2",
-        include_str!("../../conformance/stablehlo/rem_int64_2_int64_2.mlir"),
-    ),
-    (
-        "rem_int8_2_int8_2",
-        include_str!("../../conformance/stablehlo/rem_int8_2_int8_2.mlir"),
-    ),
-    (
-        "rem_uint16_2_uint16_2",
-        include_str!("../../conformance/stablehlo/rem_uint16_2_uint16_2.mlir"),
-    ),
-    (
-        "rem_uint32_2_uint32_2",
-        include_str!("../../conformance/stablehlo/rem_uint32_2_uint32_2.mlir"),
-    ),
-    (
-        "rem_uint64_2_uint64_2",
-        include_str!("../../conformance/stablehlo/rem_uint64_2_uint64_2.mlir"),
-    ),
-    (
-        "rem_uint8_2_uint8_2",
-        include_str!("../../conformance/stablehlo/rem_uint8_2_uint8_2.mlir"),
-    ),
-    (
-        "reshape_float32_3_4_5",
-        include_str!("../../conformance/stablehlo/reshape_float32_3_4_5.mlir"),
-    ),
-    (
-        "rev_bfloat16_4_5",
-        include_str!("../../conformance/stablehlo/rev_bfloat16_4_5.mlir"),
-    ),
-    (
-        "rev_bool_4_5",
-        include_str!("../../conformance/stablehlo/rev_bool_4_5.mlir"),
-    ),
-    (
-        "rev_complex128_4_5",
-        include_str!("../../conformance/stablehlo/rev_complex128_4_5.mlir"),
-    ),
-    (
-        "rev_complex64_4_5",
-        include_str!("../../conformance/stablehlo/rev_complex64_4_5.mlir"),
-    ),
-    (
-        "rev_float16_4_5",
-        include_str!("../../conformance/stablehlo/rev_float16_4_5.mlir"),
-    ),
-    (
-        "rev_float32_4_5",
-        include_str!("../../conformance/stablehlo/rev_float32_4_5.mlir"),
-    ),
-    (
-        "rev_int16_4_5",
-        include_str!("../../conformance/stablehlo/rev_int16_4_5.mlir"),
-    ),
-    (
-        "rev_int32_4_5",
-        include_str!("../../conformance/stablehlo/rev_int32_4_5.mlir"),
-    ),
-    (
-        "rev_int64_4_5",
-        include_str!("../../conformance/stablehlo/rev_int64_4_5.mlir"),
-    ),
-    (
-        "rev_int8_4_5",
-        include_str!("../../conformance/stablehlo/rev_int8_4_5.mlir"),
-    ),
-    (
-        "rev_uint16_4_5",
-        include_str!("../../conformance/stablehlo/rev_uint16_4_5.mlir"),
-    ),
-    (
-        "rev_uint32_4_5",
-        include_str!("../../conformance/stablehlo/rev_uint32_4_5.mlir"),
-    ),
-    (
-        "rev_uint64_4_5",
-        include_str!("../../conformance/stablehlo/rev_uint64_4_5.mlir"),
-    ),
-    (
-        "rev_uint8_4_5",
-        include_str!("../../conformance/stablehlo/rev_uint8_4_5.mlir"),
-    ),
-    (
-        "rng_bit_generator_uint64_2",
-        include_str!("../../conformance/stablehlo/rng_bit_generator_uint64_2.mlir"),
-    ),
-    (
-        "round_bfloat16_100_100",
-        include_str!("../../conformance/stablehlo/round_bfloat16_100_100.mlir"),
-    ),
-    (
-        "round_float16_100_100",
-        include_str!("../../conformance/stablehlo/round_float16_100_100.mlir"),
-    ),
-    (
-        "round_float32_100_100",
-        include_str!("../../conformance/stablehlo/round_float32_100_100.mlir"),
-    ),
-    (
-        "round_float32_2_5",
-        include_str!("../../conformance/stablehlo/round_float32_2_5.mlir"),
-    ),
-    (
-        "round_float64_100_100",
-        include_str!("../../conformance/stablehlo/round_float64_100_100.mlir"),
-    ),
-    (
-        "rsqrt_bfloat16_20_20",
-        include_str!("../../conformance/stablehlo/rsqrt_bfloat16_20_20.mlir"),
-    ),
-    (
-        "rsqrt_complex128_20_20",
-        include_str!("../../conformance/stablehlo/rsqrt_complex128_20_20.mlir"),
-    ),
-    (
-        "rsqrt_complex64_20_20",
-        include_str!("../../conformance/stablehlo/rsqrt_complex64_20_20.mlir"),
-    ),
-    (
-        "rsqrt_float16_20_20",
-        include_str!("../../conformance/stablehlo/rsqrt_float16_20_20.mlir"),
-    ),
-    (
-        "rsqrt_float32_20_20",
-        include_str!("../../conformance/stablehlo/rsqrt_float32_20_20.mlir"),
-    ),
-    (
-        "rsqrt_float64_20_20",
-        include_str!("../../conformance/stablehlo/rsqrt_float64_20_20.mlir"),
-    ),
-    (
-        "scatter_max_int16_1_int16",
-        include_str!("../../conformance/stablehlo/scatter_max_int16_1_int16.mlir"),
-    ),
-    (
-        "scatter_max_uint32_1_uint32",
-        include_str!("../../conformance/stablehlo/scatter_max_uint32_1_uint32.mlir"),
-    ),
-    (
-        "scatter_max_uint64_1_uint64",
-        include_str!("../../conformance/stablehlo/scatter_max_uint64_1_uint64.mlir"),
-    ),
-    (
-        "scatter_min_float64_1_float64",
-        include_str!("../../conformance/stablehlo/scatter_min_float64_1_float64.mlir"),
-    ),
-    (
-        "scatter_min_int16_1_int16",
-        include_str!("../../conformance/stablehlo/scatter_min_int16_1_int16.mlir"),
-    ),
-    (
-        "scatter_min_int64_1_int64",
-        include_str!("../../conformance/stablehlo/scatter_min_int64_1_int64.mlir"),
-    ),
-    (
-        "scatter_min_int8_1_int8",
-        include_str!("../../conformance/stablehlo/scatter_min_int8_1_int8.mlir"),
-    ),
-    (
-        "scatter_min_uint16_1_uint16",
-        include_str!("../../conformance/stablehlo/scatter_min_uint16_1_uint16.mlir"),
-    ),
-    (
-        "scatter_min_uint32_1_uint32",
-        include_str!("../../conformance/stablehlo/scatter_min_uint32_1_uint32.mlir"),
-    ),
-    (
-        "scatter_min_uint64_1_uint64",
-        include_str!("../../conformance/stablehlo/scatter_min_uint64_1_uint64.mlir"),
-    ),
-    (
-        "scatter_min_uint8_1_uint8",
-        include_str!("../../conformance/stablehlo/scatter_min_uint8_1_uint8.mlir"),
-    ),
-    (
-        "scatter_mul_int16_1_int16",
-        include_str!("../../conformance/stablehlo/scatter_mul_int16_1_int16.mlir"),
-    ),
-    (
-        "scatter_mul_int32_1_int32",
-        include_str!("../../conformance/stablehlo/scatter_mul_int32_1_int32.mlir"),
-    ),
-    (
-        "scatter_mul_int64_1_int64",
-        include_str!("../../conformance/stablehlo/scatter_mul_int64_1_int64.mlir"),
-    ),
-    (
-        "scatter_mul_int8_1_int8",
-        include_str!("../../conformance/stablehlo/scatter_mul_int8_1_int8.mlir"),
-    ),
-    (
-        "scatter_mul_uint16_1_uint16",
-        include_str!("../../conformance/stablehlo/scatter_mul_uint16_1_uint16.mlir"),
-    ),
-    (
-        "scatter_mul_uint32_1_uint32",
-        include_str!("../../conformance/stablehlo/scatter_mul_uint32_1_uint32.mlir"),
-    ),
-    (
-        "scatter_mul_uint8_1_uint8",
-        include_str!("../../conformance/stablehlo/scatter_mul_uint8_1_uint8.mlir"),
-    ),
-    (
-        "select_and_scatter_add_bfloat16_1_3_5_bfloat16_2_4_6",
-        include_str!(
-            "../../conformance/stablehlo/select_and_scatter_add_bfloat16_1_3_5_bfloat16_2_4_6.mlir"
-        ),
-    ),
-    (
-        "select_and_scatter_add_bool_1_3_5_bool_2_4_6",
-        include_str!(
-            "../../conformance/stablehlo/select_and_scatter_add_bool_1_3_5_bool_2_4_6.mlir"
-        ),
-    ),
-    (
-        "select_and_scatter_add_float16_2_1_6_float16_2_4_6",
-        include_str!(
-            "../../conformance/stablehlo/select_and_scatter_add_float16_2_1_6_float16_2_4_6.mlir"
-        ),
-    ),
-    (
-        "select_and_scatter_add_float32_1_2_2_float32_2_4_6",
-        include_str!(
-            "../../conformance/stablehlo/select_and_scatter_add_float32_1_2_2_float32_2_4_6.mlir"
-        ),
-    ),
-    (
-        "select_and_scatter_add_int16_1_3_5_int16_2_4_6",
-        include_str!(
-            "../../conformance/stablehlo/select_and_scatter_add_int16_1_3_5_int16_2_4_6.mlir"
-        ),
-    ),
-    (
-        "select_and_scatter_add_int32_1_3_5_int32_2_4_6",
-        include_str!(
-            "../../conformance/stablehlo/select_and_scatter_add_int32_1_3_5_int32_2_4_6.mlir"
-        ),
-    ),
-    (
-        "select_and_scatter_add_int8_1_3_5_int8_2_4_6",
-        include_str!(
-            "../../conformance/stablehlo/select_and_scatter_add_int8_1_3_5_int8_2_4_6.mlir"
-        ),
-    ),
-    (
-        "select_and_scatter_add_uint16_1_3_5_uint16_2_4_6",
-        include_str!(
-            "../../conformance/stablehlo/select_and_scatter_add_uint16_1_3_5_uint16_2_4_6.mlir"
-        ),
-    ),
-    (
-        "select_and_scatter_add_uint32_1_3_5_uint32_2_4_6",
-        include_str!(
-            "../../conformance/stablehlo/select_and_scatter_add_uint32_1_3_5_uint32_2_4_6.mlir"
-        ),
-    ),
-    (
-        "select_and_scatter_add_uint64_1_3_5_uint64_2_4_6",
-        include_str!(
-            "../../conformance/stablehlo/select_and_scatter_add_uint64_1_3_5_uint64_2_4_6.mlir"
-        ),
-    ),
-    (
-        "select_and_scatter_add_uint8_1_3_5_uint8_2_4_6",
-        include_str!(
-            "../../conformance/stablehlo/select_and_scatter_add_uint8_1_3_5_uint8_2_4_6.mlir"
-        ),
-    ),
-    (
-        "select_n_bool_2_3_int16_2_3_int16_2_3",
-        include_str!("../../conformance/stablehlo/select_n_bool_2_3_int16_2_3_int16_2_3.mlir"),
-    ),
-    (
-        "select_n_bool_2_3_int32_2_3_int32_2_3",
-        include_str!("../../conformance/stablehlo/select_n_bool_2_3_int32_2_3_int32_2_3.mlir"),
-    ),
-    (
-        "select_n_bool_2_3_int8_2_3_int8_2_3",
-        include_str!("../../conformance/stablehlo/select_n_bool_2_3_int8_2_3_int8_2_3.mlir"),
-    ),
-    (
-        "select_n_bool_2_3_uint32_2_3_uint32_2_3",
-        include_str!("../../conformance/stablehlo/select_n_bool_2_3_uint32_2_3_uint32_2_3.mlir"),
-    ),
-    (
-        "select_n_bool_2_3_uint64_2_3_uint64_2_3",
-        include_str!("../../conformance/stablehlo/select_n_bool_2_3_uint64_2_3_uint64_2_3.mlir"),
-    ),
-    (
-        "select_n_bool_2_3_uint8_2_3_uint8_2_3",
-        include_str!("../../conformance/stablehlo/select_n_bool_2_3_uint8_2_3_uint8_2_3.mlir"),
-    ),
-    (
-        "shift_left_int16_20_20_int16_20_20",
-        include_str!("../../conformance/stablehlo/shift_left_int16_20_20_int16_20_20.mlir"),
-    ),
-    (
-        "shift_left_int32_1_20_int32_20_20",
-        include_str!("../../conformance/stablehlo/shift_left_int32_1_20_int32_20_20.mlir"),
-    ),
-    (
-        "shift_left_int64_20_20_int64_20_20",
-        include_str!("../../conformance/stablehlo/shift_left_int64_20_20_int64_20_20.mlir"),
-    ),
-    (
-        "shift_left_int8_20_20_int8_20_20",
-        include_str!("../../conformance/stablehlo/shift_left_int8_20_20_int8_20_20.mlir"),
-    ),
-    (
-        "shift_left_uint16_20_20_uint16_20_20",
-        include_str!("../../conformance/stablehlo/shift_left_uint16_20_20_uint16_20_20.mlir"),
-    ),
-    (
-        "shift_left_uint32_20_20_uint32_20_20",
-        include_str!("../../conformance/stablehlo/shift_left_uint32_20_20_uint32_20_20.mlir"),
-    ),
-    (
-        "shift_left_uint64_20_20_uint64_20_20",
-        include_str!("../../conformance/stablehlo/shift_left_uint64_20_20_uint64_20_20.mlir"),
-    ),
-    (
-        "shift_left_uint8_20_20_uint8_20_20",
-        include_str!("../../conformance/stablehlo/shift_left_uint8_20_20_uint8_20_20.mlir"),
-    ),
-    (
-        "shift_right_arithmetic_int16_20_20_int16_20_20",
-        include_str!(
-            "../../conformance/stablehlo/shift_right_arithmetic_int16_20_20_int16_20_20.mlir"
-        ),
-    ),
-    (
-        "shift_right_arithmetic_int32_20_20_int32_1_20",
-        include_str!(
-            "../../conformance/stablehlo/shift_right_arithmetic_int32_20_20_int32_1_20.mlir"
-        ),
-    ),
-    (
-        "shift_right_arithmetic_int64_20_20_int64_20_20",
-        include_str!(
-            "../../conformance/stablehlo/shift_right_arithmetic_int64_20_20_int64_20_20.mlir"
-        ),
-    ),
-    (
-        "shift_right_arithmetic_int8_20_20_int8_20_20",
-        include_str!(
-            "../../conformance/stablehlo/shift_right_arithmetic_int8_20_20_int8_20_20.mlir"
-        ),
-    ),
-    (
-        "shift_right_arithmetic_uint16_20_20_uint16_20_20",
-        include_str!(
-            "../../conformance/stablehlo/shift_right_arithmetic_uint16_20_20_uint16_20_20.mlir"
-        ),
-    ),
-    (
-        "shift_right_arithmetic_uint32_20_20_uint32_20_20",
-        include_str!(
-            "../../conformance/stablehlo/shift_right_arithmetic_uint32_20_20_uint32_20_20.mlir"
-        ),
-    ),
-    (
-        "shift_right_arithmetic_uint64_20_20_uint64_20_20",
-        include_str!(
-            "../../conformance/stablehlo/shift_right_arithmetic_uint64_20_20_uint64_20_20.mlir"
-        ),
-    ),
-    (
-        "shift_right_arithmetic_uint8_20_20_uint8_20_20",
-        include_str!(
-            "../../conformance/stablehlo/shift_right_arithmetic_uint8_20_20_uint8_20_20.mlir"
-        ),
-    ),
-    (
-        "shift_right_logical_int16_20_20_int16_20_20",
-        include_str!(
-            "../../conformance/stablehlo/shift_right_logical_int16_20_20_int16_20_20.mlir"
-        ),
-    ),
-    (
-        "shift_right_logical_int32_1_20_int32_20_20",
-        include_str!("../../conformance/stablehlo/shift_right_logical_int32_1_20_int32_20_20.mlir"),
-    ),
-    (
-        "shift_right_logical_int8_20_20_int8_20_20",
-        include_str!("../../conformance/stablehlo/shift_right_logical_int8_20_20_int8_20_20.mlir"),
-    ),
-    (
-        "shift_right_logical_uint16_20_20_uint16_20_20",
-        include_str!(
-            "../../conformance/stablehlo/shift_right_logical_uint16_20_20_uint16_20_20.mlir"
-        ),
-    ),
-    (
-        "shift_right_logical_uint32_20_20_uint32_20_20",
-        include_str!(
-            "../../conformance/stablehlo/shift_right_logical_uint32_20_20_uint32_20_20.mlir"
-        ),
-    ),
-    (
-        "shift_right_logical_uint8_20_20_uint8_20_20",
-        include_str!(
-            "../../conformance/stablehlo/shift_right_logical_uint8_20_20_uint8_20_20.mlir"
-        ),
-    ),
-    (
-        "sign_",
-        include_str!("../../conformance/stablehlo/sign_.mlir"),
-    ),
-    (
-        "sign_bfloat16_20_20",
-        include_str!("../../conformance/stablehlo/sign_bfloat16_20_20.mlir"),
-    ),
-    (
-        "sign_complex128_20_20",
-        include_str!("../../conformance/stablehlo/sign_complex128_20_20.mlir"),
-    ),
-    (
-        "sign_complex64_20_20",
-        include_str!("../../conformance/stablehlo/sign_complex64_20_20.mlir"),
-    ),
-    (
-        "sign_float16_20_20",
-        include_str!("../../conformance/stablehlo/sign_float16_20_20.mlir"),
-    ),
-    (
-        "sign_float32_20_20",
-        include_str!("../../conformance/stablehlo/sign_float32_20_20.mlir"),
-    ),
-    (
-        "sign_float64_20_20",
-        include_str!("../../conformance/stablehlo/sign_float64_20_20.mlir"),
-    ),
-    (
-        "sign_int16_20_20",
-        include_str!("../../conformance/stablehlo/sign_int16_20_20.mlir"),
-    ),
-    (
-        "sign_int32_20_20",
-        include_str!("../../conformance/stablehlo/sign_int32_20_20.mlir"),
-    ),
-    (
-        "sign_int64_20_20",
-        include_str!("../../conformance/stablehlo/sign_int64_20_20.mlir"),
-    ),
-    (
-        "sign_int8_20_20",
-        include_str!("../../conformance/stablehlo/sign_int8_20_20.mlir"),
-    ),
-    (
-        "sin_bfloat16_20_20",
-        include_str!("../../conformance/stablehlo/sin_bfloat16_20_20.mlir"),
-    ),
-    (
-        "sin_complex128_20_20",
-        include_str!("../../conformance/stablehlo/sin_complex128_20_20.mlir"),
-    ),
-    (
-        "sin_complex64_20_20",
-        include_str!("../../conformance/stablehlo/sin_complex64_20_20.mlir"),
-    ),
-    (
-        "sin_float16_20_20",
-        include_str!("../../conformance/stablehlo/sin_float16_20_20.mlir"),
-    ),
-    (
-        "sinh_bfloat16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/sinh_bfloat16_20_20_chlo.mlir"),
-    ),
-    (
-        "sinh_complex128_20_20_chlo",
-        include_str!("../../conformance/stablehlo/sinh_complex128_20_20_chlo.mlir"),
-    ),
-    (
-        "sinh_complex64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/sinh_complex64_20_20_chlo.mlir"),
-    ),
-    (
-        "sinh_float16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/sinh_float16_20_20_chlo.mlir"),
-    ),
-    (
-        "sinh_float32_20_20_chlo",
-        include_str!("../../conformance/stablehlo/sinh_float32_20_20_chlo.mlir"),
-    ),
-    (
-        "sinh_float64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/sinh_float64_20_20_chlo.mlir"),
-    ),
-    (
-        "slice_complex128_3",
-        include_str!("../../conformance/stablehlo/slice_complex128_3.mlir"),
-    ),
-    (
-        "slice_complex64_3",
-        include_str!("../../conformance/stablehlo/slice_complex64_3.mlir"),
-    ),
-    (
-        "sqrt_complex128_20_20",
-        include_str!("../../conformance/stablehlo/sqrt_complex128_20_20.mlir"),
-    ),
-    (
-        "sqrt_complex64_20_20",
-        include_str!("../../conformance/stablehlo/sqrt_complex64_20_20.mlir"),
-    ),
-    (
-        "squeeze_bfloat16_1_2",
-        include_str!("../../conformance/stablehlo/squeeze_bfloat16_1_2.mlir"),
-    ),
-    (
-        "squeeze_bool_1_2",
-        include_str!("../../conformance/stablehlo/squeeze_bool_1_2.mlir"),
-    ),
-    (
-        "squeeze_complex128_1_2",
-        include_str!("../../conformance/stablehlo/squeeze_complex128_1_2.mlir"),
-    ),
-    (
-        "squeeze_complex64_1_2",
-        include_str!("../../conformance/stablehlo/squeeze_complex64_1_2.mlir"),
-    ),
-    (
-        "squeeze_float16_1_2",
-        include_str!("../../conformance/stablehlo/squeeze_float16_1_2.mlir"),
-    ),
-    (
-        "squeeze_int16_1_2",
-        include_str!("../../conformance/stablehlo/squeeze_int16_1_2.mlir"),
-    ),
-    (
-        "squeeze_int32_1_2",
-        include_str!("../../conformance/stablehlo/squeeze_int32_1_2.mlir"),
-    ),
-    (
-        "squeeze_int8_1_2",
-        include_str!("../../conformance/stablehlo/squeeze_int8_1_2.mlir"),
-    ),
-    (
-        "squeeze_uint16_1_2",
-        include_str!("../../conformance/stablehlo/squeeze_uint16_1_2.mlir"),
-    ),
-    (
-        "squeeze_uint64_1_2",
-        include_str!("../../conformance/stablehlo/squeeze_uint64_1_2.mlir"),
-    ),
-    (
-        "sub_complex128_20_20_complex128_20_20",
-        include_str!("../../conformance/stablehlo/sub_complex128_20_20_complex128_20_20.mlir"),
-    ),
-    (
-        "sub_complex64_20_20_complex64_20_20",
-        include_str!("../../conformance/stablehlo/sub_complex64_20_20_complex64_20_20.mlir"),
-    ),
-    (
-        "sub_int16_20_20_int16_20_20",
-        include_str!("../../conformance/stablehlo/sub_int16_20_20_int16_20_20.mlir"),
-    ),
-    (
-        "sub_int32_20_20_int32_20_20",
-        include_str!("../../conformance/stablehlo/sub_int32_20_20_int32_20_20.mlir"),
-    ),
-    (
-        "sub_int8_20_20_int8_20_20",
-        include_str!("../../conformance/stablehlo/sub_int8_20_20_int8_20_20.mlir"),
-    ),
-    (
-        "sub_uint16_20_20_uint16_20_20",
-        include_str!("../../conformance/stablehlo/sub_uint16_20_20_uint16_20_20.mlir"),
-    ),
-    (
-        "sub_uint32_20_20_uint32_20_20",
-        include_str!("../../conformance/stablehlo/sub_uint32_20_20_uint32_20_20.mlir"),
-    ),
-    (
-        "sub_uint64_20_20_uint64_20_20",
-        include_str!("../../conformance/stablehlo/sub_uint64_20_20_uint64_20_20.mlir"),
-    ),
-    (
-        "sub_uint8_20_20_uint8_20_20",
-        include_str!("../../conformance/stablehlo/sub_uint8_20_20_uint8_20_20.mlir"),
-    ),
-    (
-        "tan_bfloat16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/tan_bfloat16_20_20_chlo.mlir"),
-    ),
-    (
-        "tan_complex128_20_20_chlo",
-        include_str!("../../conformance/stablehlo/tan_complex128_20_20_chlo.mlir"),
-    ),
-    (
-        "tan_complex64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/tan_complex64_20_20_chlo.mlir"),
-    ),
-    (
-        "tan_float16_20_20_chlo",
-        include_str!("../../conformance/stablehlo/tan_float16_20_20_chlo.mlir"),
-    ),
-    (
-        "tan_float32_20_20_chlo",
-        include_str!("../../conformance/stablehlo/tan_float32_20_20_chlo.mlir"),
-    ),
-    (
-        "tan_float64_20_20_chlo",
-        include_str!("../../conformance/stablehlo/tan_float64_20_20_chlo.mlir"),
-    ),
-    (
-        "tanh_bfloat16_20_20",
-        include_str!("../../conformance/stablehlo/tanh_bfloat16_20_20.mlir"),
-    ),
-    (
-        "tanh_complex128_20_20",
-        include_str!("../../conformance/stablehlo/tanh_complex128_20_20.mlir"),
-    ),
-    (
-        "tanh_complex64_20_20",
-        include_str!("../../conformance/stablehlo/tanh_complex64_20_20.mlir"),
-    ),
-    (
-        "tanh_float16_20_20",
-        include_str!("../../conformance/stablehlo/tanh_float16_20_20.mlir"),
-    ),
-    (
-        "tanh_float32_20_20",
-        include_str!("../../conformance/stablehlo/tanh_float32_20_20.mlir"),
-    ),
-    (
-        "tanh_float64_20_20",
-        include_str!("../../conformance/stablehlo/tanh_float64_20_20.mlir"),
-    ),
-    (
-        "top_k_bfloat16_5_3_chlo",
-        include_str!("../../conformance/stablehlo/top_k_bfloat16_5_3_chlo.mlir"),
-    ),
-    (
-        "top_k_bool_5_3_chlo",
-        include_str!("../../conformance/stablehlo/top_k_bool_5_3_chlo.mlir"),
-    ),
-    (
-        "top_k_float16_5_3_chlo",
-        include_str!("../../conformance/stablehlo/top_k_float16_5_3_chlo.mlir"),
-    ),
-    (
-        "top_k_float32_5_chlo",
-        include_str!("../../conformance/stablehlo/top_k_float32_5_chlo.mlir"),
-    ),
-    (
-        "top_k_float64_5_3_chlo",
-        include_str!("../../conformance/stablehlo/top_k_float64_5_3_chlo.mlir"),
-    ),
-    (
-        "top_k_int16_5_3_chlo",
-        include_str!("../../conformance/stablehlo/top_k_int16_5_3_chlo.mlir"),
-    ),
-    (
-        "top_k_int64_5_3_chlo",
-        include_str!("../../conformance/stablehlo/top_k_int64_5_3_chlo.mlir"),
-    ),
-    (
-        "top_k_int8_5_3_chlo",
-        include_str!("../../conformance/stablehlo/top_k_int8_5_3_chlo.mlir"),
-    ),
-    (
-        "top_k_uint16_5_3_chlo",
-        include_str!("../../conformance/stablehlo/top_k_uint16_5_3_chlo.mlir"),
-    ),
-    (
-        "top_k_uint32_5_3_chlo",
-        include_str!("../../conformance/stablehlo/top_k_uint32_5_3_chlo.mlir"),
-    ),
-    (
-        "top_k_uint64_5_3_chlo",
-        include_str!("../../conformance/stablehlo/top_k_uint64_5_3_chlo.mlir"),
-    ),
-    (
-        "top_k_uint8_5_3_chlo",
-        include_str!("../../conformance/stablehlo/top_k_uint8_5_3_chlo.mlir"),
-    ),
-    (
-        "transpose_bfloat16_2_3",
-        include_str!("../../conformance/stablehlo/transpose_bfloat16_2_3.mlir"),
-    ),
-    (
-        "transpose_bool_2_3",
-        include_str!("../../conformance/stablehlo/transpose_bool_2_3.mlir"),
-    ),
-    (
-        "transpose_complex128_2_3",
-        include_str!("../../conformance/stablehlo/transpose_complex128_2_3.mlir"),
-    ),
-    (
-        "transpose_complex64_2_3",
-        include_str!("../../conformance/stablehlo/transpose_complex64_2_3.mlir"),
-    ),
-    (
-        "transpose_float16_2_3",
-        include_str!("../../conformance/stablehlo/transpose_float16_2_3.mlir"),
-    ),
-    (
-        "transpose_int16_2_3",
-        include_str!("../../conformance/stablehlo/transpose_int16_2_3.mlir"),
-    ),
-    (
-        "transpose_int32_2_3",
-        include_str!("../../conformance/stablehlo/transpose_int32_2_3.mlir"),
-    ),
-    (
-        "transpose_int64_2_3",
-        include_str!("../../conformance/stablehlo/transpose_int64_2_3.mlir"),
-    ),
-    (
-        "transpose_int8_2_3",
-        include_str!("../../conformance/stablehlo/transpose_int8_2_3.mlir"),
-    ),
-    (
-        "transpose_uint16_2_3",
-        include_str!("../../conformance/stablehlo/transpose_uint16_2_3.mlir"),
-    ),
-    (
-        "transpose_uint32_2_3",
-        include_str!("../../conformance/stablehlo/transpose_uint32_2_3.mlir"),
-    ),
-    (
-        "transpose_uint64_2_3",
-        include_str!("../../conformance/stablehlo/transpose_uint64_2_3.mlir"),
-    ),
-    (
-        "transpose_uint8_2_3",
-        include_str!("../../conformance/stablehlo/transpose_uint8_2_3.mlir"),
-    ),
-    (
-        "triangular_solve_bfloat16_4_4_bfloat16_4_1",
-        include_str!("../../conformance/stablehlo/triangular_solve_bfloat16_4_4_bfloat16_4_1.mlir"),
-    ),
-    (
-        "triangular_solve_float16_4_4_float16_4_1",
-        include_str!("../../conformance/stablehlo/triangular_solve_float16_4_4_float16_4_1.mlir"),
-    ),
-    (
-        "triangular_solve_float32_2_8_8_float32_2_10_8",
-        include_str!(
-            "../../conformance/stablehlo/triangular_solve_float32_2_8_8_float32_2_10_8.mlir"
-        ),
-    ),
-    (
-        "tridiagonal_solve_float64_3_float64_3_float64_3_float64_3_1",
-        include_str!(
-            "../../conformance/stablehlo/tridiagonal_solve_float64_3_float64_3_float64_3_float64_3_1.mlir"
-        ),
-    ),
-    (
-        "xor_bool_20_20_bool_20_20",
-        include_str!("../../conformance/stablehlo/xor_bool_20_20_bool_20_20.mlir"),
-    ),
-    (
-        "xor_int16_20_20_int16_20_20",
-        include_str!("../../conformance/stablehlo/xor_int16_20_20_int16_20_20.mlir"),
-    ),
-    (
-        "xor_int32_20_20_int32_1_20",
-        include_str!("../../conformance/stablehlo/xor_int32_20_20_int32_1_20.mlir"),
-    ),
-    (
-        "xor_int64_20_20_int64_20_20",
-        include_str!("../../conformance/stablehlo/xor_int64_20_20_int64_20_20.mlir"),
-    ),
-    (
-        "xor_int8_20_20_int8_20_20",
-        include_str!("../../conformance/stablehlo/xor_int8_20_20_int8_20_20.mlir"),
-    ),
-    (
-        "xor_uint16_20_20_uint16_20_20",
-        include_str!("../../conformance/stablehlo/xor_uint16_20_20_uint16_20_20.mlir"),
-    ),
-    (
-        "xor_uint32_20_20_uint32_20_20",
-        include_str!("../../conformance/stablehlo/xor_uint32_20_20_uint32_20_20.mlir"),
-    ),
-    (
-        "xor_uint64_20_20_uint64_20_20",
-        include_str!("../../conformance/stablehlo/xor_uint64_20_20_uint64_20_20.mlir"),
-    ),
-    (
-        "xor_uint8_20_20_uint8_20_20",
-        include_str!("../../conformance/stablehlo/xor_uint8_20_20_uint8_20_20.mlir"),
-    ),
+    ("abs_bfloat16_20_20", include_str!("../../conformance/stablehlo/abs_bfloat16_20_20.mlir")),
+    ("abs_float16_20_20", include_str!("../../conformance/stablehlo/abs_float16_20_20.mlir")),
+    ("abs_int16_20_20", include_str!("../../conformance/stablehlo/abs_int16_20_20.mlir")),
+    ("abs_int32_20_20", include_str!("../../conformance/stablehlo/abs_int32_20_20.mlir")),
+    ("abs_int64_20_20", include_str!("../../conformance/stablehlo/abs_int64_20_20.mlir")),
+    ("abs_int8_20_20", include_str!("../../conformance/stablehlo/abs_int8_20_20.mlir")),
+    ("acos_bfloat16_20_20", include_str!("../../conformance/stablehlo/acos_bfloat16_20_20.mlir")),
+    ("acos_complex128_20_20_chlo", include_str!("../../conformance/stablehlo/acos_complex128_20_20_chlo.mlir")),
+    ("acos_complex64_20_20_chlo", include_str!("../../conformance/stablehlo/acos_complex64_20_20_chlo.mlir")),
+    ("acos_float16_20_20", include_str!("../../conformance/stablehlo/acos_float16_20_20.mlir")),
+    ("acos_float32_20_20", include_str!("../../conformance/stablehlo/acos_float32_20_20.mlir")),
+    ("acos_float64_20_20", include_str!("../../conformance/stablehlo/acos_float64_20_20.mlir")),
+    ("acosh_bfloat16_20_20_chlo", include_str!("../../conformance/stablehlo/acosh_bfloat16_20_20_chlo.mlir")),
+    ("acosh_float16_20_20_chlo", include_str!("../../conformance/stablehlo/acosh_float16_20_20_chlo.mlir")),
+    ("acosh_float32_20_20_chlo", include_str!("../../conformance/stablehlo/acosh_float32_20_20_chlo.mlir")),
+    ("acosh_float64_20_20_chlo", include_str!("../../conformance/stablehlo/acosh_float64_20_20_chlo.mlir")),
+    ("add_any_complex128_2_complex128_2", include_str!("../../conformance/stablehlo/add_any_complex128_2_complex128_2.mlir")),
+    ("and_int16_20_20_int16_20_20", include_str!("../../conformance/stablehlo/and_int16_20_20_int16_20_20.mlir")),
+    ("and_int32_1_20_int32_20_20", include_str!("../../conformance/stablehlo/and_int32_1_20_int32_20_20.mlir")),
+    ("and_int8_20_20_int8_20_20", include_str!("../../conformance/stablehlo/and_int8_20_20_int8_20_20.mlir")),
+    ("and_uint16_20_20_uint16_20_20", include_str!("../../conformance/stablehlo/and_uint16_20_20_uint16_20_20.mlir")),
+    ("and_uint32_20_20_uint32_20_20", include_str!("../../conformance/stablehlo/and_uint32_20_20_uint32_20_20.mlir")),
+    ("and_uint64_20_20_uint64_20_20", include_str!("../../conformance/stablehlo/and_uint64_20_20_uint64_20_20.mlir")),
+    ("and_uint8_20_20_uint8_20_20", include_str!("../../conformance/stablehlo/and_uint8_20_20_uint8_20_20.mlir")),
+    ("asin_bfloat16_20_20_chlo", include_str!("../../conformance/stablehlo/asin_bfloat16_20_20_chlo.mlir")),
+    ("asin_complex128_20_20_chlo", include_str!("../../conformance/stablehlo/asin_complex128_20_20_chlo.mlir")),
+    ("asin_complex64_20_20_chlo", include_str!("../../conformance/stablehlo/asin_complex64_20_20_chlo.mlir")),
+    ("asin_float16_20_20_chlo", include_str!("../../conformance/stablehlo/asin_float16_20_20_chlo.mlir")),
+    ("asin_float32_20_20_chlo", include_str!("../../conformance/stablehlo/asin_float32_20_20_chlo.mlir")),
+    ("asin_float64_20_20_chlo", include_str!("../../conformance/stablehlo/asin_float64_20_20_chlo.mlir")),
+    ("asinh_bfloat16_20_20_chlo", include_str!("../../conformance/stablehlo/asinh_bfloat16_20_20_chlo.mlir")),
+    ("asinh_complex128_20_20_chlo", include_str!("../../conformance/stablehlo/asinh_complex128_20_20_chlo.mlir")),
+    ("asinh_complex64_20_20_chlo", include_str!("../../conformance/stablehlo/asinh_complex64_20_20_chlo.mlir")),
+    ("asinh_float16_20_20_chlo", include_str!("../../conformance/stablehlo/asinh_float16_20_20_chlo.mlir")),
+    ("asinh_float32_20_20_chlo", include_str!("../../conformance/stablehlo/asinh_float32_20_20_chlo.mlir")),
+    ("asinh_float64_20_20_chlo", include_str!("../../conformance/stablehlo/asinh_float64_20_20_chlo.mlir")),
+    ("atan_bfloat16_20_20_chlo", include_str!("../../conformance/stablehlo/atan_bfloat16_20_20_chlo.mlir")),
+    ("atan_complex128_20_20_chlo", include_str!("../../conformance/stablehlo/atan_complex128_20_20_chlo.mlir")),
+    ("atan_complex64_20_20_chlo", include_str!("../../conformance/stablehlo/atan_complex64_20_20_chlo.mlir")),
+    ("atan_float16_20_20_chlo", include_str!("../../conformance/stablehlo/atan_float16_20_20_chlo.mlir")),
+    ("atan_float32_20_20_chlo", include_str!("../../conformance/stablehlo/atan_float32_20_20_chlo.mlir")),
+    ("atan_float64_20_20_chlo", include_str!("../../conformance/stablehlo/atan_float64_20_20_chlo.mlir")),
+    ("atanh_bfloat16_20_20_chlo", include_str!("../../conformance/stablehlo/atanh_bfloat16_20_20_chlo.mlir")),
+    ("atanh_complex128_20_20_chlo", include_str!("../../conformance/stablehlo/atanh_complex128_20_20_chlo.mlir")),
+    ("atanh_complex64_20_20_chlo", include_str!("../../conformance/stablehlo/atanh_complex64_20_20_chlo.mlir")),
+    ("atanh_float16_20_20_chlo", include_str!("../../conformance/stablehlo/atanh_float16_20_20_chlo.mlir")),
+    ("atanh_float32_20_20_chlo", include_str!("../../conformance/stablehlo/atanh_float32_20_20_chlo.mlir")),
+    ("atanh_float64_20_20_chlo", include_str!("../../conformance/stablehlo/atanh_float64_20_20_chlo.mlir")),
+    ("bessel_i1e_bfloat16_20_20_chlo", include_str!("../../conformance/stablehlo/bessel_i1e_bfloat16_20_20_chlo.mlir")),
+    ("bessel_i1e_float16_20_20_chlo", include_str!("../../conformance/stablehlo/bessel_i1e_float16_20_20_chlo.mlir")),
+    ("bessel_i1e_float32_20_20_chlo", include_str!("../../conformance/stablehlo/bessel_i1e_float32_20_20_chlo.mlir")),
+    ("bessel_i1e_float64_20_20_chlo", include_str!("../../conformance/stablehlo/bessel_i1e_float64_20_20_chlo.mlir")),
+    ("bitcast_convert_type_bool_2_3", include_str!("../../conformance/stablehlo/bitcast_convert_type_bool_2_3.mlir")),
+    ("bitcast_convert_type_complex128_2_3", include_str!("../../conformance/stablehlo/bitcast_convert_type_complex128_2_3.mlir")),
+    ("bitcast_convert_type_complex64_2_3", include_str!("../../conformance/stablehlo/bitcast_convert_type_complex64_2_3.mlir")),
+    ("bitcast_convert_type_uint16_2_3", include_str!("../../conformance/stablehlo/bitcast_convert_type_uint16_2_3.mlir")),
+    ("bitcast_convert_type_uint32_2_3", include_str!("../../conformance/stablehlo/bitcast_convert_type_uint32_2_3.mlir")),
+    ("bitcast_convert_type_uint64_2_3", include_str!("../../conformance/stablehlo/bitcast_convert_type_uint64_2_3.mlir")),
+    ("bitcast_convert_type_uint8_2_3", include_str!("../../conformance/stablehlo/bitcast_convert_type_uint8_2_3.mlir")),
+    ("cbrt_bfloat16_20_20", include_str!("../../conformance/stablehlo/cbrt_bfloat16_20_20.mlir")),
+    ("cbrt_float16_20_20", include_str!("../../conformance/stablehlo/cbrt_float16_20_20.mlir")),
+    ("cbrt_float32_20_20", include_str!("../../conformance/stablehlo/cbrt_float32_20_20.mlir")),
+    ("cbrt_float64_20_20", include_str!("../../conformance/stablehlo/cbrt_float64_20_20.mlir")),
+    ("ceil_bfloat16_20_20", include_str!("../../conformance/stablehlo/ceil_bfloat16_20_20.mlir")),
+    ("ceil_float16_20_20", include_str!("../../conformance/stablehlo/ceil_float16_20_20.mlir")),
+    ("ceil_float32_20_20", include_str!("../../conformance/stablehlo/ceil_float32_20_20.mlir")),
+    ("ceil_float64_20_20", include_str!("../../conformance/stablehlo/ceil_float64_20_20.mlir")),
+    ("clamp_bfloat16_bfloat16_2_3_bfloat16", include_str!("../../conformance/stablehlo/clamp_bfloat16_bfloat16_2_3_bfloat16.mlir")),
+    ("clamp_float16_float16_2_3_float16", include_str!("../../conformance/stablehlo/clamp_float16_float16_2_3_float16.mlir")),
+    ("clamp_float32_2_3_float32_2_3_float32", include_str!("../../conformance/stablehlo/clamp_float32_2_3_float32_2_3_float32.mlir")),
+    ("clamp_float64_float64_2_3_float64", include_str!("../../conformance/stablehlo/clamp_float64_float64_2_3_float64.mlir")),
+    ("clamp_int16_int16_2_3_int16", include_str!("../../conformance/stablehlo/clamp_int16_int16_2_3_int16.mlir")),
+    ("clamp_int32_int32_2_3_int32", include_str!("../../conformance/stablehlo/clamp_int32_int32_2_3_int32.mlir")),
+    ("clamp_int64_int64_2_3_int64", include_str!("../../conformance/stablehlo/clamp_int64_int64_2_3_int64.mlir")),
+    ("clamp_int8_int8_2_3_int8", include_str!("../../conformance/stablehlo/clamp_int8_int8_2_3_int8.mlir")),
+    ("clamp_uint16_uint16_2_3_uint16", include_str!("../../conformance/stablehlo/clamp_uint16_uint16_2_3_uint16.mlir")),
+    ("clamp_uint32_uint32_2_3_uint32", include_str!("../../conformance/stablehlo/clamp_uint32_uint32_2_3_uint32.mlir")),
+    ("clamp_uint64_uint64_2_3_uint64", include_str!("../../conformance/stablehlo/clamp_uint64_uint64_2_3_uint64.mlir")),
+    ("clamp_uint8_uint8_2_3_uint8", include_str!("../../conformance/stablehlo/clamp_uint8_uint8_2_3_uint8.mlir")),
+    ("complex_float32_3_2_float32_3_1", include_str!("../../conformance/stablehlo/complex_float32_3_2_float32_3_1.mlir")),
+    ("concatenate_bfloat16_2_3_bfloat16_2_3", include_str!("../../conformance/stablehlo/concatenate_bfloat16_2_3_bfloat16_2_3.mlir")),
+    ("concatenate_bool_2_3_bool_2_3", include_str!("../../conformance/stablehlo/concatenate_bool_2_3_bool_2_3.mlir")),
+    ("concatenate_complex128_2_3_complex128_2_3", include_str!("../../conformance/stablehlo/concatenate_complex128_2_3_complex128_2_3.mlir")),
+    ("concatenate_complex64_2_3_complex64_2_3", include_str!("../../conformance/stablehlo/concatenate_complex64_2_3_complex64_2_3.mlir")),
+    ("concatenate_float16_2_3_float16_2_3", include_str!("../../conformance/stablehlo/concatenate_float16_2_3_float16_2_3.mlir")),
+    ("concatenate_float32_2_3_float32_2_3", include_str!("../../conformance/stablehlo/concatenate_float32_2_3_float32_2_3.mlir")),
+    ("concatenate_int16_2_3_int16_2_3", include_str!("../../conformance/stablehlo/concatenate_int16_2_3_int16_2_3.mlir")),
+    ("concatenate_int32_2_3_int32_2_3", include_str!("../../conformance/stablehlo/concatenate_int32_2_3_int32_2_3.mlir")),
+    ("concatenate_int64_2_3_int64_2_3", include_str!("../../conformance/stablehlo/concatenate_int64_2_3_int64_2_3.mlir")),
+    ("concatenate_int8_2_3_int8_2_3", include_str!("../../conformance/stablehlo/concatenate_int8_2_3_int8_2_3.mlir")),
+    ("concatenate_uint16_2_3_uint16_2_3", include_str!("../../conformance/stablehlo/concatenate_uint16_2_3_uint16_2_3.mlir")),
+    ("concatenate_uint32_2_3_uint32_2_3", include_str!("../../conformance/stablehlo/concatenate_uint32_2_3_uint32_2_3.mlir")),
+    ("concatenate_uint64_2_3_uint64_2_3", include_str!("../../conformance/stablehlo/concatenate_uint64_2_3_uint64_2_3.mlir")),
+    ("concatenate_uint8_2_3_uint8_2_3", include_str!("../../conformance/stablehlo/concatenate_uint8_2_3_uint8_2_3.mlir")),
+    ("conj_float64_3_4", include_str!("../../conformance/stablehlo/conj_float64_3_4.mlir")),
+    ("conv_general_dilated_float32_1_1_16_1_float32_4_1_1_2", include_str!("../../conformance/stablehlo/conv_general_dilated_float32_1_1_16_1_float32_4_1_1_2.mlir")),
+    ("convert_element_type_bool_100_100", include_str!("../../conformance/stablehlo/convert_element_type_bool_100_100.mlir")),
+    ("convert_element_type_int8_100_100", include_str!("../../conformance/stablehlo/convert_element_type_int8_100_100.mlir")),
+    ("cos_bfloat16_20_20", include_str!("../../conformance/stablehlo/cos_bfloat16_20_20.mlir")),
+    ("cos_float16_20_20", include_str!("../../conformance/stablehlo/cos_float16_20_20.mlir")),
+    ("cosh_bfloat16_20_20_chlo", include_str!("../../conformance/stablehlo/cosh_bfloat16_20_20_chlo.mlir")),
+    ("cosh_complex128_20_20_chlo", include_str!("../../conformance/stablehlo/cosh_complex128_20_20_chlo.mlir")),
+    ("cosh_complex64_20_20_chlo", include_str!("../../conformance/stablehlo/cosh_complex64_20_20_chlo.mlir")),
+    ("cosh_float16_20_20_chlo", include_str!("../../conformance/stablehlo/cosh_float16_20_20_chlo.mlir")),
+    ("cosh_float32_20_20_chlo", include_str!("../../conformance/stablehlo/cosh_float32_20_20_chlo.mlir")),
+    ("cosh_float64_20_20_chlo", include_str!("../../conformance/stablehlo/cosh_float64_20_20_chlo.mlir")),
+    ("digamma_bfloat16_20_20_chlo", include_str!("../../conformance/stablehlo/digamma_bfloat16_20_20_chlo.mlir")),
+    ("digamma_float16_20_20_chlo", include_str!("../../conformance/stablehlo/digamma_float16_20_20_chlo.mlir")),
+    ("digamma_float32_20_20_chlo", include_str!("../../conformance/stablehlo/digamma_float32_20_20_chlo.mlir")),
+    ("digamma_float64_20_20_chlo", include_str!("../../conformance/stablehlo/digamma_float64_20_20_chlo.mlir")),
+    ("div_complex128_2_complex128_2", include_str!("../../conformance/stablehlo/div_complex128_2_complex128_2.mlir")),
+    ("div_int16_2_int16_2", include_str!("../../conformance/stablehlo/div_int16_2_int16_2.mlir")),
+    ("div_int32_2_int32_2", include_str!("../../conformance/stablehlo/div_int32_2_int32_2.mlir")),
+    ("div_int64_2_int64_2", include_str!("../../conformance/stablehlo/div_int64_2_int64_2.mlir")),
+    ("div_int8_2_int8_2", include_str!("../../conformance/stablehlo/div_int8_2_int8_2.mlir")),
+    ("div_uint16_2_uint16_2", include_str!("../../conformance/stablehlo/div_uint16_2_uint16_2.mlir")),
+    ("div_uint32_2_uint32_2", include_str!("../../conformance/stablehlo/div_uint32_2_uint32_2.mlir")),
+    ("div_uint64_2_uint64_2", include_str!("../../conformance/stablehlo/div_uint64_2_uint64_2.mlir")),
+    ("div_uint8_2_uint8_2", include_str!("../../conformance/stablehlo/div_uint8_2_uint8_2.mlir")),
+    ("dot_general_int16_4_3_float64_3_6", include_str!("../../conformance/stablehlo/dot_general_int16_4_3_float64_3_6.mlir")),
+    ("dot_general_int16_4_3_uint8_3_6", include_str!("../../conformance/stablehlo/dot_general_int16_4_3_uint8_3_6.mlir")),
+    ("dot_general_int32_4_3_uint32_3_6", include_str!("../../conformance/stablehlo/dot_general_int32_4_3_uint32_3_6.mlir")),
+    ("dot_general_int64_4_3_float32_3_6", include_str!("../../conformance/stablehlo/dot_general_int64_4_3_float32_3_6.mlir")),
+    ("dot_general_int8_4_3_bfloat16_3_6", include_str!("../../conformance/stablehlo/dot_general_int8_4_3_bfloat16_3_6.mlir")),
+    ("dot_general_int8_4_3_complex128_3_6", include_str!("../../conformance/stablehlo/dot_general_int8_4_3_complex128_3_6.mlir")),
+    ("dot_general_int8_4_3_int64_3_6", include_str!("../../conformance/stablehlo/dot_general_int8_4_3_int64_3_6.mlir")),
+    ("dot_general_int8_4_3_uint8_3_6", include_str!("../../conformance/stablehlo/dot_general_int8_4_3_uint8_3_6.mlir")),
+    ("dot_general_uint8_4_3_complex64_3_6", include_str!("../../conformance/stablehlo/dot_general_uint8_4_3_complex64_3_6.mlir")),
+    ("dot_general_uint8_4_3_float16_3_6", include_str!("../../conformance/stablehlo/dot_general_uint8_4_3_float16_3_6.mlir")),
+    ("dot_general_uint8_4_3_uint16_3_6", include_str!("../../conformance/stablehlo/dot_general_uint8_4_3_uint16_3_6.mlir")),
+    ("dot_general_uint8_4_3_uint32_3_6", include_str!("../../conformance/stablehlo/dot_general_uint8_4_3_uint32_3_6.mlir")),
+    ("dot_general_uint8_4_3_uint64_3_6", include_str!("../../conformance/stablehlo/dot_general_uint8_4_3_uint64_3_6.mlir")),
+    ("dynamic_slice_bfloat16_3_int64_1", include_str!("../../conformance/stablehlo/dynamic_slice_bfloat16_3_int64_1.mlir")),
+    ("dynamic_slice_bool_3_int64_1", include_str!("../../conformance/stablehlo/dynamic_slice_bool_3_int64_1.mlir")),
+    ("dynamic_slice_complex128_3_int64_1", include_str!("../../conformance/stablehlo/dynamic_slice_complex128_3_int64_1.mlir")),
+    ("dynamic_slice_complex64_3_int64_1", include_str!("../../conformance/stablehlo/dynamic_slice_complex64_3_int64_1.mlir")),
+    ("dynamic_slice_float16_3_int64_1", include_str!("../../conformance/stablehlo/dynamic_slice_float16_3_int64_1.mlir")),
+    ("dynamic_slice_float32_3_uint8_1", include_str!("../../conformance/stablehlo/dynamic_slice_float32_3_uint8_1.mlir")),
+    ("dynamic_slice_int16_3_int64_1", include_str!("../../conformance/stablehlo/dynamic_slice_int16_3_int64_1.mlir")),
+    ("dynamic_slice_int32_3_int64_1", include_str!("../../conformance/stablehlo/dynamic_slice_int32_3_int64_1.mlir")),
+    ("dynamic_slice_int64_3_int64_1", include_str!("../../conformance/stablehlo/dynamic_slice_int64_3_int64_1.mlir")),
+    ("dynamic_slice_int8_3_int64_1", include_str!("../../conformance/stablehlo/dynamic_slice_int8_3_int64_1.mlir")),
+    ("dynamic_slice_uint16_3_int64_1", include_str!("../../conformance/stablehlo/dynamic_slice_uint16_3_int64_1.mlir")),
+    ("dynamic_slice_uint32_3_int64_1", include_str!("../../conformance/stablehlo/dynamic_slice_uint32_3_int64_1.mlir")),
+    ("dynamic_slice_uint64_3_int64_1", include_str!("../../conformance/stablehlo/dynamic_slice_uint64_3_int64_1.mlir")),
+    ("dynamic_slice_uint8_3_int64_1", include_str!("../../conformance/stablehlo/dynamic_slice_uint8_3_int64_1.mlir")),
+    ("dynamic_update_slice_bfloat16_3_bfloat16_1_int64_1", include_str!("../../conformance/stablehlo/dynamic_update_slice_bfloat16_3_bfloat16_1_int64_1.mlir")),
+    ("dynamic_update_slice_bool_3_bool_1_int64_1", include_str!("../../conformance/stablehlo/dynamic_update_slice_bool_3_bool_1_int64_1.mlir")),
+    ("dynamic_update_slice_complex128_3_complex128_1_int64_1", include_str!("../../conformance/stablehlo/dynamic_update_slice_complex128_3_complex128_1_int64_1.mlir")),
+    ("dynamic_update_slice_complex64_3_complex64_1_int64_1", include_str!("../../conformance/stablehlo/dynamic_update_slice_complex64_3_complex64_1_int64_1.mlir")),
+    ("dynamic_update_slice_float16_3_float16_1_int64_1", include_str!("../../conformance/stablehlo/dynamic_update_slice_float16_3_float16_1_int64_1.mlir")),
+    ("dynamic_update_slice_float32_3_float32_1_uint32_1", include_str!("../../conformance/stablehlo/dynamic_update_slice_float32_3_float32_1_uint32_1.mlir")),
+    ("dynamic_update_slice_float64_3_float64_1_int64_1", include_str!("../../conformance/stablehlo/dynamic_update_slice_float64_3_float64_1_int64_1.mlir")),
+    ("dynamic_update_slice_int16_3_int16_1_int64_1", include_str!("../../conformance/stablehlo/dynamic_update_slice_int16_3_int16_1_int64_1.mlir")),
+    ("dynamic_update_slice_int32_3_int32_1_int64_1", include_str!("../../conformance/stablehlo/dynamic_update_slice_int32_3_int32_1_int64_1.mlir")),
+    ("dynamic_update_slice_int64_3_int64_1_int64_1", include_str!("../../conformance/stablehlo/dynamic_update_slice_int64_3_int64_1_int64_1.mlir")),
+    ("dynamic_update_slice_int8_3_int8_1_int64_1", include_str!("../../conformance/stablehlo/dynamic_update_slice_int8_3_int8_1_int64_1.mlir")),
+    ("dynamic_update_slice_uint16_3_uint16_1_int64_1", include_str!("../../conformance/stablehlo/dynamic_update_slice_uint16_3_uint16_1_int64_1.mlir")),
+    ("dynamic_update_slice_uint32_3_uint32_1_int64_1", include_str!("../../conformance/stablehlo/dynamic_update_slice_uint32_3_uint32_1_int64_1.mlir")),
+    ("dynamic_update_slice_uint64_3_uint64_1_int64_1", include_str!("../../conformance/stablehlo/dynamic_update_slice_uint64_3_uint64_1_int64_1.mlir")),
+    ("dynamic_update_slice_uint8_3_uint8_1_int64_1", include_str!("../../conformance/stablehlo/dynamic_update_slice_uint8_3_uint8_1_int64_1.mlir")),
+    ("erf_bfloat16_20_20_chlo", include_str!("../../conformance/stablehlo/erf_bfloat16_20_20_chlo.mlir")),
+    ("erf_float16_20_20_chlo", include_str!("../../conformance/stablehlo/erf_float16_20_20_chlo.mlir")),
+    ("erf_float32_20_20_chlo", include_str!("../../conformance/stablehlo/erf_float32_20_20_chlo.mlir")),
+    ("erf_float64_20_20_chlo", include_str!("../../conformance/stablehlo/erf_float64_20_20_chlo.mlir")),
+    ("erf_inv_bfloat16_20_20_chlo", include_str!("../../conformance/stablehlo/erf_inv_bfloat16_20_20_chlo.mlir")),
+    ("erf_inv_float16_20_20_chlo", include_str!("../../conformance/stablehlo/erf_inv_float16_20_20_chlo.mlir")),
+    ("erf_inv_float32_20_20_chlo", include_str!("../../conformance/stablehlo/erf_inv_float32_20_20_chlo.mlir")),
+    ("erf_inv_float64_20_20_chlo", include_str!("../../conformance/stablehlo/erf_inv_float64_20_20_chlo.mlir")),
+    ("erfc_bfloat16_20_20_chlo", include_str!("../../conformance/stablehlo/erfc_bfloat16_20_20_chlo.mlir")),
+    ("erfc_float16_20_20_chlo", include_str!("../../conformance/stablehlo/erfc_float16_20_20_chlo.mlir")),
+    ("erfc_float32_20_20_chlo", include_str!("../../conformance/stablehlo/erfc_float32_20_20_chlo.mlir")),
+    ("erfc_float64_20_20_chlo", include_str!("../../conformance/stablehlo/erfc_float64_20_20_chlo.mlir")),
+    ("exp_complex128_20_20", include_str!("../../conformance/stablehlo/exp_complex128_20_20.mlir")),
+    ("expm1_bfloat16_20_20", include_str!("../../conformance/stablehlo/expm1_bfloat16_20_20.mlir")),
+    ("expm1_complex128_20_20", include_str!("../../conformance/stablehlo/expm1_complex128_20_20.mlir")),
+    ("expm1_complex64_20_20", include_str!("../../conformance/stablehlo/expm1_complex64_20_20.mlir")),
+    ("expm1_float16_20_20", include_str!("../../conformance/stablehlo/expm1_float16_20_20.mlir")),
+    ("fft_complex128_14_15_0_17", include_str!("../../conformance/stablehlo/fft_complex128_14_15_0_17.mlir")),
+    ("fft_complex64_14_15_0_17", include_str!("../../conformance/stablehlo/fft_complex64_14_15_0_17.mlir")),
+    ("fft_float32_14_15_0_17", include_str!("../../conformance/stablehlo/fft_float32_14_15_0_17.mlir")),
+    ("fft_float64_14_15_0_17", include_str!("../../conformance/stablehlo/fft_float64_14_15_0_17.mlir")),
+    ("floor_bfloat16_20_20", include_str!("../../conformance/stablehlo/floor_bfloat16_20_20.mlir")),
+    ("floor_float16_20_20", include_str!("../../conformance/stablehlo/floor_float16_20_20.mlir")),
+    ("floor_float32_20_20", include_str!("../../conformance/stablehlo/floor_float32_20_20.mlir")),
+    ("floor_float64_20_20", include_str!("../../conformance/stablehlo/floor_float64_20_20.mlir")),
+    ("gather_float32_1_2_int64_1_2", include_str!("../../conformance/stablehlo/gather_float32_1_2_int64_1_2.mlir")),
+    ("igammac_float16_20_20_float16_20_20_chlo", include_str!("../../conformance/stablehlo/igammac_float16_20_20_float16_20_20_chlo.mlir")),
+    ("iota_", include_str!("../../conformance/stablehlo/iota_.mlir")),
+    ("iota_2x32_shape_", include_str!("../../conformance/stablehlo/iota_2x32_shape_.mlir")),
+    ("is_finite_float16_20_20", include_str!("../../conformance/stablehlo/is_finite_float16_20_20.mlir")),
+    ("lgamma_bfloat16_20_20_chlo", include_str!("../../conformance/stablehlo/lgamma_bfloat16_20_20_chlo.mlir")),
+    ("lgamma_float16_20_20_chlo", include_str!("../../conformance/stablehlo/lgamma_float16_20_20_chlo.mlir")),
+    ("log1p_bfloat16_20_20", include_str!("../../conformance/stablehlo/log1p_bfloat16_20_20.mlir")),
+    ("log1p_complex128_20_20", include_str!("../../conformance/stablehlo/log1p_complex128_20_20.mlir")),
+    ("log1p_complex64_20_20", include_str!("../../conformance/stablehlo/log1p_complex64_20_20.mlir")),
+    ("log1p_float16_20_20", include_str!("../../conformance/stablehlo/log1p_float16_20_20.mlir")),
+    ("log_bfloat16_20_20", include_str!("../../conformance/stablehlo/log_bfloat16_20_20.mlir")),
+    ("log_complex128_20_20", include_str!("../../conformance/stablehlo/log_complex128_20_20.mlir")),
+    ("log_complex64_20_20", include_str!("../../conformance/stablehlo/log_complex64_20_20.mlir")),
+    ("log_float16_20_20", include_str!("../../conformance/stablehlo/log_float16_20_20.mlir")),
+    ("logistic_bfloat16_20_20", include_str!("../../conformance/stablehlo/logistic_bfloat16_20_20.mlir")),
+    ("logistic_complex64_20_20", include_str!("../../conformance/stablehlo/logistic_complex64_20_20.mlir")),
+    ("logistic_float16_20_20", include_str!("../../conformance/stablehlo/logistic_float16_20_20.mlir")),
+    ("min_bfloat16_3_3_bfloat16_3_3", include_str!("../../conformance/stablehlo/min_bfloat16_3_3_bfloat16_3_3.mlir")),
+    ("min_bool_20_20_bool_20_20", include_str!("../../conformance/stablehlo/min_bool_20_20_bool_20_20.mlir")),
+    ("min_float16_3_3_float16_3_3", include_str!("../../conformance/stablehlo/min_float16_3_3_float16_3_3.mlir")),
+    ("min_float32_3_3_float32_3_3", include_str!("../../conformance/stablehlo/min_float32_3_3_float32_3_3.mlir")),
+    ("neg_int16_20_20", include_str!("../../conformance/stablehlo/neg_int16_20_20.mlir")),
+    ("neg_int32_20_20", include_str!("../../conformance/stablehlo/neg_int32_20_20.mlir")),
+    ("neg_int64_20_20", include_str!("../../conformance/stablehlo/neg_int64_20_20.mlir")),
+    ("neg_int8_20_20", include_str!("../../conformance/stablehlo/neg_int8_20_20.mlir")),
+    ("neg_uint16_20_20", include_str!("../../conformance/stablehlo/neg_uint16_20_20.mlir")),
+    ("neg_uint32_20_20", include_str!("../../conformance/stablehlo/neg_uint32_20_20.mlir")),
+    ("neg_uint64_20_20", include_str!("../../conformance/stablehlo/neg_uint64_20_20.mlir")),
+    ("neg_uint8_20_20", include_str!("../../conformance/stablehlo/neg_uint8_20_20.mlir")),
+    ("nextafter_bfloat16_20_20_bfloat16_20_20_chlo", include_str!("../../conformance/stablehlo/nextafter_bfloat16_20_20_bfloat16_20_20_chlo.mlir")),
+    ("nextafter_float16_20_20_float16_20_20_chlo", include_str!("../../conformance/stablehlo/nextafter_float16_20_20_float16_20_20_chlo.mlir")),
+    ("nextafter_float32_1_20_float32_20_20_chlo", include_str!("../../conformance/stablehlo/nextafter_float32_1_20_float32_20_20_chlo.mlir")),
+    ("nextafter_float64_20_20_float64_20_20_chlo", include_str!("../../conformance/stablehlo/nextafter_float64_20_20_float64_20_20_chlo.mlir")),
+    ("or_int16_20_20_int16_20_20", include_str!("../../conformance/stablehlo/or_int16_20_20_int16_20_20.mlir")),
+    ("or_int32_1_20_int32_20_20", include_str!("../../conformance/stablehlo/or_int32_1_20_int32_20_20.mlir")),
+    ("or_int64_20_20_int64_20_20", include_str!("../../conformance/stablehlo/or_int64_20_20_int64_20_20.mlir")),
+    ("or_int8_20_20_int8_20_20", include_str!("../../conformance/stablehlo/or_int8_20_20_int8_20_20.mlir")),
+    ("or_uint16_20_20_uint16_20_20", include_str!("../../conformance/stablehlo/or_uint16_20_20_uint16_20_20.mlir")),
+    ("or_uint32_20_20_uint32_20_20", include_str!("../../conformance/stablehlo/or_uint32_20_20_uint32_20_20.mlir")),
+    ("or_uint64_20_20_uint64_20_20", include_str!("../../conformance/stablehlo/or_uint64_20_20_uint64_20_20.mlir")),
+    ("or_uint8_20_20_uint8_20_20", include_str!("../../conformance/stablehlo/or_uint8_20_20_uint8_20_20.mlir")),
+    ("pad_complex128_2_3_complex128", include_str!("../../conformance/stablehlo/pad_complex128_2_3_complex128.mlir")),
+    ("pad_complex64_2_3_complex64", include_str!("../../conformance/stablehlo/pad_complex64_2_3_complex64.mlir")),
+    ("pad_float64_2_3_float64", include_str!("../../conformance/stablehlo/pad_float64_2_3_float64.mlir")),
+    ("pad_int64_2_3_int64", include_str!("../../conformance/stablehlo/pad_int64_2_3_int64.mlir")),
+    ("population_count_int16_4", include_str!("../../conformance/stablehlo/population_count_int16_4.mlir")),
+    ("population_count_int32_4", include_str!("../../conformance/stablehlo/population_count_int32_4.mlir")),
+    ("population_count_int64_4", include_str!("../../conformance/stablehlo/population_count_int64_4.mlir")),
+    ("population_count_int8_4", include_str!("../../conformance/stablehlo/population_count_int8_4.mlir")),
+    ("population_count_uint16_3", include_str!("../../conformance/stablehlo/population_count_uint16_3.mlir")),
+    ("population_count_uint32_3", include_str!("../../conformance/stablehlo/population_count_uint32_3.mlir")),
+    ("population_count_uint64_3", include_str!("../../conformance/stablehlo/population_count_uint64_3.mlir")),
+    ("population_count_uint8_3", include_str!("../../conformance/stablehlo/population_count_uint8_3.mlir")),
+    ("pow_bfloat16_20_30_bfloat16_20_30", include_str!("../../conformance/stablehlo/pow_bfloat16_20_30_bfloat16_20_30.mlir")),
+    ("pow_complex128_20_30_complex128_20_30", include_str!("../../conformance/stablehlo/pow_complex128_20_30_complex128_20_30.mlir")),
+    ("pow_complex64_20_30_complex64_20_30", include_str!("../../conformance/stablehlo/pow_complex64_20_30_complex64_20_30.mlir")),
+    ("pow_float16_20_30_float16_20_30", include_str!("../../conformance/stablehlo/pow_float16_20_30_float16_20_30.mlir")),
+    ("pow_float32_float32_4_5_6", include_str!("../../conformance/stablehlo/pow_float32_float32_4_5_6.mlir")),
+    ("pow_float64_20_30_float64_20_30", include_str!("../../conformance/stablehlo/pow_float64_20_30_float64_20_30.mlir")),
+    ("random_uniform_", include_str!("../../conformance/stablehlo/random_uniform_.mlir")),
+    ("reduce_bfloat16_4_6_int32_4_6", include_str!("../../conformance/stablehlo/reduce_bfloat16_4_6_int32_4_6.mlir")),
+    ("reduce_bool_4_6_int32_4_6", include_str!("../../conformance/stablehlo/reduce_bool_4_6_int32_4_6.mlir")),
+    ("reduce_float16_4_6_int32_4_6", include_str!("../../conformance/stablehlo/reduce_float16_4_6_int32_4_6.mlir")),
+    ("reduce_float32_4_6_int32_4_6", include_str!("../../conformance/stablehlo/reduce_float32_4_6_int32_4_6.mlir")),
+    ("reduce_float64_4_6_int32_4_6", include_str!("../../conformance/stablehlo/reduce_float64_4_6_int32_4_6.mlir")),
+    ("reduce_min_complex128_2_3", include_str!("../../conformance/stablehlo/reduce_min_complex128_2_3.mlir")),
+    ("reduce_min_complex64_2_3", include_str!("../../conformance/stablehlo/reduce_min_complex64_2_3.mlir")),
+    ("reduce_min_int16_2_3", include_str!("../../conformance/stablehlo/reduce_min_int16_2_3.mlir")),
+    ("reduce_precision_bfloat16", include_str!("../../conformance/stablehlo/reduce_precision_bfloat16.mlir")),
+    ("reduce_precision_float16", include_str!("../../conformance/stablehlo/reduce_precision_float16.mlir")),
+    ("reduce_precision_float32", include_str!("../../conformance/stablehlo/reduce_precision_float32.mlir")),
+    ("reduce_precision_float64", include_str!("../../conformance/stablehlo/reduce_precision_float64.mlir")),
+    ("reduce_prod_int64_2_3", include_str!("../../conformance/stablehlo/reduce_prod_int64_2_3.mlir")),
+    ("reduce_sum_int8_2_3", include_str!("../../conformance/stablehlo/reduce_sum_int8_2_3.mlir")),
+    ("reduce_sum_uint16_2_3", include_str!("../../conformance/stablehlo/reduce_sum_uint16_2_3.mlir")),
+    ("reduce_sum_uint32_2_3", include_str!("../../conformance/stablehlo/reduce_sum_uint32_2_3.mlir")),
+    ("reduce_sum_uint64_2_3", include_str!("../../conformance/stablehlo/reduce_sum_uint64_2_3.mlir")),
+    ("reduce_sum_uint8_2_3", include_str!("../../conformance/stablehlo/reduce_sum_uint8_2_3.mlir")),
+    ("reduce_window_max_int32_4_6", include_str!("../../conformance/stablehlo/reduce_window_max_int32_4_6.mlir")),
+    ("reduce_window_max_int64_4_6", include_str!("../../conformance/stablehlo/reduce_window_max_int64_4_6.mlir")),
+    ("reduce_window_max_int8_4_6", include_str!("../../conformance/stablehlo/reduce_window_max_int8_4_6.mlir")),
+    ("reduce_window_max_uint16_4_6", include_str!("../../conformance/stablehlo/reduce_window_max_uint16_4_6.mlir")),
+    ("reduce_window_max_uint8_4_6", include_str!("../../conformance/stablehlo/reduce_window_max_uint8_4_6.mlir")),
+    ("regularized_incomplete_beta_float16_9_float16_9_float16_9_chlo", include_str!("../../conformance/stablehlo/regularized_incomplete_beta_float16_9_float16_9_float16_9_chlo.mlir")),
+    ("regularized_incomplete_beta_float64_9_float64_9_float64_9_chlo", include_str!("../../conformance/stablehlo/regularized_incomplete_beta_float64_9_float64_9_float64_9_chlo.mlir")),
+    ("rem_bfloat16_2_bfloat16_2", include_str!("../../conformance/stablehlo/rem_bfloat16_2_bfloat16_2.mlir")),
+    ("rem_float16_2_float16_2", include_str!("../../conformance/stablehlo/rem_float16_2_float16_2.mlir")),
+    ("rem_float32_1_float32_1", include_str!("../../conformance/stablehlo/rem_float32_1_float32_1.mlir")),
+    ("rem_float64_2_float64_2", include_str!("../../conformance/stablehlo/rem_float64_2_float64_2.mlir")),
+    ("rem_int16_2_int16_2", include_str!("../../conformance/stablehlo/rem_int16_2_int16_2.mlir")),
+    ("rem_int32_2_int32_2", include_str!("../../conformance/stablehlo/rem_int32_2_int32_2.mlir")),
+    ("rem_int64_2_int64_2", include_str!("../../conformance/stablehlo/rem_int64_2_int64_2.mlir")),
+    ("rem_int8_2_int8_2", include_str!("../../conformance/stablehlo/rem_int8_2_int8_2.mlir")),
+    ("rem_uint16_2_uint16_2", include_str!("../../conformance/stablehlo/rem_uint16_2_uint16_2.mlir")),
+    ("rem_uint32_2_uint32_2", include_str!("../../conformance/stablehlo/rem_uint32_2_uint32_2.mlir")),
+    ("rem_uint64_2_uint64_2", include_str!("../../conformance/stablehlo/rem_uint64_2_uint64_2.mlir")),
+    ("rem_uint8_2_uint8_2", include_str!("../../conformance/stablehlo/rem_uint8_2_uint8_2.mlir")),
+    ("reshape_float32_3_4_5", include_str!("../../conformance/stablehlo/reshape_float32_3_4_5.mlir")),
+    ("rev_bfloat16_4_5", include_str!("../../conformance/stablehlo/rev_bfloat16_4_5.mlir")),
+    ("rev_bool_4_5", include_str!("../../conformance/stablehlo/rev_bool_4_5.mlir")),
+    ("rev_complex128_4_5", include_str!("../../conformance/stablehlo/rev_complex128_4_5.mlir")),
+    ("rev_complex64_4_5", include_str!("../../conformance/stablehlo/rev_complex64_4_5.mlir")),
+    ("rev_float16_4_5", include_str!("../../conformance/stablehlo/rev_float16_4_5.mlir")),
+    ("rev_float32_4_5", include_str!("../../conformance/stablehlo/rev_float32_4_5.mlir")),
+    ("rev_int16_4_5", include_str!("../../conformance/stablehlo/rev_int16_4_5.mlir")),
+    ("rev_int32_4_5", include_str!("../../conformance/stablehlo/rev_int32_4_5.mlir")),
+    ("rev_int64_4_5", include_str!("../../conformance/stablehlo/rev_int64_4_5.mlir")),
+    ("rev_int8_4_5", include_str!("../../conformance/stablehlo/rev_int8_4_5.mlir")),
+    ("rev_uint16_4_5", include_str!("../../conformance/stablehlo/rev_uint16_4_5.mlir")),
+    ("rev_uint32_4_5", include_str!("../../conformance/stablehlo/rev_uint32_4_5.mlir")),
+    ("rev_uint64_4_5", include_str!("../../conformance/stablehlo/rev_uint64_4_5.mlir")),
+    ("rev_uint8_4_5", include_str!("../../conformance/stablehlo/rev_uint8_4_5.mlir")),
+    ("rng_bit_generator_uint64_2", include_str!("../../conformance/stablehlo/rng_bit_generator_uint64_2.mlir")),
+    ("round_bfloat16_100_100", include_str!("../../conformance/stablehlo/round_bfloat16_100_100.mlir")),
+    ("round_float16_100_100", include_str!("../../conformance/stablehlo/round_float16_100_100.mlir")),
+    ("round_float32_100_100", include_str!("../../conformance/stablehlo/round_float32_100_100.mlir")),
+    ("round_float32_2_5", include_str!("../../conformance/stablehlo/round_float32_2_5.mlir")),
+    ("round_float64_100_100", include_str!("../../conformance/stablehlo/round_float64_100_100.mlir")),
+    ("rsqrt_bfloat16_20_20", include_str!("../../conformance/stablehlo/rsqrt_bfloat16_20_20.mlir")),
+    ("rsqrt_complex128_20_20", include_str!("../../conformance/stablehlo/rsqrt_complex128_20_20.mlir")),
+    ("rsqrt_complex64_20_20", include_str!("../../conformance/stablehlo/rsqrt_complex64_20_20.mlir")),
+    ("rsqrt_float16_20_20", include_str!("../../conformance/stablehlo/rsqrt_float16_20_20.mlir")),
+    ("rsqrt_float32_20_20", include_str!("../../conformance/stablehlo/rsqrt_float32_20_20.mlir")),
+    ("rsqrt_float64_20_20", include_str!("../../conformance/stablehlo/rsqrt_float64_20_20.mlir")),
+    ("scatter_max_int16_1_int16", include_str!("../../conformance/stablehlo/scatter_max_int16_1_int16.mlir")),
+    ("scatter_max_uint32_1_uint32", include_str!("../../conformance/stablehlo/scatter_max_uint32_1_uint32.mlir")),
+    ("scatter_max_uint64_1_uint64", include_str!("../../conformance/stablehlo/scatter_max_uint64_1_uint64.mlir")),
+    ("scatter_min_float64_1_float64", include_str!("../../conformance/stablehlo/scatter_min_float64_1_float64.mlir")),
+    ("scatter_min_int16_1_int16", include_str!("../../conformance/stablehlo/scatter_min_int16_1_int16.mlir")),
+    ("scatter_min_int64_1_int64", include_str!("../../conformance/stablehlo/scatter_min_int64_1_int64.mlir")),
+    ("scatter_min_int8_1_int8", include_str!("../../conformance/stablehlo/scatter_min_int8_1_int8.mlir")),
+    ("scatter_min_uint16_1_uint16", include_str!("../../conformance/stablehlo/scatter_min_uint16_1_uint16.mlir")),
+    ("scatter_min_uint32_1_uint32", include_str!("../../conformance/stablehlo/scatter_min_uint32_1_uint32.mlir")),
+    ("scatter_min_uint64_1_uint64", include_str!("../../conformance/stablehlo/scatter_min_uint64_1_uint64.mlir")),
+    ("scatter_min_uint8_1_uint8", include_str!("../../conformance/stablehlo/scatter_min_uint8_1_uint8.mlir")),
+    ("scatter_mul_int16_1_int16", include_str!("../../conformance/stablehlo/scatter_mul_int16_1_int16.mlir")),
+    ("scatter_mul_int32_1_int32", include_str!("../../conformance/stablehlo/scatter_mul_int32_1_int32.mlir")),
+    ("scatter_mul_int64_1_int64", include_str!("../../conformance/stablehlo/scatter_mul_int64_1_int64.mlir")),
+    ("scatter_mul_int8_1_int8", include_str!("../../conformance/stablehlo/scatter_mul_int8_1_int8.mlir")),
+    ("scatter_mul_uint16_1_uint16", include_str!("../../conformance/stablehlo/scatter_mul_uint16_1_uint16.mlir")),
+    ("scatter_mul_uint32_1_uint32", include_str!("../../conformance/stablehlo/scatter_mul_uint32_1_uint32.mlir")),
+    ("scatter_mul_uint8_1_uint8", include_str!("../../conformance/stablehlo/scatter_mul_uint8_1_uint8.mlir")),
+    ("select_and_scatter_add_bfloat16_1_3_5_bfloat16_2_4_6", include_str!("../../conformance/stablehlo/select_and_scatter_add_bfloat16_1_3_5_bfloat16_2_4_6.mlir")),
+    ("select_and_scatter_add_bool_1_3_5_bool_2_4_6", include_str!("../../conformance/stablehlo/select_and_scatter_add_bool_1_3_5_bool_2_4_6.mlir")),
+    ("select_and_scatter_add_float16_2_1_6_float16_2_4_6", include_str!("../../conformance/stablehlo/select_and_scatter_add_float16_2_1_6_float16_2_4_6.mlir")),
+    ("select_and_scatter_add_float32_1_2_2_float32_2_4_6", include_str!("../../conformance/stablehlo/select_and_scatter_add_float32_1_2_2_float32_2_4_6.mlir")),
+    ("select_and_scatter_add_int16_1_3_5_int16_2_4_6", include_str!("../../conformance/stablehlo/select_and_scatter_add_int16_1_3_5_int16_2_4_6.mlir")),
+    ("select_and_scatter_add_int32_1_3_5_int32_2_4_6", include_str!("../../conformance/stablehlo/select_and_scatter_add_int32_1_3_5_int32_2_4_6.mlir")),
+    ("select_and_scatter_add_int8_1_3_5_int8_2_4_6", include_str!("../../conformance/stablehlo/select_and_scatter_add_int8_1_3_5_int8_2_4_6.mlir")),
+    ("select_and_scatter_add_uint16_1_3_5_uint16_2_4_6", include_str!("../../conformance/stablehlo/select_and_scatter_add_uint16_1_3_5_uint16_2_4_6.mlir")),
+    ("select_and_scatter_add_uint32_1_3_5_uint32_2_4_6", include_str!("../../conformance/stablehlo/select_and_scatter_add_uint32_1_3_5_uint32_2_4_6.mlir")),
+    ("select_and_scatter_add_uint64_1_3_5_uint64_2_4_6", include_str!("../../conformance/stablehlo/select_and_scatter_add_uint64_1_3_5_uint64_2_4_6.mlir")),
+    ("select_and_scatter_add_uint8_1_3_5_uint8_2_4_6", include_str!("../../conformance/stablehlo/select_and_scatter_add_uint8_1_3_5_uint8_2_4_6.mlir")),
+    ("select_n_bool_2_3_int16_2_3_int16_2_3", include_str!("../../conformance/stablehlo/select_n_bool_2_3_int16_2_3_int16_2_3.mlir")),
+    ("select_n_bool_2_3_int32_2_3_int32_2_3", include_str!("../../conformance/stablehlo/select_n_bool_2_3_int32_2_3_int32_2_3.mlir")),
+    ("select_n_bool_2_3_int8_2_3_int8_2_3", include_str!("../../conformance/stablehlo/select_n_bool_2_3_int8_2_3_int8_2_3.mlir")),
+    ("select_n_bool_2_3_uint32_2_3_uint32_2_3", include_str!("../../conformance/stablehlo/select_n_bool_2_3_uint32_2_3_uint32_2_3.mlir")),
+    ("select_n_bool_2_3_uint64_2_3_uint64_2_3", include_str!("../../conformance/stablehlo/select_n_bool_2_3_uint64_2_3_uint64_2_3.mlir")),
+    ("select_n_bool_2_3_uint8_2_3_uint8_2_3", include_str!("../../conformance/stablehlo/select_n_bool_2_3_uint8_2_3_uint8_2_3.mlir")),
+    ("shift_left_int16_20_20_int16_20_20", include_str!("../../conformance/stablehlo/shift_left_int16_20_20_int16_20_20.mlir")),
+    ("shift_left_int32_1_20_int32_20_20", include_str!("../../conformance/stablehlo/shift_left_int32_1_20_int32_20_20.mlir")),
+    ("shift_left_int64_20_20_int64_20_20", include_str!("../../conformance/stablehlo/shift_left_int64_20_20_int64_20_20.mlir")),
+    ("shift_left_int8_20_20_int8_20_20", include_str!("../../conformance/stablehlo/shift_left_int8_20_20_int8_20_20.mlir")),
+    ("shift_left_uint16_20_20_uint16_20_20", include_str!("../../conformance/stablehlo/shift_left_uint16_20_20_uint16_20_20.mlir")),
+    ("shift_left_uint32_20_20_uint32_20_20", include_str!("../../conformance/stablehlo/shift_left_uint32_20_20_uint32_20_20.mlir")),
+    ("shift_left_uint64_20_20_uint64_20_20", include_str!("../../conformance/stablehlo/shift_left_uint64_20_20_uint64_20_20.mlir")),
+    ("shift_left_uint8_20_20_uint8_20_20", include_str!("../../conformance/stablehlo/shift_left_uint8_20_20_uint8_20_20.mlir")),
+    ("shift_right_arithmetic_int16_20_20_int16_20_20", include_str!("../../conformance/stablehlo/shift_right_arithmetic_int16_20_20_int16_20_20.mlir")),
+    ("shift_right_arithmetic_int32_20_20_int32_1_20", include_str!("../../conformance/stablehlo/shift_right_arithmetic_int32_20_20_int32_1_20.mlir")),
+    ("shift_right_arithmetic_int64_20_20_int64_20_20", include_str!("../../conformance/stablehlo/shift_right_arithmetic_int64_20_20_int64_20_20.mlir")),
+    ("shift_right_arithmetic_int8_20_20_int8_20_20", include_str!("../../conformance/stablehlo/shift_right_arithmetic_int8_20_20_int8_20_20.mlir")),
+    ("shift_right_arithmetic_uint16_20_20_uint16_20_20", include_str!("../../conformance/stablehlo/shift_right_arithmetic_uint16_20_20_uint16_20_20.mlir")),
+    ("shift_right_arithmetic_uint32_20_20_uint32_20_20", include_str!("../../conformance/stablehlo/shift_right_arithmetic_uint32_20_20_uint32_20_20.mlir")),
+    ("shift_right_arithmetic_uint64_20_20_uint64_20_20", include_str!("../../conformance/stablehlo/shift_right_arithmetic_uint64_20_20_uint64_20_20.mlir")),
+    ("shift_right_arithmetic_uint8_20_20_uint8_20_20", include_str!("../../conformance/stablehlo/shift_right_arithmetic_uint8_20_20_uint8_20_20.mlir")),
+    ("shift_right_logical_int16_20_20_int16_20_20", include_str!("../../conformance/stablehlo/shift_right_logical_int16_20_20_int16_20_20.mlir")),
+    ("shift_right_logical_int32_1_20_int32_20_20", include_str!("../../conformance/stablehlo/shift_right_logical_int32_1_20_int32_20_20.mlir")),
+    ("shift_right_logical_int8_20_20_int8_20_20", include_str!("../../conformance/stablehlo/shift_right_logical_int8_20_20_int8_20_20.mlir")),
+    ("shift_right_logical_uint16_20_20_uint16_20_20", include_str!("../../conformance/stablehlo/shift_right_logical_uint16_20_20_uint16_20_20.mlir")),
+    ("shift_right_logical_uint32_20_20_uint32_20_20", include_str!("../../conformance/stablehlo/shift_right_logical_uint32_20_20_uint32_20_20.mlir")),
+    ("shift_right_logical_uint8_20_20_uint8_20_20", include_str!("../../conformance/stablehlo/shift_right_logical_uint8_20_20_uint8_20_20.mlir")),
+    ("sign_", include_str!("../../conformance/stablehlo/sign_.mlir")),
+    ("sign_bfloat16_20_20", include_str!("../../conformance/stablehlo/sign_bfloat16_20_20.mlir")),
+    ("sign_complex128_20_20", include_str!("../../conformance/stablehlo/sign_complex128_20_20.mlir")),
+    ("sign_complex64_20_20", include_str!("../../conformance/stablehlo/sign_complex64_20_20.mlir")),
+    ("sign_float16_20_20", include_str!("../../conformance/stablehlo/sign_float16_20_20.mlir")),
+    ("sign_float32_20_20", include_str!("../../conformance/stablehlo/sign_float32_20_20.mlir")),
+    ("sign_float64_20_20", include_str!("../../conformance/stablehlo/sign_float64_20_20.mlir")),
+    ("sign_int16_20_20", include_str!("../../conformance/stablehlo/sign_int16_20_20.mlir")),
+    ("sign_int32_20_20", include_str!("../../conformance/stablehlo/sign_int32_20_20.mlir")),
+    ("sign_int64_20_20", include_str!("../../conformance/stablehlo/sign_int64_20_20.mlir")),
+    ("sign_int8_20_20", include_str!("../../conformance/stablehlo/sign_int8_20_20.mlir")),
+    ("sin_bfloat16_20_20", include_str!("../../conformance/stablehlo/sin_bfloat16_20_20.mlir")),
+    ("sin_complex128_20_20", include_str!("../../conformance/stablehlo/sin_complex128_20_20.mlir")),
+    ("sin_complex64_20_20", include_str!("../../conformance/stablehlo/sin_complex64_20_20.mlir")),
+    ("sin_float16_20_20", include_str!("../../conformance/stablehlo/sin_float16_20_20.mlir")),
+    ("sinh_bfloat16_20_20_chlo", include_str!("../../conformance/stablehlo/sinh_bfloat16_20_20_chlo.mlir")),
+    ("sinh_complex128_20_20_chlo", include_str!("../../conformance/stablehlo/sinh_complex128_20_20_chlo.mlir")),
+    ("sinh_complex64_20_20_chlo", include_str!("../../conformance/stablehlo/sinh_complex64_20_20_chlo.mlir")),
+    ("sinh_float16_20_20_chlo", include_str!("../../conformance/stablehlo/sinh_float16_20_20_chlo.mlir")),
+    ("sinh_float32_20_20_chlo", include_str!("../../conformance/stablehlo/sinh_float32_20_20_chlo.mlir")),
+    ("sinh_float64_20_20_chlo", include_str!("../../conformance/stablehlo/sinh_float64_20_20_chlo.mlir")),
+    ("slice_complex128_3", include_str!("../../conformance/stablehlo/slice_complex128_3.mlir")),
+    ("slice_complex64_3", include_str!("../../conformance/stablehlo/slice_complex64_3.mlir")),
+    ("sqrt_complex128_20_20", include_str!("../../conformance/stablehlo/sqrt_complex128_20_20.mlir")),
+    ("sqrt_complex64_20_20", include_str!("../../conformance/stablehlo/sqrt_complex64_20_20.mlir")),
+    ("squeeze_bfloat16_1_2", include_str!("../../conformance/stablehlo/squeeze_bfloat16_1_2.mlir")),
+    ("squeeze_bool_1_2", include_str!("../../conformance/stablehlo/squeeze_bool_1_2.mlir")),
+    ("squeeze_complex128_1_2", include_str!("../../conformance/stablehlo/squeeze_complex128_1_2.mlir")),
+    ("squeeze_complex64_1_2", include_str!("../../conformance/stablehlo/squeeze_complex64_1_2.mlir")),
+    ("squeeze_float16_1_2", include_str!("../../conformance/stablehlo/squeeze_float16_1_2.mlir")),
+    ("squeeze_int16_1_2", include_str!("../../conformance/stablehlo/squeeze_int16_1_2.mlir")),
+    ("squeeze_int32_1_2", include_str!("../../conformance/stablehlo/squeeze_int32_1_2.mlir")),
+    ("squeeze_int8_1_2", include_str!("../../conformance/stablehlo/squeeze_int8_1_2.mlir")),
+    ("squeeze_uint16_1_2", include_str!("../../conformance/stablehlo/squeeze_uint16_1_2.mlir")),
+    ("squeeze_uint64_1_2", include_str!("../../conformance/stablehlo/squeeze_uint64_1_2.mlir")),
+    ("sub_complex128_20_20_complex128_20_20", include_str!("../../conformance/stablehlo/sub_complex128_20_20_complex128_20_20.mlir")),
+    ("sub_complex64_20_20_complex64_20_20", include_str!("../../conformance/stablehlo/sub_complex64_20_20_complex64_20_20.mlir")),
+    ("sub_int16_20_20_int16_20_20", include_str!("../../conformance/stablehlo/sub_int16_20_20_int16_20_20.mlir")),
+    ("sub_int32_20_20_int32_20_20", include_str!("../../conformance/stablehlo/sub_int32_20_20_int32_20_20.mlir")),
+    ("sub_int8_20_20_int8_20_20", include_str!("../../conformance/stablehlo/sub_int8_20_20_int8_20_20.mlir")),
+    ("sub_uint16_20_20_uint16_20_20", include_str!("../../conformance/stablehlo/sub_uint16_20_20_uint16_20_20.mlir")),
+    ("sub_uint32_20_20_uint32_20_20", include_str!("../../conformance/stablehlo/sub_uint32_20_20_uint32_20_20.mlir")),
+    ("sub_uint64_20_20_uint64_20_20", include_str!("../../conformance/stablehlo/sub_uint64_20_20_uint64_20_20.mlir")),
+    ("sub_uint8_20_20_uint8_20_20", include_str!("../../conformance/stablehlo/sub_uint8_20_20_uint8_20_20.mlir")),
+    ("tan_bfloat16_20_20_chlo", include_str!("../../conformance/stablehlo/tan_bfloat16_20_20_chlo.mlir")),
+    ("tan_complex128_20_20_chlo", include_str!("../../conformance/stablehlo/tan_complex128_20_20_chlo.mlir")),
+    ("tan_complex64_20_20_chlo", include_str!("../../conformance/stablehlo/tan_complex64_20_20_chlo.mlir")),
+    ("tan_float16_20_20_chlo", include_str!("../../conformance/stablehlo/tan_float16_20_20_chlo.mlir")),
+    ("tan_float32_20_20_chlo", include_str!("../../conformance/stablehlo/tan_float32_20_20_chlo.mlir")),
+    ("tan_float64_20_20_chlo", include_str!("../../conformance/stablehlo/tan_float64_20_20_chlo.mlir")),
+    ("tanh_bfloat16_20_20", include_str!("../../conformance/stablehlo/tanh_bfloat16_20_20.mlir")),
+    ("tanh_complex128_20_20", include_str!("../../conformance/stablehlo/tanh_complex128_20_20.mlir")),
+    ("tanh_complex64_20_20", include_str!("../../conformance/stablehlo/tanh_complex64_20_20.mlir")),
+    ("tanh_float16_20_20", include_str!("../../conformance/stablehlo/tanh_float16_20_20.mlir")),
+    ("tanh_float32_20_20", include_str!("../../conformance/stablehlo/tanh_float32_20_20.mlir")),
+    ("tanh_float64_20_20", include_str!("../../conformance/stablehlo/tanh_float64_20_20.mlir")),
+    ("top_k_bfloat16_5_3_chlo", include_str!("../../conformance/stablehlo/top_k_bfloat16_5_3_chlo.mlir")),
+    ("top_k_bool_5_3_chlo", include_str!("../../conformance/stablehlo/top_k_bool_5_3_chlo.mlir")),
+    ("top_k_float16_5_3_chlo", include_str!("../../conformance/stablehlo/top_k_float16_5_3_chlo.mlir")),
+    ("top_k_float32_5_chlo", include_str!("../../conformance/stablehlo/top_k_float32_5_chlo.mlir")),
+    ("top_k_float64_5_3_chlo", include_str!("../../conformance/stablehlo/top_k_float64_5_3_chlo.mlir")),
+    ("top_k_int16_5_3_chlo", include_str!("../../conformance/stablehlo/top_k_int16_5_3_chlo.mlir")),
+    ("top_k_int64_5_3_chlo", include_str!("../../conformance/stablehlo/top_k_int64_5_3_chlo.mlir")),
+    ("top_k_int8_5_3_chlo", include_str!("../../conformance/stablehlo/top_k_int8_5_3_chlo.mlir")),
+    ("top_k_uint16_5_3_chlo", include_str!("../../conformance/stablehlo/top_k_uint16_5_3_chlo.mlir")),
+    ("top_k_uint32_5_3_chlo", include_str!("../../conformance/stablehlo/top_k_uint32_5_3_chlo.mlir")),
+    ("top_k_uint64_5_3_chlo", include_str!("../../conformance/stablehlo/top_k_uint64_5_3_chlo.mlir")),
+    ("top_k_uint8_5_3_chlo", include_str!("../../conformance/stablehlo/top_k_uint8_5_3_chlo.mlir")),
+    ("transpose_bfloat16_2_3", include_str!("../../conformance/stablehlo/transpose_bfloat16_2_3.mlir")),
+    ("transpose_bool_2_3", include_str!("../../conformance/stablehlo/transpose_bool_2_3.mlir")),
+    ("transpose_complex128_2_3", include_str!("../../conformance/stablehlo/transpose_complex128_2_3.mlir")),
+    ("transpose_complex64_2_3", include_str!("../../conformance/stablehlo/transpose_complex64_2_3.mlir")),
+    ("transpose_float16_2_3", include_str!("../../conformance/stablehlo/transpose_float16_2_3.mlir")),
+    ("transpose_int16_2_3", include_str!("../../conformance/stablehlo/transpose_int16_2_3.mlir")),
+    ("transpose_int32_2_3", include_str!("../../conformance/stablehlo/transpose_int32_2_3.mlir")),
+    ("transpose_int64_2_3", include_str!("../../conformance/stablehlo/transpose_int64_2_3.mlir")),
+    ("transpose_int8_2_3", include_str!("../../conformance/stablehlo/transpose_int8_2_3.mlir")),
+    ("transpose_uint16_2_3", include_str!("../../conformance/stablehlo/transpose_uint16_2_3.mlir")),
+    ("transpose_uint32_2_3", include_str!("../../conformance/stablehlo/transpose_uint32_2_3.mlir")),
+    ("transpose_uint64_2_3", include_str!("../../conformance/stablehlo/transpose_uint64_2_3.mlir")),
+    ("transpose_uint8_2_3", include_str!("../../conformance/stablehlo/transpose_uint8_2_3.mlir")),
+    ("triangular_solve_bfloat16_4_4_bfloat16_4_1", include_str!("../../conformance/stablehlo/triangular_solve_bfloat16_4_4_bfloat16_4_1.mlir")),
+    ("triangular_solve_float16_4_4_float16_4_1", include_str!("../../conformance/stablehlo/triangular_solve_float16_4_4_float16_4_1.mlir")),
+    ("triangular_solve_float32_2_8_8_float32_2_10_8", include_str!("../../conformance/stablehlo/triangular_solve_float32_2_8_8_float32_2_10_8.mlir")),
+    ("tridiagonal_solve_float64_3_float64_3_float64_3_float64_3_1", include_str!("../../conformance/stablehlo/tridiagonal_solve_float64_3_float64_3_float64_3_float64_3_1.mlir")),
+    ("xor_bool_20_20_bool_20_20", include_str!("../../conformance/stablehlo/xor_bool_20_20_bool_20_20.mlir")),
+    ("xor_int16_20_20_int16_20_20", include_str!("../../conformance/stablehlo/xor_int16_20_20_int16_20_20.mlir")),
+    ("xor_int32_20_20_int32_1_20", include_str!("../../conformance/stablehlo/xor_int32_20_20_int32_1_20.mlir")),
+    ("xor_int64_20_20_int64_20_20", include_str!("../../conformance/stablehlo/xor_int64_20_20_int64_20_20.mlir")),
+    ("xor_int8_20_20_int8_20_20", include_str!("../../conformance/stablehlo/xor_int8_20_20_int8_20_20.mlir")),
+    ("xor_uint16_20_20_uint16_20_20", include_str!("../../conformance/stablehlo/xor_uint16_20_20_uint16_20_20.mlir")),
+    ("xor_uint32_20_20_uint32_20_20", include_str!("../../conformance/stablehlo/xor_uint32_20_20_uint32_20_20.mlir")),
+    ("xor_uint64_20_20_uint64_20_20", include_str!("../../conformance/stablehlo/xor_uint64_20_20_uint64_20_20.mlir")),
+    ("xor_uint8_20_20_uint8_20_20", include_str!("../../conformance/stablehlo/xor_uint8_20_20_uint8_20_20.mlir")),
 ];

@@ -20,12 +20,23 @@ pub fn error_line(o: &Output) -> String {
 /// Whether the plugin the CLI finds speaks PJRT C API 0.115 or later, as `devices --json`
 /// says: its CPU client refuses create options it does not know (0.81 ignores them).
 pub fn new_abi() -> bool {
+    api_minor() >= 100
+}
+
+/// Whether the CLI's plugin is the 0.115 CPU client, which refuses create options it does not
+/// know (zml's 0.106 build and the 0.81 one ignore them and check `visible_devices` themselves).
+pub fn strict_cpu_client() -> bool {
+    api_minor() >= 115
+}
+
+/// The minor PJRT C API version of the plugin the CLI finds.
+pub fn api_minor() -> i64 {
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
         .args(["devices", "--json"])
         .output()
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    v["api_version"][1].as_i64().unwrap() >= 100
+    v["api_version"][1].as_i64().unwrap()
 }
 
 /// The values of `--json` output `k`.

@@ -23,6 +23,10 @@ pub struct Server {
     pub child: Child,
     pub http: u16,
     pub grpc: u16,
+    /// The server's stderr, read from its start by a thread of its own: a server that writes
+    /// more than a pipe holds (a plugin's log lines on every executable it loads) must not
+    /// block on a reader that only looks once the server ended.
+    stderr: Option<std::thread::JoinHandle<String>>,
 }
 
 impl Server {
@@ -45,17 +49,16 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        let mut err_pipe = child.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            let mut err = Vec::new();
+            let _ = err_pipe.read_to_end(&mut err);
+            String::from_utf8_lossy(&err).into_owned()
+        });
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let Some(Ok(line)) = lines.next() else {
-            let mut err = String::new();
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
             let _ = child.wait();
-            return Err(err);
+            return Err(stderr.join().unwrap_or_default());
         };
         let port = |key: &str| -> u16 {
             let at = line.find(key).unwrap_or_else(|| panic!("{line}")) + key.len();
@@ -67,6 +70,7 @@ impl Server {
             http: port("http="),
             grpc: port("grpc="),
             child,
+            stderr: Some(stderr),
         })
     }
 
@@ -80,6 +84,15 @@ impl Server {
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         Server::start(&args).unwrap_or_else(|e| panic!("serve: {e}"))
+    }
+
+    /// Everything the server wrote to stderr, once it has ended (`terminate` first).
+    pub fn stderr(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        (self.stderr.take())
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
     }
 
     /// Sends SIGTERM and waits for the server to exit, at most `limit` (past it, the test

@@ -120,6 +120,28 @@ impl PluginIdentity<'_> {
     }
 }
 
+impl crate::state::ClientState {
+    /// Refuses a program that uses an op and dtype this plugin build is known to compute
+    /// wrong, unless the client or the compile (`allowed`) allows it: the one check every
+    /// compile path runs.
+    pub fn check_known_defects(&self, code: &[u8], allowed: bool) -> Result<()> {
+        if allowed || self.allow_known_defects {
+            return Ok(());
+        }
+        let snap = self.snapshot();
+        let stablehlo = super::program_check::plugin_stablehlo(&snap.plugin_attributes);
+        check_known_defects(
+            code,
+            &PluginIdentity {
+                platform: &snap.platform_name,
+                api: snap.plugin_api_version,
+                stablehlo: &stablehlo,
+                path: &snap.plugin_path,
+            },
+        )
+    }
+}
+
 /// Refuses a program that uses an op and dtype pair the plugin is known to compute wrong
 /// (`Error::KnownDefect`). The plugin file's sha256 is read only when the program uses a pair
 /// an entry for its versions names (once a process per file: 0.3 s for a 270 MB plugin).

@@ -170,24 +170,33 @@ pub fn run_child_test(name: &str, env: &[(&str, String)], timeout: Duration) {
     );
 }
 
-/// Whether the plugin under test speaks PJRT C API 0.115 or later (the jaxlib 0.11 CPU plugin),
-/// whose CPU client differs from 0.81's where the tests say: it refuses create options it does
-/// not know (0.81 ignores them), including `num_nodes`, has `PJRT_Compile` and no cost analysis.
+/// The plugin under test's PJRT C API version, `(major, minor)`.
+pub fn plugin_api() -> (i32, i32) {
+    static API: std::sync::OnceLock<(i32, i32)> = std::sync::OnceLock::new();
+    *API.get_or_init(|| pjrt_actors::Client::open().unwrap().plugin_api_version())
+}
+
+/// Whether the plugin under test speaks PJRT C API 0.100 or later (zml's CPU build, 0.106, and
+/// the jaxlib 0.11 one, 0.115), whose answers differ from 0.81's where the tests say: a newer
+/// StableHLO, no cost analysis on the CPU client.
 pub fn new_abi() -> bool {
-    static NEW: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *NEW.get_or_init(|| {
-        let (major, minor) = pjrt_actors::Client::open().unwrap().plugin_api_version();
-        (major, minor) >= (0, 100)
-    })
+    plugin_api() >= (0, 100)
+}
+
+/// Whether the plugin's CPU client is the 0.115 one: it refuses create options it does not know
+/// (zml's 0.106 build and 0.81 ignore them), `num_nodes` and `node_id` among them, and has
+/// `PJRT_Compile` (compiling for another topology); the 0.106 and 0.81 builds have neither.
+pub fn strict_cpu_client() -> bool {
+    plugin_api() >= (0, 115)
 }
 
 /// A multi-process client's open on the plugin under test: on 0.115, whose CPU client takes
 /// neither `num_nodes` nor `node_id`, the typed refusal naming the first it meets (and `None`);
-/// on 0.81 the client.
+/// on 0.81 and 0.106 the client.
 pub fn node_or_refusal(
     opened: pjrt_actors::Result<pjrt_actors::Client>,
 ) -> Option<pjrt_actors::Client> {
-    if !new_abi() {
+    if !strict_cpu_client() {
         return Some(opened.unwrap());
     }
     let text = opened.map(|_| ()).unwrap_err().to_string();
