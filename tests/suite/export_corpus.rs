@@ -5,15 +5,26 @@
 
 use pjrt_actors::export::Exported;
 
-use crate::jax_outputs::{check_outputs, corpus, read, tolerance, wanted};
+use crate::jax_outputs::{check_outputs, corpus, corpus_dir, read, tolerance, wanted};
 
 /// Loads one artifact of a case, every input as a weight by its path, and checks its call;
 /// false where the plugin's StableHLO is too old to parse it (the 0.81 plugin, 1.13.3, lacks
 /// `stablehlo.composite`, which jax 0.10.2 writes for `top_k`, `erf`, ...).
 fn run_case(client: &pjrt_actors::Client, name: &str, file: &str, inputs: usize) -> bool {
+    run_case_against(client, name, file, inputs, &wanted(name))
+}
+
+/// As `run_case`, against `want` (another jax's own outputs).
+fn run_case_against(
+    client: &pjrt_actors::Client,
+    name: &str,
+    file: &str,
+    inputs: usize,
+    want: &[pjrt_actors::HostArray],
+) -> bool {
     let mut model = match client.load_exported(&read(file)) {
         Ok(model) => model,
-        Err(pjrt_actors::Error::StableHloTooNew { .. }) if !crate::common::new_abi() => {
+        Err(pjrt_actors::Error::StableHloTooNew { .. }) if !crate::common::strict_cpu_client() => {
             return false;
         }
         Err(e) => panic!("{file}: {e}"),
@@ -25,7 +36,7 @@ fn run_case(client: &pjrt_actors::Client, name: &str, file: &str, inputs: usize)
     assert_eq!(loaded, inputs, "{file}");
     assert!(model.free_inputs().is_empty(), "{file}");
     let got = model.call(&[]).unwrap_or_else(|e| panic!("{file}: {e}"));
-    check_outputs(file, &got, &wanted(name), tolerance(name));
+    check_outputs(file, &got, want, tolerance(name));
     true
 }
 
@@ -75,5 +86,53 @@ mod cpu_plugin {
         assert!(newer >= 30, "{newer} cases in 0.11.2's form");
         // On the 0.115 plugin every case runs; on the 0.81 one, the few that need composites.
         assert!(too_new.len() <= 8, "too new for this plugin: {too_new:?}");
+    }
+
+    /// jax 0.12's own exports of the same functions (corpus_jax012.py: its lowering, its
+    /// StableHLO, 1.16.3 by its 12-week compatibility target, its serializer), against jax
+    /// 0.12's own outputs: run on every plugin whose StableHLO parses them, a typed
+    /// `StableHloTooNew` elsewhere (zml's 1.16.1), counted.
+    #[test]
+    fn jax_0_12s_own_exports_run_where_the_plugin_parses_them() {
+        let manifest: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(corpus_dir().join("corpus_jax012.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(manifest["jax"], "0.12.0.1");
+        let client = pjrt_actors::Client::open().unwrap();
+        let (mut ran, mut too_new) = (0, Vec::new());
+        for c in manifest["cases"].as_array().unwrap() {
+            let name = c["name"].as_str().unwrap();
+            let file = format!("{name}.jax012.exported");
+            let exported = Exported::parse(&read(&file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert_eq!(exported.jax_version.as_deref(), Some("0.12.0.1"), "{file}");
+            let want = {
+                let mut outs =
+                    pjrt_actors::host_data::read_npz(&read(&format!("{name}.jax012.want.npz")))
+                        .unwrap();
+                outs.sort_by_key(|(k, _)| k[3..].parse::<usize>().unwrap());
+                outs.into_iter().map(|(_, h)| h).collect::<Vec<_>>()
+            };
+            let inputs = c["inputs"].as_u64().unwrap() as usize;
+            match run_case_against(&client, name, &file, inputs, &want) {
+                true => ran += 1,
+                false => too_new.push(name.to_string()),
+            }
+        }
+        let (_, minor) = client.plugin_api_version();
+        eprintln!(
+            "jax 0.12 exports: {ran} ran, {} too new: {too_new:?}",
+            too_new.len()
+        );
+        // StableHLO 1.20.0 parses all of them; 1.16.1 and 1.13.3 not the linear algebra (jax
+        // 0.12 lowers it to newer forms), 1.13.3 not top_k's composite either.
+        let linalg = ["cholesky_solve", "lu_solve", "qr", "eigh", "svd"];
+        let expected: Vec<&str> = match minor {
+            115.. => vec![],
+            106 => linalg.to_vec(),
+            _ => linalg.iter().copied().chain(["top_k"]).collect(),
+        };
+        assert_eq!(too_new, expected);
+        assert_eq!(ran + too_new.len(), 35);
     }
 }
