@@ -141,6 +141,15 @@ fn almost_equal(a: Value, b: Value) -> bool {
     a.value.is_finite() && b.value.is_finite() && (a.value - b.value).abs() <= 1e-3
 }
 
+/// A value as it reads best: plainly, or in exponent form when tiny or huge (a subnormal
+/// written plainly runs to hundreds of digits).
+fn number(x: f64) -> String {
+    match x != 0.0 && x.is_finite() && !(1e-6..1e15).contains(&x.abs()) {
+        true => format!("{x:e}"),
+        false => x.to_string(),
+    }
+}
+
 /// What one check found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
@@ -184,7 +193,7 @@ pub fn compare(
             outcome.mismatches += 1;
             if outcome.first.is_none() {
                 let show = |v: &[Value]| {
-                    (v.iter().map(|c| c.value.to_string()))
+                    (v.iter().map(|c| number(c.value)))
                         .collect::<Vec<_>>()
                         .join("+i")
                 };
@@ -263,6 +272,21 @@ mod tests {
         let got = compare(CheckKind::Close, &f32s(&[up4]), &f32s(&[2.0])).unwrap();
         assert_eq!(got.mismatches, 1);
         assert!(got.first.unwrap().contains("(4 ULP)"));
+    }
+
+    #[test]
+    fn values_read_plainly_or_in_exponent_form() {
+        let table = [
+            (1.5, "1.5"),
+            (0.0, "0"),
+            (-2.0, "-2"),
+            (3e-310, "3e-310"),
+            (1e300, "1e300"),
+        ];
+        for (x, want) in table {
+            assert_eq!(number(x), want);
+        }
+        assert_eq!(number(f64::NAN), "NaN");
     }
 
     #[test]
