@@ -1,7 +1,10 @@
 //! The compile service on the CPU plugin, measured in one run: 16 distinct small modules (a few
 //! matmuls and a tanh) compiled one after another vs all at once through the pool; a memory
 //! cache hit; a disk cache hit vs a plain compile of the same module; and how many compiles 32
-//! concurrent identical requests cause. Prints a table, then one JSON object as the last line.
+//! concurrent identical requests cause; and what the known-defect check (run on every compile
+//! miss where the plugin has table entries) costs on the served transformer's portable bytecode
+//! and on a long text program, against compiling the transformer. Prints a table, then one JSON
+//! object as the last line.
 
 mod support;
 
@@ -160,6 +163,41 @@ fn main() {
     let flight_ms = start.elapsed().as_secs_f64() * 1000.0;
     let single_flight = flight.compile_cache_stats().compiles;
 
+    // The known-defect check: reading every op and its result types, as each compile miss on a
+    // plugin with table entries does, on the transformer's module (vhlo bytecode) and on a
+    // 20,000-op text program; against compiling the transformer itself.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let artifact =
+        std::fs::read(root.join("tests/data/exported/serve/transformer.exported")).unwrap();
+    let module_bytes = pjrt_actors::export::Exported::parse(&artifact)
+        .unwrap()
+        .module;
+    let long_text = {
+        let t = "tensor<64xf32>";
+        let ops: String = (0..20_000)
+            .map(|i| format!("    %{} = stablehlo.tanh %{i} : {t}\n", i + 1))
+            .collect();
+        format!(
+            "module @long {{\n  func.func public @main(%0: {t}) -> {t} {{\n{ops}    return %20000 : {t}\n  }}\n}}\n"
+        )
+    };
+    let check_us = |code: &[u8]| {
+        median(
+            (0..20)
+                .map(|_| time_us(|| drop(pjrt_actors::known_defects::ops_used(code))))
+                .collect(),
+        )
+    };
+    let (check_bytecode_us, check_text_us) =
+        (check_us(&module_bytes), check_us(long_text.as_bytes()));
+    assert!(pjrt_actors::known_defects::ops_used(&module_bytes).len() > 100);
+    let transformer_compile_ms = median(
+        (0..3)
+            .map(|_| ms(|| drop(client.load_exported(&artifact).unwrap())))
+            .collect(),
+    );
+    let check_share = check_bytecode_us / 1000.0 / transformer_compile_ms;
+
     let pool_speedup = seq_ms / pool_ms;
     let disk_hit_ratio = disk_hit_ms / compile_ms;
     println!("{:<46} {:>10}", "measure", "value");
@@ -199,7 +237,22 @@ fn main() {
         "starting a worker, first compile (ms)", worker_start_ms
     );
     println!(
-        "{{\"seq_ms\":{},\"pool_ms\":{},\"pool_speedup\":{},\"compile_threads\":{},\"memory_hit_us\":{memory_hit_us},\"compile_ms\":{},\"disk_hit_ms\":{},\"disk_hit_ratio\":{},\"single_flight\":{single_flight},\"in_process_compile_ms\":{},\"isolated_compile_ms\":{},\"isolated_compile_overhead\":{},\"worker_start_ms\":{}}}",
+        "{:<46} {:>10.1}",
+        "known-defect check, transformer bytecode (us)", check_bytecode_us
+    );
+    println!(
+        "{:<46} {:>10.1}",
+        "known-defect check, 20,000-op text (us)", check_text_us
+    );
+    println!(
+        "{:<46} {:>10.2}",
+        "transformer compile, for scale (ms)", transformer_compile_ms
+    );
+    println!(
+        "{{\"defect_check_bytecode_us\":{},\"defect_check_text_us\":{},\"defect_check_share_of_compile\":{},\"seq_ms\":{},\"pool_ms\":{},\"pool_speedup\":{},\"compile_threads\":{},\"memory_hit_us\":{memory_hit_us},\"compile_ms\":{},\"disk_hit_ms\":{},\"disk_hit_ratio\":{},\"single_flight\":{single_flight},\"in_process_compile_ms\":{},\"isolated_compile_ms\":{},\"isolated_compile_overhead\":{},\"worker_start_ms\":{}}}",
+        round3(check_bytecode_us),
+        round3(check_text_us),
+        round3(check_share),
         round3(seq_ms),
         round3(pool_ms),
         round3(pool_speedup),

@@ -124,6 +124,24 @@ fn the_table_and_filters_name_ops_and_dtypes() {
         text.contains("summary: 4 cases, 2 op/dtype pairs"),
         "{text}"
     );
+    // A caller's own --allow-known-defects reaches the child once (a flag twice is refused).
+    let allowed = Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+        .args([
+            "--allow-known-defects",
+            "conformance",
+            "--ops",
+            "atan",
+            "--dtypes",
+            "float64",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        allowed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&allowed.stderr)
+    );
+    assert!(String::from_utf8_lossy(&allowed.stdout).contains("summary: 2 cases"));
     let none = conformance(&["--ops", "no_such_op"]);
     assert!(!none.status.success());
     assert!(common::error_line(&none).contains("no case matches"));

@@ -159,13 +159,17 @@ const STDERR_TAIL: usize = 2048;
 /// Runs every case in children of this binary, restarting past any case that ends one.
 pub fn run_all(cases: &[Case], timeout: Duration) -> Result<Vec<CaseResult>> {
     let exe = std::env::current_exe().map_err(|e| usage(format!("this binary: {e}")))?;
-    let base: Vec<String> = std::env::args().skip(1).collect();
+    let mut base: Vec<String> = std::env::args().skip(1).collect();
+    // The child runs what the plugin is given, known defects too (clap refuses a flag twice).
+    if !base.iter().any(|a| a == "--allow-known-defects") {
+        base.push("--allow-known-defects".into());
+    }
     let mut results: Vec<Option<CaseResult>> = vec![None; cases.len()];
     let mut next = 0;
     while next < cases.len() {
         let mut child = Command::new(&exe)
             .args(&base)
-            .args(["--allow-known-defects", "--child-from", &next.to_string()])
+            .args(["--child-from", &next.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
