@@ -252,7 +252,7 @@ fn main() {
         "{{\"defect_check_bytecode_us\":{},\"defect_check_text_us\":{},\"defect_check_share_of_compile\":{},\"seq_ms\":{},\"pool_ms\":{},\"pool_speedup\":{},\"compile_threads\":{},\"memory_hit_us\":{memory_hit_us},\"compile_ms\":{},\"disk_hit_ms\":{},\"disk_hit_ratio\":{},\"single_flight\":{single_flight},\"in_process_compile_ms\":{},\"isolated_compile_ms\":{},\"isolated_compile_overhead\":{},\"worker_start_ms\":{}}}",
         round3(check_bytecode_us),
         round3(check_text_us),
-        round3(check_share),
+        (check_share * 1e6).round() / 1e6,
         round3(seq_ms),
         round3(pool_ms),
         round3(pool_speedup),
