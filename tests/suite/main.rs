@@ -21,6 +21,7 @@ mod executables;
 mod execute;
 mod export_corpus;
 mod exported;
+mod fleet_acl;
 mod fleet_cache;
 mod foundation;
 mod generate;

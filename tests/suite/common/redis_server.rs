@@ -14,14 +14,19 @@ pub struct RedisServer {
     child: Option<Child>,
 }
 
+/// A loopback port free now (for a second listener, such as a TLS port).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 impl RedisServer {
     /// Starts a server with `extra` settings (`["--maxmemory", "1mb"]`).
     pub fn start(extra: &[&str]) -> RedisServer {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let dir =
             std::env::temp_dir().join(format!("pjrt-actors-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -1,0 +1,184 @@
+//! The compile cache's Redis tier over TLS (`rediss://`, the default `tls` feature: native-tls)
+//! against real `redis-server`s speaking it with certificates this test makes with openssl: a
+//! fleet shares compiles through a server whose certificate our CA signed; one signed by
+//! another CA is refused, counted, and compiles go on locally. Alone in its binary: it names
+//! the trusted CA in the environment (`SSL_CERT_FILE`, which OpenSSL reads).
+
+#[path = "suite/common/redis_server.rs"]
+mod redis_server;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use pjrt_actors::{Client, CompileOptions, RedisCacheConfig};
+use redis::Commands;
+use redis_server::{RedisServer, free_port};
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let o = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// A CA (`NAME-ca.pem`) and a server certificate for 127.0.0.1 it signed (`NAME.pem`,
+/// `NAME.key`).
+fn certificates(dir: &Path, name: &str) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let (ca_key, ca, key, csr) = (
+        format!("{name}-ca.key"),
+        format!("{name}-ca.pem"),
+        format!("{name}.key"),
+        format!("{name}.csr"),
+    );
+    let subject = format!("/CN=pjrt-actors test CA {name}");
+    let mut args = vec!["req", "-x509"];
+    args.extend(ec);
+    args.extend([
+        "-keyout", &ca_key, "-out", &ca, "-days", "2", "-subj", &subject,
+    ]);
+    openssl(dir, &args);
+    let mut args = vec!["req"];
+    args.extend(ec);
+    args.extend(["-keyout", &key, "-out", &csr, "-subj", "/CN=127.0.0.1"]);
+    openssl(dir, &args);
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    let pem = format!("{name}.pem");
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ca,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-out",
+            &pem,
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
+}
+
+/// A server with a plain port (for the test's own look) and a TLS one with `name`'s certificate.
+fn tls_server(dir: &Path, name: &str) -> (RedisServer, u16) {
+    let tls_port = free_port();
+    let file = |f: String| dir.join(f).to_string_lossy().into_owned();
+    let (port, cert, key, ca) = (
+        tls_port.to_string(),
+        file(format!("{name}.pem")),
+        file(format!("{name}.key")),
+        file(format!("{name}-ca.pem")),
+    );
+    let server = RedisServer::start(&[
+        "--tls-port",
+        &port,
+        "--tls-cert-file",
+        &cert,
+        "--tls-key-file",
+        &key,
+        "--tls-ca-cert-file",
+        &ca,
+        "--tls-auth-clients",
+        "no",
+    ]);
+    (server, tls_port)
+}
+
+fn client(url: &str) -> Client {
+    let mut config = RedisCacheConfig::new(url);
+    config.namespace = "tls".into();
+    config.op_timeout = Duration::from_millis(1000);
+    Client::builder()
+        .compile_cache_redis_config(config)
+        .memory_cache_entries(0)
+        .open()
+        .unwrap()
+}
+
+fn compile(client: &Client, n: u32) {
+    let t = "tensor<4xf32>";
+    let program = format!(
+        "module @tls{n} {{\n  func.func public @main(%x: {t}) -> {t} {{\n    %c = stablehlo.constant dense<{n}.0> : {t}\n    %y = stablehlo.multiply %x, %c : {t}\n    return %y : {t}\n  }}\n}}\n"
+    );
+    let exe = client
+        .compile_and_load(program, &CompileOptions::default())
+        .unwrap();
+    let x = client.devices()[0]
+        .put(&[1.0f32, 2.0, 3.0, 4.0], &[4])
+        .unwrap();
+    let y = exe.execute(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
+    let n = n as f32;
+    assert_eq!(y, [n, 2.0 * n, 3.0 * n, 4.0 * n]);
+}
+
+#[test]
+fn a_fleet_shares_compiles_over_tls_and_a_certificate_from_another_ca_is_refused() {
+    let dir: PathBuf = std::env::temp_dir().join(format!("pjrt-actors-tls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    certificates(&dir, "ours");
+    certificates(&dir, "theirs");
+    // SAFETY of set_var: this binary runs this one test, and nothing else has started yet.
+    unsafe { std::env::set_var("SSL_CERT_FILE", dir.join("ours-ca.pem")) };
+
+    let (server, tls_port) = tls_server(&dir, "ours");
+    let url = format!("rediss://127.0.0.1:{tls_port}");
+    let a = client(&url);
+    compile(&a, 2);
+    let s = a.compile_cache_stats();
+    assert_eq!(
+        (s.compiles, s.redis_stores, s.redis_errors),
+        (1, 1, 0),
+        "{s:?}"
+    );
+    let b = client(&url);
+    compile(&b, 2);
+    let s = b.compile_cache_stats();
+    assert_eq!(
+        (s.compiles, s.redis_hits, s.redis_errors),
+        (0, 1, 0),
+        "{s:?}"
+    );
+    let keys: Vec<String> = server.connection().unwrap().keys("tls:exe:*").unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+
+    // A server whose certificate another CA signed: the handshake fails, the tier counts it,
+    // and the compile goes on here.
+    let (other, other_port) = tls_server(&dir, "theirs");
+    let c = client(&format!("rediss://127.0.0.1:{other_port}"));
+    compile(&c, 3);
+    let s = c.compile_cache_stats();
+    assert_eq!(
+        (s.compiles, s.redis_stores, s.redis_hits),
+        (1, 0, 0),
+        "{s:?}"
+    );
+    assert!(s.redis_errors >= 1, "{s:?}");
+    let keys: Vec<String> = other.connection().unwrap().keys("tls:*").unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,123 @@
+//! The compile cache's Redis tier and the key-value store logging in as an ACL user (name and
+//! password in the URL) to a real `redis-server` whose user may touch only the tier's
+//! namespace: the fleet shares compiles through it; a namespace outside the user's keys, or a
+//! wrong password, is refused by the server, typed (`KvError::Unavailable` naming NoPerm or
+//! AuthenticationFailed, counted as `redis_errors` by the tier), and compiles go on locally.
+
+use std::time::Duration;
+
+use pjrt_actors::{Client, CompileOptions, KvError, KvStore, RedisCacheConfig, RedisKvStore};
+use redis::Commands;
+
+use crate::common::redis_server::RedisServer;
+
+/// A server with the user `fleet` (password `s3cret`), allowed every command on keys under
+/// `ns:` only; the default user stays open for the test's own inspection.
+fn server() -> RedisServer {
+    RedisServer::start(&["--user", "fleet", "on", ">s3cret", "~ns:*", "+@all"])
+}
+
+fn url(server: &RedisServer, password: &str) -> String {
+    format!("redis://fleet:{password}@127.0.0.1:{}", server.port)
+}
+
+fn client(url: &str, namespace: &str) -> Client {
+    let mut config = RedisCacheConfig::new(url);
+    config.namespace = namespace.into();
+    config.op_timeout = Duration::from_millis(500);
+    Client::builder()
+        .compile_cache_redis_config(config)
+        .memory_cache_entries(0)
+        .open()
+        .unwrap()
+}
+
+fn compile(client: &Client, n: u32) {
+    let t = "tensor<4xf32>";
+    let program = format!(
+        "module @acl{n} {{\n  func.func public @main(%x: {t}) -> {t} {{\n    %c = stablehlo.constant dense<{n}.0> : {t}\n    %y = stablehlo.add %x, %c : {t}\n    return %y : {t}\n  }}\n}}\n"
+    );
+    let exe = client
+        .compile_and_load(program, &CompileOptions::default())
+        .unwrap();
+    let x = client.devices()[0]
+        .put(&[1.0f32, 2.0, 3.0, 4.0], &[4])
+        .unwrap();
+    let y = exe.execute(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
+    let n = n as f32;
+    assert_eq!(y, [1.0 + n, 2.0 + n, 3.0 + n, 4.0 + n]);
+}
+
+#[test]
+fn an_acl_user_shares_compiles_within_its_namespace() {
+    let server = server();
+    let url = url(&server, "s3cret");
+    let a = client(&url, "ns");
+    compile(&a, 1);
+    let s = a.compile_cache_stats();
+    assert_eq!(
+        (s.compiles, s.redis_stores, s.redis_errors),
+        (1, 1, 0),
+        "{s:?}"
+    );
+    let b = client(&url, "ns");
+    compile(&b, 1);
+    let s = b.compile_cache_stats();
+    assert_eq!(
+        (s.compiles, s.redis_hits, s.redis_errors),
+        (0, 1, 0),
+        "{s:?}"
+    );
+    let keys: Vec<String> = server.connection().unwrap().keys("ns:exe:*").unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    // The key-value store under the same user and namespace.
+    let kv = RedisKvStore::new(&url, "ns").unwrap();
+    kv.put("rank0", b"address").unwrap();
+    assert_eq!(kv.try_get("rank0").unwrap(), b"address");
+}
+
+#[test]
+fn keys_outside_the_users_namespace_are_refused_typed_and_compiles_go_on() {
+    let server = server();
+    let url = url(&server, "s3cret");
+    let outside = client(&url, "other");
+    compile(&outside, 2);
+    let s = outside.compile_cache_stats();
+    assert_eq!(
+        (s.compiles, s.redis_stores, s.redis_hits),
+        (1, 0, 0),
+        "{s:?}"
+    );
+    assert!(s.redis_errors >= 1, "{s:?}");
+    let keys: Vec<String> = server.connection().unwrap().keys("other:*").unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+    let kv = RedisKvStore::new(&url, "other").unwrap();
+    match kv.put("rank0", b"address") {
+        Err(KvError::Unavailable(why)) => {
+            assert!(why.to_lowercase().contains("noperm"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_wrong_password_is_refused_typed_and_compiles_go_on() {
+    let server = server();
+    let url = url(&server, "wrong");
+    let c = client(&url, "ns");
+    compile(&c, 3);
+    let s = c.compile_cache_stats();
+    assert_eq!((s.compiles, s.redis_stores), (1, 0), "{s:?}");
+    assert!(s.redis_errors >= 1, "{s:?}");
+    let kv = RedisKvStore::new(&url, "ns").unwrap();
+    match kv.put("rank0", b"address") {
+        Err(KvError::Unavailable(why)) => {
+            assert!(why.contains("AuthenticationFailed"), "{why}");
+            assert!(
+                !why.contains("wrong@"),
+                "the password is not repeated: {why}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
