@@ -1,7 +1,9 @@
 //! Fleet compile caching: 8 processes, each with its own client, compile the same 24 distinct
 //! modules at once, first each alone, then sharing one Redis (single flight across processes).
 //! Then a fetch-and-load against a compile of the same modules, and a lease holder killed with
-//! SIGKILL mid-compile. Last line: one JSON object.
+//! SIGKILL mid-compile. And waiters on another's compile: Redis commands each sends and the time
+//! from the entry's store to each one's hit, polling only and woken by pub/sub. Last line: one
+//! JSON object.
 //!
 //! The benchmark re-runs itself as its worker processes (`FLEET_ROLE` in the environment).
 
@@ -206,6 +208,84 @@ fn takeover(server: &redis_server::RedisServer, lease_ms: u64) -> (bool, f64) {
     (ok, after)
 }
 
+/// Commands the server has processed so far.
+fn commands(server: &redis_server::RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query(&mut server.connection().unwrap())
+        .unwrap();
+    (info.lines())
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap()
+}
+
+/// Waiters on another's compile, in this process at the tier's level: per round a holder takes
+/// a fresh key's lease, 8 waiters look it up, the holder stores after `HOLD` (a compile's time).
+/// Redis commands per waiter (the round's, less a holder-alone round's) and the p50 time from
+/// the store to a waiter's hit, with wake-ups `on` or polling only.
+fn waiters(server: &redis_server::RedisServer, on: bool) -> (f64, f64) {
+    use pjrt_actors_core::compile::cache::CompileKey;
+    use pjrt_actors_core::compile::redis_cache::Lookup;
+    const WAITERS: usize = 8;
+    const ROUNDS: usize = 10;
+    const HOLD: Duration = Duration::from_millis(200);
+    let tier = || {
+        let mut config = RedisCacheConfig::new(server.url());
+        config.namespace = "wait-bench".into();
+        config.wake_ups = on;
+        pjrt_actors::RedisTier::new(config, Default::default()).unwrap()
+    };
+    let holder = tier();
+    let tiers: Vec<_> = (0..WAITERS).map(|_| tier()).collect();
+    let round = |n: usize, waiting: &[std::sync::Arc<pjrt_actors::RedisTier>]| {
+        let key = CompileKey::new(&format!("{on}"), format!("{n}").as_bytes(), b"");
+        let Lookup::Lease(lease) = holder.lookup(&key) else {
+            panic!("the holder takes the lease")
+        };
+        let before = commands(server);
+        let delays = std::thread::scope(|s| {
+            let handles: Vec<_> = (waiting.iter())
+                .map(|t| {
+                    let key = &key;
+                    s.spawn(move || {
+                        assert!(matches!(t.lookup(key), Lookup::Hit(_)));
+                        Instant::now()
+                    })
+                })
+                .collect();
+            std::thread::sleep(HOLD);
+            holder.publish(&key, b"entry", Some(lease));
+            let stored = Instant::now();
+            (handles.into_iter())
+                .map(|h| {
+                    h.join()
+                        .unwrap()
+                        .saturating_duration_since(stored)
+                        .as_secs_f64()
+                        * 1e3
+                })
+                .collect::<Vec<f64>>()
+        });
+        (commands(server) - before, delays)
+    };
+    // Warm every tier's connection (and subscription) first, then the holder alone.
+    for t in &tiers {
+        let _ = t.lookup(&CompileKey::new("warm", b"", b""));
+    }
+    let _ = round(1000, &tiers);
+    let alone: Vec<u64> = (0..3).map(|n| round(2000 + n, &[]).0).collect();
+    let alone = alone.iter().min().copied().unwrap_or(0);
+    let (mut sent, mut all) = (0u64, Vec::new());
+    for n in 0..ROUNDS {
+        let (c, d) = round(n, &tiers);
+        sent += c.saturating_sub(alone);
+        all.extend(d);
+    }
+    let per_waiter = sent as f64 / (ROUNDS * WAITERS) as f64;
+    (per_waiter, percentile_us(&mut all, 50.0))
+}
+
 fn main() {
     if std::env::var("FLEET_ROLE").is_ok() {
         return worker();
@@ -250,8 +330,14 @@ fn main() {
     println!(
         "lease holder killed: another process held the lease {after:.2} s later (lease {lease_ms} ms)"
     );
+    clear(&server);
+    let (polled_commands, polled_delay) = waiters(&server, false);
+    let (woken_commands, woken_delay) = waiters(&server, true);
     println!(
-        "{{\"plugin_compiles\": {plugin_compiles}, \"fleet_speedup\": {:.2}, \"redis_hit_ms\": {hit_ms:.2}, \"redis_hit_ratio\": {:.3}, \"lease_takeover_ok\": {takeover_ok}, \"takeover_after_s\": {after:.2}}}",
+        "8 waiters on a 200 ms compile: polling, {polled_commands:.1} commands each and the hit {polled_delay:.2} ms after the store (p50); woken, {woken_commands:.1} and {woken_delay:.2} ms"
+    );
+    println!(
+        "{{\"redis_commands_per_waiter_polled\": {polled_commands:.2}, \"redis_commands_per_waiter\": {woken_commands:.2}, \"wake_delay_ms_p50_polled\": {polled_delay:.3}, \"wake_delay_ms_p50\": {woken_delay:.3}, \"plugin_compiles\": {plugin_compiles}, \"fleet_speedup\": {:.2}, \"redis_hit_ms\": {hit_ms:.2}, \"redis_hit_ratio\": {:.3}, \"lease_takeover_ok\": {takeover_ok}, \"takeover_after_s\": {after:.2}}}",
         alone / shared,
         hit_ms / compile_ms
     );

@@ -255,6 +255,7 @@ impl Client {
             redis_errors: get(&s.redis_errors),
             redis_lease_waits: get(&s.redis_lease_waits),
             redis_takeovers: get(&s.redis_takeovers),
+            redis_wakeups: get(&s.redis_wakeups),
             redis_stores: get(&s.redis_stores),
             redis_too_large: get(&s.redis_too_large),
         }
@@ -347,6 +348,9 @@ pub struct CompileCacheStats {
     pub redis_lease_waits: u64,
     /// Leases taken over after their holder stopped renewing (it died) without storing.
     pub redis_takeovers: u64,
+    /// Waits on another process's compile ended by its wake-up (the entry stored, or the
+    /// lease released) rather than by the next poll.
+    pub redis_wakeups: u64,
     /// Entries this client stored in Redis.
     pub redis_stores: u64,
     /// Entries over the size limit: not stored, or refused and deleted on load.

@@ -52,6 +52,7 @@ pub struct CacheStats {
     pub redis_errors: AtomicU64,
     pub redis_lease_waits: AtomicU64,
     pub redis_takeovers: AtomicU64,
+    pub redis_wakeups: AtomicU64,
     pub redis_stores: AtomicU64,
     pub redis_too_large: AtomicU64,
 }

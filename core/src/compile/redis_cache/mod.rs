@@ -31,11 +31,14 @@ pub struct RedisCacheConfig {
     pub read_only: bool,
     /// Limit on any one Redis round trip (and on connecting).
     pub op_timeout: Duration,
+    /// Wake waiters by pub/sub (`{namespace}:wake:*`) when an entry lands or a lease is
+    /// released; without, they only poll (2 ms doubling to 50 ms).
+    pub wake_ups: bool,
 }
 
 impl RedisCacheConfig {
     /// The defaults for `url`: namespace `pjrt-actors`, a 3 s lease, 60 s longest wait, 256 MiB
-    /// entries, a 7-day TTL, 1 s per round trip.
+    /// entries, a 7-day TTL, 1 s per round trip, wake-ups on.
     pub fn new(url: impl Into<String>) -> Self {
         RedisCacheConfig {
             url: url.into(),
@@ -46,6 +49,7 @@ impl RedisCacheConfig {
             ttl: Some(Duration::from_secs(7 * 24 * 3600)),
             read_only: false,
             op_timeout: Duration::from_secs(1),
+            wake_ups: true,
         }
     }
 }
@@ -66,6 +70,8 @@ pub const MAX_LEASE: Duration = Duration::from_secs(600);
 
 #[cfg(feature = "redis")]
 mod tier;
+#[cfg(feature = "redis")]
+mod wake;
 #[cfg(feature = "redis")]
 pub use tier::{Lease, RedisTier};
 #[cfg(not(feature = "redis"))]

@@ -40,6 +40,8 @@ pub struct RedisTier {
     /// This process's lease tokens: host, pid and a counter.
     token_prefix: String,
     tokens: std::sync::atomic::AtomicU64,
+    /// Waiters on other processes' compiles, woken by the subscription.
+    wakes: Arc<super::wake::Wakes>,
 }
 
 /// A held lease: renewed in the background until released (on drop, or by `publish`).
@@ -48,6 +50,8 @@ pub struct Lease {
     key: String,
     token: String,
     stop: Arc<AtomicBool>,
+    /// Its key's wake-up channel, published when the lease is released.
+    channel: String,
 }
 
 impl RedisTier {
@@ -86,6 +90,7 @@ impl RedisTier {
             stats,
             warned: AtomicBool::new(false),
             tokens: Default::default(),
+            wakes: Default::default(),
         }))
     }
 
@@ -176,7 +181,9 @@ impl RedisTier {
     /// Finds `key`'s entry, or takes the lease to compile it, or waits while another process
     /// holds the lease (taking it over if that process dies), or gives up to compile here.
     pub fn lookup(self: &Arc<Self>, key: &CompileKey) -> Lookup {
-        let (started, mut waited, mut delay) = (Instant::now(), false, Duration::from_millis(2));
+        let (started, mut waited, mut delay) = (Instant::now(), false, Duration::ZERO);
+        // Watched before the first look: a store published between a look and the wait wakes it.
+        let mut watch = self.wakes.watch(self.key(key, "wake"));
         loop {
             match self.get(key) {
                 Err(_) => return Lookup::Compile,
@@ -242,8 +249,15 @@ impl RedisTier {
             if started.elapsed() >= self.config.max_wait {
                 return Lookup::Compile;
             }
-            std::thread::sleep(delay);
-            delay = (delay * 2).min(Duration::from_millis(50));
+            if self.config.wake_ups {
+                let pattern = format!("{}:wake:*", glob_literal(&self.config.namespace));
+                self.wakes.start(self.runtime(), &self.client, pattern);
+            }
+            let live = self.config.wake_ups && self.wakes.is_live();
+            delay = super::wake::next_poll(delay, live);
+            if watch.wait(delay) {
+                bump(&self.stats.redis_wakeups);
+            }
         }
     }
 
@@ -271,11 +285,16 @@ impl RedisTier {
                 }
             });
         }
+        let channel = match key.rsplit_once(":lease:") {
+            Some((namespace, hex)) => format!("{namespace}:wake:{hex}"),
+            None => String::new(),
+        };
         Lease {
             tier: self.clone(),
             key,
             token,
             stop,
+            channel,
         }
     }
 
@@ -304,6 +323,17 @@ impl RedisTier {
             });
         if let Ok(Some(_)) = stored {
             bump(&self.stats.redis_stores);
+        }
+        self.wake(self.key(key, "wake"));
+    }
+
+    /// Publishes a wake-up on `channel`, without waiting and without counting a failure (an
+    /// ACL user without channels, say: its waiters poll).
+    fn wake(&self, channel: String) {
+        if let Ok(mut conn) = self.connection() {
+            self.runtime().spawn(async move {
+                let _: redis::RedisResult<i64> = conn.publish(channel, 1).await;
+            });
         }
     }
 
@@ -413,13 +443,16 @@ impl Drop for Lease {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         let (key, token) = (self.key.clone(), self.token.clone());
-        let _: std::result::Result<i64, String> = self.tier.run(move |mut c| async move {
+        let released: std::result::Result<i64, String> = self.tier.run(move |mut c| async move {
             redis::Script::new(RELEASE)
                 .key(key)
                 .arg(token)
                 .invoke_async(&mut c)
                 .await
         });
+        if matches!(released, Ok(1)) && !self.channel.is_empty() {
+            self.tier.wake(std::mem::take(&mut self.channel));
+        }
     }
 }
 

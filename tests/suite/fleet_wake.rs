@@ -1,0 +1,101 @@
+//! Waiters on another process's compile are woken when the entry lands or the lease is
+//! released (a pattern subscription on `{namespace}:wake:*`), not at their next poll: against a
+//! real `redis-server`, with the tier driven directly so the holder's timing is the test's.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pjrt_actors::{RedisCacheConfig, RedisTier};
+use pjrt_actors_core::compile::cache::{CacheStats, CompileKey};
+use pjrt_actors_core::compile::redis_cache::Lookup;
+
+use crate::common::redis_server::RedisServer;
+
+fn tier(url: &str, stats: Arc<CacheStats>) -> Arc<RedisTier> {
+    let mut config = RedisCacheConfig::new(url);
+    config.namespace = "wake".into();
+    RedisTier::new(config, stats).unwrap()
+}
+
+/// Four waiters, a holder that stores after `hold`: each waiter's time from the store to its
+/// hit, and the waiters' wake-up count.
+fn waiters_after(
+    url: &str,
+    key: &CompileKey,
+    hold: Duration,
+    release_only: bool,
+) -> (Vec<Duration>, u64) {
+    let holder = tier(url, Arc::default());
+    let Lookup::Lease(lease) = holder.lookup(key) else {
+        panic!("the first lookup takes the lease")
+    };
+    let stats = Arc::new(CacheStats::default());
+    let waiters: Vec<Arc<RedisTier>> = (0..4).map(|_| tier(url, stats.clone())).collect();
+    let stored_at = Arc::new(std::sync::Mutex::new(None::<Instant>));
+    let delays = std::thread::scope(|s| {
+        let handles: Vec<_> = (waiters.iter())
+            .map(|w| {
+                s.spawn(|| {
+                    // The outcome is dropped here: a lease taken is released at once, waking
+                    // the next waiter, as a holder that compiled and stored would.
+                    let outcome = match w.lookup(key) {
+                        Lookup::Hit(bytes) => Ok(bytes),
+                        Lookup::Lease(_) => Err("lease"),
+                        Lookup::Compile => Err("compile"),
+                    };
+                    (outcome, Instant::now())
+                })
+            })
+            .collect();
+        std::thread::sleep(hold);
+        *stored_at.lock().unwrap() = Some(Instant::now());
+        match release_only {
+            true => drop(lease),
+            false => holder.publish(key, b"an entry", Some(lease)),
+        }
+        (handles.into_iter())
+            .map(|h| {
+                let (outcome, at) = h.join().unwrap();
+                match (&outcome, release_only) {
+                    (Ok(bytes), false) => assert_eq!(bytes, b"an entry"),
+                    (Err("lease"), true) => {}
+                    other => panic!("release_only {release_only}: {other:?}"),
+                }
+                at.saturating_duration_since(stored_at.lock().unwrap().unwrap())
+            })
+            .collect::<Vec<_>>()
+    });
+    let woken = stats
+        .redis_wakeups
+        .load(std::sync::atomic::Ordering::Relaxed);
+    (delays, woken)
+}
+
+#[test]
+fn waiters_are_woken_when_the_entry_lands() {
+    let server = RedisServer::start(&[]);
+    let key = CompileKey::new("wake-test", b"entry", b"");
+    let (delays, woken) = waiters_after(&server.url(), &key, Duration::from_millis(600), false);
+    // Each waiter was asleep in a 50-250 ms fallback poll when the entry landed: woken instead.
+    assert!(woken >= 4, "{woken} wake-ups");
+    for d in &delays {
+        assert!(
+            *d < Duration::from_millis(40),
+            "a hit {d:?} after the store: {delays:?}"
+        );
+    }
+}
+
+#[test]
+fn a_released_lease_wakes_its_waiters_to_take_it() {
+    let server = RedisServer::start(&[]);
+    let key = CompileKey::new("wake-test", b"release", b"");
+    let (delays, woken) = waiters_after(&server.url(), &key, Duration::from_millis(600), true);
+    assert!(woken >= 1, "{woken} wake-ups");
+    // One waiter takes the lease at once; the others wait on it (and time out their lookups
+    // only by max_wait, which is not reached here: the test's lease holder drops at the end).
+    assert!(
+        delays.iter().any(|d| *d < Duration::from_millis(40)),
+        "{delays:?}"
+    );
+}
