@@ -1,5 +1,6 @@
 //! The client's own metrics in the Prometheus text format: what each device actor served and
-//! holds in flight, and what each memory space's account holds against its budget.
+//! holds in flight, what each memory space's account holds against its budget, and the compile
+//! cache's counters (a served fleet's compiles and Redis hits are read from them).
 
 use std::future::Future;
 
@@ -13,8 +14,10 @@ impl Client {
     /// The client's metrics, in the Prometheus text exposition format: per addressable device
     /// (label `device`, its id), the async executes its actor ran and failed, its reads, busy
     /// and queue-wait seconds, its longest queue wait and the runs in flight; per memory space
-    /// (labels `memory` and `kind`), the bytes our arrays hold and its budget where one is set.
-    /// `pjrt-actors serve` adds them to its `/metrics`.
+    /// (labels `memory` and `kind`), the bytes our arrays hold and its budget where one is set;
+    /// the compile cache's counters (`pjrt_compile_cache_events_total`, label `event`: those of
+    /// [`CompileCacheStats`](crate::CompileCacheStats)). `pjrt-actors serve` adds them to its
+    /// `/metrics`.
     pub fn metrics(&self) -> Result<String> {
         wait(self.metrics_async())
     }
@@ -141,6 +144,30 @@ fn render(client: &Client, stats: &[(i32, DeviceWorkStats)]) -> String {
                 budget,
             );
         }
+    }
+    let c = client.compile_cache_stats();
+    let events = [
+        ("compiles", c.compiles),
+        ("memory_hits", c.memory_hits),
+        ("disk_hits", c.disk_hits),
+        ("joined", c.joined),
+        ("corrupt_entries", c.corrupt_entries),
+        ("redis_hits", c.redis_hits),
+        ("redis_misses", c.redis_misses),
+        ("redis_errors", c.redis_errors),
+        ("redis_lease_waits", c.redis_lease_waits),
+        ("redis_takeovers", c.redis_takeovers),
+        ("redis_wakeups", c.redis_wakeups),
+        ("redis_stores", c.redis_stores),
+    ];
+    let name = "pjrt_compile_cache_events_total";
+    page.family(
+        name,
+        Kind::Counter,
+        "The compile cache's counters, by event.",
+    );
+    for (event, n) in events {
+        page.sample(name, &[("event", event)], n as f64);
     }
     page.finish()
 }

@@ -111,5 +111,18 @@ fn the_client_metrics_are_what_its_device_and_memory_actors_own() {
         (1 << 20) as f64
     );
     assert!(text.contains("# TYPE pjrt_device_executes_total counter"));
+    // The compile cache's counters, as compile_cache_stats gives them.
+    let cache = client.compile_cache_stats();
+    assert!(cache.compiles >= 1, "{cache:?}");
+    let event = |e: &str| {
+        sample(
+            &text,
+            "pjrt_compile_cache_events_total",
+            &format!("event=\"{e}\""),
+        )
+    };
+    assert_eq!(event("compiles"), cache.compiles as f64);
+    assert_eq!(event("memory_hits"), cache.memory_hits as f64);
+    assert_eq!(event("redis_hits"), 0.0);
     drop(outputs);
 }
