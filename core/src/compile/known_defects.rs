@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use crate::error::{Error, Result};
-use crate::formats::mlir_bytecode_ops::ops_with_result_types;
+use crate::formats::mlir_bytecode_ops::{ops_with_result_types, shaped_element};
 
 /// The table, one entry a line (tab-separated; `#` starts a comment).
 const TABLE: &str = include_str!("known_defects.tsv");
@@ -274,29 +274,7 @@ fn element_types(types: &str) -> Vec<String> {
                 depth == 0
             })
             .map_or(body.len(), |(i, _)| i);
-        let ty = &body[..end];
-        let mut start = 0;
-        let mut nested = 0;
-        for (i, c) in ty.char_indices() {
-            match c {
-                '<' => nested += 1,
-                '>' => nested -= 1,
-                'x' if nested == 0
-                    && ty[start..i].chars().all(|c| c.is_ascii_digit() || c == '?') =>
-                {
-                    start = i + 1
-                }
-                _ => {}
-            }
-        }
-        out.push(
-            ty[start..]
-                .split(',')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_string(),
-        );
+        out.push(shaped_element(&body[..end]).to_string());
         rest = &body[end..];
     }
     if out.is_empty() {

@@ -20,25 +20,35 @@ const USE_LIST_ORDERING: u64 = 3;
 /// Regions nested deeper than this are not followed (the reader gives up: `None`).
 const MAX_DEPTH: usize = 512;
 
-// The builtin dialect's type codes (MLIR's BuiltinDialectBytecode.td).
-const BF16: u64 = 3;
-const F16: u64 = 4;
-const F32: u64 = 5;
-const F64: u64 = 6;
-const COMPLEX: u64 = 9;
-const RANKED_TENSOR: u64 = 13;
-const RANKED_TENSOR_WITH_ENCODING: u64 = 14;
-const INTEGER: u64 = 0;
-// The portable (vhlo) dialect's type codes (StableHLO's VhloBytecode.cpp): JAX's serialized
-// programs are written in it.
-const VHLO_BOOLEAN: u64 = 0;
-const VHLO_COMPLEX: u64 = 1;
-const VHLO_BF16: u64 = 2;
-const VHLO_F16: u64 = 3;
-const VHLO_F32: u64 = 4;
-const VHLO_F64: u64 = 5;
-const VHLO_RANKED_TENSOR: u64 = 20;
-const VHLO_RANKED_TENSOR_WITH_ENCODING: u64 = 21;
+/// One dialect's type codes, as far as an element type needs them.
+struct TypeCodes {
+    /// Scalar types by code, as MLIR writes them.
+    scalars: &'static [(u64, &'static str)],
+    /// The code of an integer type whose width and signedness follow (builtin only).
+    integer: Option<u64>,
+    complex: u64,
+    ranked_tensor: u64,
+    ranked_tensor_with_encoding: u64,
+}
+
+/// The builtin dialect's (MLIR's BuiltinDialectBytecode.td).
+const BUILTIN: TypeCodes = TypeCodes {
+    scalars: &[(3, "bf16"), (4, "f16"), (5, "f32"), (6, "f64")],
+    integer: Some(0),
+    complex: 9,
+    ranked_tensor: 13,
+    ranked_tensor_with_encoding: 14,
+};
+
+/// The portable (vhlo) dialect's (StableHLO's VhloBytecode.cpp): JAX's serialized programs are
+/// written in it.
+const VHLO: TypeCodes = TypeCodes {
+    scalars: &[(0, "i1"), (2, "bf16"), (3, "f16"), (4, "f32"), (5, "f64")],
+    integer: None,
+    complex: 1,
+    ranked_tensor: 20,
+    ranked_tensor_with_encoding: 21,
+};
 
 /// One operation: its name (`chlo.atan`) and its results' element types as MLIR writes them
 /// (`f64`, `i32`, `complex<f32>`; `?` where the type table could not say).
@@ -214,87 +224,49 @@ impl Walk<'_, '_> {
         if depth > 8 {
             return None;
         }
-        match self.types.get(index)? {
-            (d, Some(bytes)) if Some(*d) == self.builtin => {
-                let mut r = Reader::new(bytes);
-                match r.varint()? {
-                    INTEGER => {
-                        // Width and signedness: width << 2 | signedness (0 signless, 1 signed,
-                        // 2 unsigned).
-                        let v = r.varint()?;
-                        let prefix = match v & 3 {
-                            0 => "i",
-                            1 => "si",
-                            _ => "ui",
-                        };
-                        Some(format!("{prefix}{}", v >> 2))
-                    }
-                    BF16 => Some("bf16".into()),
-                    F16 => Some("f16".into()),
-                    F32 => Some("f32".into()),
-                    F64 => Some("f64".into()),
-                    COMPLEX => Some(format!(
-                        "complex<{}>",
-                        self.element_type_at(r.index()?, depth + 1)?
-                    )),
-                    code @ (RANKED_TENSOR | RANKED_TENSOR_WITH_ENCODING) => self.tensor_element(
-                        &mut r,
-                        code == RANKED_TENSOR_WITH_ENCODING,
-                        bytes.len(),
-                        depth,
-                    ),
-                    _ => None,
-                }
-            }
-            (d, Some(bytes)) if Some(*d) == self.vhlo => {
-                let mut r = Reader::new(bytes);
-                match r.varint()? {
-                    VHLO_BOOLEAN => Some("i1".into()),
-                    VHLO_BF16 => Some("bf16".into()),
-                    VHLO_F16 => Some("f16".into()),
-                    VHLO_F32 => Some("f32".into()),
-                    VHLO_F64 => Some("f64".into()),
-                    VHLO_COMPLEX => Some(format!(
-                        "complex<{}>",
-                        self.element_type_at(r.index()?, depth + 1)?
-                    )),
-                    code @ (VHLO_RANKED_TENSOR | VHLO_RANKED_TENSOR_WITH_ENCODING) => self
-                        .tensor_element(
-                            &mut r,
-                            code == VHLO_RANKED_TENSOR_WITH_ENCODING,
-                            bytes.len(),
-                            depth,
-                        ),
-                    _ => None,
-                }
-            }
+        let (dialect, bytes) = match self.types.get(index)? {
             // A type without a bytecode encoding is kept as its text: `tensor<4xf64>`.
-            (_, None) => text_element_type(self.texts.get(index)?),
-            _ => None,
+            (_, None) => return text_element_type(self.texts.get(index)?),
+            (d, Some(bytes)) => (Some(*d), *bytes),
+        };
+        let codes = match dialect {
+            d if d == self.builtin => &BUILTIN,
+            d if d == self.vhlo => &VHLO,
+            _ => return None,
+        };
+        let mut r = Reader::new(bytes);
+        let code = r.varint()?;
+        if let Some(&(_, name)) = codes.scalars.iter().find(|(c, _)| *c == code) {
+            return Some(name.into());
         }
-    }
-}
-
-impl Walk<'_, '_> {
-    /// A ranked tensor type's element type: past its encoding (if any) and its shape.
-    fn tensor_element(
-        &self,
-        r: &mut Reader<'_>,
-        encoded: bool,
-        len: usize,
-        depth: usize,
-    ) -> Option<String> {
-        if encoded {
-            r.varint()?; // the encoding attribute
+        if codes.integer == Some(code) {
+            // Width and signedness: width << 2 | signedness (0 signless, 1 signed, 2 unsigned).
+            let v = r.varint()?;
+            let prefix = match v & 3 {
+                0 => "i",
+                1 => "si",
+                _ => "ui",
+            };
+            return Some(format!("{prefix}{}", v >> 2));
         }
-        let rank = r.varint()?;
-        if rank > len as u64 {
-            return None;
+        if code == codes.complex {
+            let inner = self.element_type_at(r.index()?, depth + 1)?;
+            return Some(format!("complex<{inner}>"));
         }
-        for _ in 0..rank {
-            r.signed_varint()?;
+        if code == codes.ranked_tensor || code == codes.ranked_tensor_with_encoding {
+            if code == codes.ranked_tensor_with_encoding {
+                r.varint()?; // the encoding attribute
+            }
+            let rank = r.varint()?;
+            if rank > bytes.len() as u64 {
+                return None;
+            }
+            for _ in 0..rank {
+                r.signed_varint()?;
+            }
+            return self.element_type_at(r.index()?, depth + 1);
         }
-        self.element_type_at(r.index()?, depth + 1)
+        None
     }
 }
 
@@ -305,14 +277,20 @@ fn text_element_type(text: &[u8]) -> Option<String> {
         Some(rest) => rest.strip_suffix('>')?,
         None => text,
     };
-    // The element type follows the last `x` of the shape that is outside angle brackets.
+    Some(shaped_element(inner).to_string())
+}
+
+/// The element type of a shaped type's body (`20x?xcomplex<f32>` → `complex<f32>`): what follows
+/// the last `x` of the dims outside angle brackets, up to an encoding's comma. The text readers
+/// of programs share it.
+pub(crate) fn shaped_element(body: &str) -> &str {
     let (mut depth, mut start) = (0i32, 0);
-    for (i, c) in inner.char_indices() {
+    for (i, c) in body.char_indices() {
         match c {
             '<' => depth += 1,
             '>' => depth -= 1,
             'x' if depth == 0
-                && inner[start..i]
+                && body[start..i]
                     .chars()
                     .all(|c| c.is_ascii_digit() || c == '?') =>
             {
@@ -321,7 +299,7 @@ fn text_element_type(text: &[u8]) -> Option<String> {
             _ => {}
         }
     }
-    Some(inner[start..].trim().to_string())
+    body[start..].split(',').next().unwrap_or("").trim()
 }
 
 /// Use-list orders for `values` results or arguments: read past.
@@ -351,8 +329,9 @@ mod tests {
 
     #[test]
     fn element_types_read_from_text() {
-        let cases: [(&[u8], &str); 5] = [
+        let cases: [(&[u8], &str); 6] = [
             (b"tensor<4x4xf64>\0", "f64"),
+            (b"tensor<4xf32, #sparse>", "f32"),
             (b"tensor<f32>", "f32"),
             (b"tensor<2xcomplex<f64>>", "complex<f64>"),
             (b"tensor<?x3xi1>", "i1"),
