@@ -4,6 +4,8 @@
 //! another CA is refused, counted, and compiles go on locally. Alone in its binary: it names
 //! the trusted CA in the environment (`SSL_CERT_FILE`, which OpenSSL reads).
 
+#[path = "suite/common/fleet.rs"]
+mod fleet;
 #[path = "suite/common/redis_server.rs"]
 mod redis_server;
 
@@ -11,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use pjrt_actors::{Client, CompileOptions, RedisCacheConfig};
+use fleet::compile_and_check as compile;
+use pjrt_actors::Client;
 use redis::Commands;
 use redis_server::{RedisServer, free_port};
 
@@ -109,30 +112,7 @@ fn tls_server(dir: &Path, name: &str) -> (RedisServer, u16) {
 }
 
 fn client(url: &str) -> Client {
-    let mut config = RedisCacheConfig::new(url);
-    config.namespace = "tls".into();
-    config.op_timeout = Duration::from_millis(1000);
-    Client::builder()
-        .compile_cache_redis_config(config)
-        .memory_cache_entries(0)
-        .open()
-        .unwrap()
-}
-
-fn compile(client: &Client, n: u32) {
-    let t = "tensor<4xf32>";
-    let program = format!(
-        "module @tls{n} {{\n  func.func public @main(%x: {t}) -> {t} {{\n    %c = stablehlo.constant dense<{n}.0> : {t}\n    %y = stablehlo.multiply %x, %c : {t}\n    return %y : {t}\n  }}\n}}\n"
-    );
-    let exe = client
-        .compile_and_load(program, &CompileOptions::default())
-        .unwrap();
-    let x = client.devices()[0]
-        .put(&[1.0f32, 2.0, 3.0, 4.0], &[4])
-        .unwrap();
-    let y = exe.execute(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
-    let n = n as f32;
-    assert_eq!(y, [n, 2.0 * n, 3.0 * n, 4.0 * n]);
+    fleet::client(fleet::config(url, "tls", Duration::from_millis(1000)))
 }
 
 #[test]

@@ -6,9 +6,10 @@
 
 use std::time::Duration;
 
-use pjrt_actors::{Client, CompileOptions, KvError, KvStore, RedisCacheConfig, RedisKvStore};
+use pjrt_actors::{Client, KvError, KvStore, RedisKvStore};
 use redis::Commands;
 
+use crate::common::fleet::{self, compile_and_check as compile};
 use crate::common::redis_server::RedisServer;
 
 /// A server with the user `fleet` (password `s3cret`), allowed every command on keys under
@@ -22,30 +23,7 @@ fn url(server: &RedisServer, password: &str) -> String {
 }
 
 fn client(url: &str, namespace: &str) -> Client {
-    let mut config = RedisCacheConfig::new(url);
-    config.namespace = namespace.into();
-    config.op_timeout = Duration::from_millis(500);
-    Client::builder()
-        .compile_cache_redis_config(config)
-        .memory_cache_entries(0)
-        .open()
-        .unwrap()
-}
-
-fn compile(client: &Client, n: u32) {
-    let t = "tensor<4xf32>";
-    let program = format!(
-        "module @acl{n} {{\n  func.func public @main(%x: {t}) -> {t} {{\n    %c = stablehlo.constant dense<{n}.0> : {t}\n    %y = stablehlo.add %x, %c : {t}\n    return %y : {t}\n  }}\n}}\n"
-    );
-    let exe = client
-        .compile_and_load(program, &CompileOptions::default())
-        .unwrap();
-    let x = client.devices()[0]
-        .put(&[1.0f32, 2.0, 3.0, 4.0], &[4])
-        .unwrap();
-    let y = exe.execute(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
-    let n = n as f32;
-    assert_eq!(y, [1.0 + n, 2.0 + n, 3.0 + n, 4.0 + n]);
+    fleet::client(fleet::config(url, namespace, Duration::from_millis(500)))
 }
 
 #[test]

@@ -6,43 +6,16 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pjrt_actors::{Client, CompileCacheStats, CompileOptions, RedisCacheConfig};
+use pjrt_actors::{Client, CompileCacheStats, RedisCacheConfig};
 use redis::Commands;
 
+use crate::common::fleet::{self, client, compile_and_check};
 use crate::common::redis_server::RedisServer;
 use crate::common::tcp_proxy::{Mode, TcpProxy};
 
-/// A distinct small module per `n` (so a distinct cache key), computing x * n + n.
-fn module(n: u32) -> String {
-    format!(
-        "module @fleet{n} {{\n  func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> {{\n    %c = stablehlo.constant dense<{n}.0> : tensor<4xf32>\n    %m = stablehlo.multiply %x, %c : tensor<4xf32>\n    %y = stablehlo.add %m, %c : tensor<4xf32>\n    return %y : tensor<4xf32>\n  }}\n}}\n"
-    )
-}
-
+/// The tier these tests use: namespace `test`, 300 ms a round trip.
 fn config(url: &str) -> RedisCacheConfig {
-    let mut c = RedisCacheConfig::new(url);
-    c.namespace = "test".into();
-    c.op_timeout = Duration::from_millis(300);
-    c
-}
-
-fn client(config: RedisCacheConfig) -> Client {
-    Client::builder()
-        .compile_cache_redis_config(config)
-        .open()
-        .unwrap()
-}
-
-/// Compiles module `n` and checks it computes x * n + n.
-fn compile_and_check(client: &Client, n: u32) {
-    let exe = client
-        .compile_and_load(module(n), &CompileOptions::default())
-        .unwrap();
-    let d = &client.devices()[0];
-    let x = d.put(&[1.0f32, 2.0, 3.0, 4.0], &[4]).unwrap();
-    let y = exe.execute(&[&x]).unwrap()[0].to_vec::<f32>().unwrap();
-    let n = n as f32;
-    assert_eq!(y, [1.0 * n + n, 2.0 * n + n, 3.0 * n + n, 4.0 * n + n]);
+    fleet::config(url, "test", Duration::from_millis(300))
 }
 
 fn stats(c: &Client) -> CompileCacheStats {

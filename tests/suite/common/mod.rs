@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod cpu;
+pub mod fleet;
 pub mod redis_server;
 pub mod tcp_proxy;
 
