@@ -87,6 +87,12 @@ impl Client {
         &self.snap().plugin_attributes
     }
 
+    /// The newest StableHLO the plugin parses, as `1.20.0` (`unknown` where it does not say):
+    /// the form the known-defect table keys plugins by.
+    pub fn plugin_stablehlo_version(&self) -> String {
+        pjrt_actors_core::compile::program_check::plugin_stablehlo(self.plugin_attributes())
+    }
+
     /// One plugin attribute by name.
     pub fn plugin_attribute(&self, name: &str) -> Option<&NamedValue> {
         self.plugin_attributes()

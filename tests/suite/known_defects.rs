@@ -33,16 +33,7 @@ mod cpu_plugin {
     fn entries_here(client: &Client) -> Vec<&'static KnownDefect> {
         let (major, minor) = client.plugin_api_version();
         let sha = plugin_sha256(client.plugin_path()).unwrap();
-        let stablehlo = match client
-            .plugin_attributes()
-            .iter()
-            .find(|(k, _)| k == "stablehlo_current_version")
-        {
-            Some((_, pjrt_actors::NamedValue::Int64List(v))) => {
-                v.iter().map(i64::to_string).collect::<Vec<_>>().join(".")
-            }
-            _ => String::new(),
-        };
+        let stablehlo = client.plugin_stablehlo_version();
         (known_defects().iter())
             .filter(|d| {
                 d.platform == client.platform()

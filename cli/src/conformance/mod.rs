@@ -120,8 +120,7 @@ pub fn conformance(cli: &GlobalArgs, args: &ConformanceArgs) -> Result<()> {
         ));
     }
     let timeout = std::time::Duration::from_secs_f64(args.case_timeout);
-    let results = runner::run_all(&cases, timeout)?;
-    let plugin = report::PluginFacts::read(cli)?;
+    let (results, plugin) = runner::run_all(&cases, timeout)?;
     if let Some(path) = &args.write_defects {
         let lines = report::defect_lines(&plugin, &results, &args.right_on);
         let mut text = std::fs::read_to_string(path).unwrap_or_default();

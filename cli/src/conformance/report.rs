@@ -3,44 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use pjrt_actors::Result;
 use pjrt_actors::known_defects::{KnownDefect, plugin_sha256};
 
-use super::runner::CaseResult;
-use crate::common::{GlobalArgs, open};
-
-/// The plugin the cases ran on.
-pub struct PluginFacts {
-    pub path: String,
-    pub platform: String,
-    pub api: String,
-    pub stablehlo: String,
-}
-
-impl PluginFacts {
-    pub fn read(cli: &GlobalArgs) -> Result<Self> {
-        let client = open(cli)?;
-        let (major, minor) = client.plugin_api_version();
-        let stablehlo = client
-            .plugin_attributes()
-            .iter()
-            .find(|(k, _)| k == "stablehlo_current_version")
-            .map(|(_, v)| match v {
-                pjrt_actors::NamedValue::Int64List(parts) => (parts.iter())
-                    .map(i64::to_string)
-                    .collect::<Vec<_>>()
-                    .join("."),
-                other => other.to_string(),
-            })
-            .unwrap_or_else(|| "unknown".into());
-        Ok(PluginFacts {
-            path: client.plugin_path().display().to_string(),
-            platform: client.platform().to_string(),
-            api: format!("{major}.{minor}"),
-            stablehlo,
-        })
-    }
-}
+use super::runner::{CaseResult, PluginFacts};
 
 /// Counts by status.
 #[derive(Default)]

@@ -15,6 +15,27 @@ use super::case::{op_and_dtype, prepare};
 use super::compare::compare;
 use crate::common::{GlobalArgs, open, usage};
 
+/// The plugin the cases ran on, as the child that opened it reports it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PluginFacts {
+    pub path: String,
+    pub platform: String,
+    pub api: String,
+    pub stablehlo: String,
+}
+
+impl PluginFacts {
+    pub fn of(client: &Client) -> Self {
+        let (major, minor) = client.plugin_api_version();
+        PluginFacts {
+            path: client.plugin_path().display().to_string(),
+            platform: client.platform().to_string(),
+            api: format!("{major}.{minor}"),
+            stablehlo: client.plugin_stablehlo_version(),
+        }
+    }
+}
+
 /// What one case came to.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CaseResult {
@@ -49,12 +70,14 @@ impl CaseResult {
     }
 }
 
-/// The child: opens the plugin (then a `{"ready":true}` line), runs cases `from..`, a
+/// The child: opens the plugin (then a `{"ready":{facts}}` line), runs cases `from..`, a
 /// `{"start":i}` line before each and its result's line after.
 pub fn child(cli: &GlobalArgs, cases: &[Case], from: usize) -> Result<()> {
     let client = open(cli)?;
-    // Ready: the case timeout starts counting from here, not from the plugin's start-up.
-    out!("{{\"ready\":true}}");
+    // Ready, with the plugin's facts (the parent opens no plugin of its own): the case timeout
+    // starts counting from here, not from the plugin's start-up.
+    let ready = serde_json::json!({ "ready": PluginFacts::of(&client) });
+    out!("{ready}");
     for (i, case) in cases.iter().enumerate().skip(from) {
         out!("{{\"start\":{i}}}");
         let result = run_case(&client, i, case);
@@ -156,8 +179,9 @@ const STARTUP_LIMIT: Duration = Duration::from_secs(300);
 /// The last bytes of a child's stderr, kept for the report of a case that ended it.
 const STDERR_TAIL: usize = 2048;
 
-/// Runs every case in children of this binary, restarting past any case that ends one.
-pub fn run_all(cases: &[Case], timeout: Duration) -> Result<Vec<CaseResult>> {
+/// Runs every case in children of this binary, restarting past any case that ends one: each
+/// case's result, and the plugin the first child reported.
+pub fn run_all(cases: &[Case], timeout: Duration) -> Result<(Vec<CaseResult>, PluginFacts)> {
     let exe = std::env::current_exe().map_err(|e| usage(format!("this binary: {e}")))?;
     let mut base: Vec<String> = std::env::args().skip(1).collect();
     // The child runs what the plugin is given, known defects too (clap refuses a flag twice).
@@ -165,7 +189,7 @@ pub fn run_all(cases: &[Case], timeout: Duration) -> Result<Vec<CaseResult>> {
         base.push("--allow-known-defects".into());
     }
     let mut results: Vec<Option<CaseResult>> = vec![None; cases.len()];
-    let mut next = 0;
+    let (mut next, mut plugin) = (0, None);
     while next < cases.len() {
         let mut child = Command::new(&exe)
             .args(&base)
@@ -198,8 +222,9 @@ pub fn run_all(cases: &[Case], timeout: Duration) -> Result<Vec<CaseResult>> {
                 Ok(line) => {
                     let value = serde_json::from_str::<serde_json::Value>(&line).ok();
                     let field = |k: &str| value.as_ref().and_then(|v| v.get(k).cloned());
-                    if field("ready").is_some() {
+                    if let Some(facts) = field("ready") {
                         ready = true;
+                        plugin = plugin.or_else(|| serde_json::from_value(facts).ok());
                     } else if let Some(i) = field("start").and_then(|s| s.as_u64()) {
                         current = Some(i as usize);
                     } else if let Ok(r) = serde_json::from_str::<CaseResult>(&line) {
@@ -259,7 +284,8 @@ pub fn run_all(cases: &[Case], timeout: Duration) -> Result<Vec<CaseResult>> {
             }
         }
     }
-    Ok(results.into_iter().flatten().collect())
+    let plugin = plugin.ok_or_else(|| usage("no conformance child reported its plugin".into()))?;
+    Ok((results.into_iter().flatten().collect(), plugin))
 }
 
 /// The last non-empty line of a child's stderr.
