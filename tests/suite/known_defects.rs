@@ -214,6 +214,33 @@ mod cpu_plugin {
         }
     }
 
+    /// Ahead-of-time compiles (for the client's own topology) run the same check.
+    #[test]
+    fn an_ahead_of_time_compile_is_checked_too() {
+        let client = Client::open().unwrap();
+        let here = entries_here(&client);
+        let topology = client.topology().unwrap();
+        for d in known_defects() {
+            let code = program_for(d);
+            let compiled =
+                client.compile_for_topology(code.as_bytes(), &CompileOptions::default(), &topology);
+            match compiled {
+                Err(Error::KnownDefect { op, dtype, .. }) if here.contains(&d) => {
+                    assert_eq!(
+                        (op.as_str(), dtype.as_str()),
+                        (d.op.as_str(), d.dtype.as_str())
+                    )
+                }
+                Ok(_) if !here.contains(&d) => {}
+                other => panic!("{d:?}: {:?}", other.map(|_| ())),
+            }
+            assert!(
+                (client.compile_for_topology(code.as_bytes(), &allowed(), &topology)).is_ok(),
+                "{d:?}: allowed"
+            );
+        }
+    }
+
     #[test]
     fn a_client_that_allows_known_defects_compiles_them() {
         let client = Client::builder().allow_known_defects(true).open().unwrap();
