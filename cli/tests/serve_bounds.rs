@@ -1,7 +1,7 @@
 //! `pjrt-actors serve` under clients that try to exhaust it (round-4 red-team findings):
-//! half-sent heads and idle connections, more connections than it takes, large JSON bodies
-//! (no stall, bounded memory), a FIFO in the model repository, configs that lie, and a start
-//! that binds its ports before anything else.
+//! half-sent heads and idle connections, more connections than it takes (on either port),
+//! large JSON bodies (no stall, bounded memory), a FIFO in the model repository, configs that
+//! lie, and a start that binds its ports before anything else.
 
 mod common;
 
@@ -93,7 +93,7 @@ fn connections_past_the_cap_wait_to_be_accepted_until_idle_ones_close() {
         "2".into(),
     ])
     .unwrap();
-    // Two connections that send nothing take both places (one per port).
+    // Two connections that send nothing take both places (the accept loop takes them in turn).
     let _held: Vec<TcpStream> = [server.http, server.grpc]
         .iter()
         .map(|&p| TcpStream::connect(("127.0.0.1", p)).unwrap())
@@ -109,6 +109,54 @@ fn connections_past_the_cap_wait_to_be_accepted_until_idle_ones_close() {
         waited >= Duration::from_millis(1200) && waited < Duration::from_secs(20),
         "answered after {waited:?}"
     );
+}
+
+/// Whether the gRPC port has taken `s`: hyper's HTTP/2 server writes its SETTINGS frame as
+/// soon as it serves a connection, before the client's preface.
+fn grpc_served_within(s: &mut TcpStream, limit: Duration) -> bool {
+    s.set_read_timeout(Some(limit)).unwrap();
+    let mut frame_head = [0u8; 9];
+    // Byte 3 of a frame head is its type; 4 is SETTINGS.
+    s.read_exact(&mut frame_head).is_ok() && frame_head[3] == 4
+}
+
+#[test]
+fn a_cap_of_one_connection_serves_either_port_in_turn() {
+    let dir = Scratch::new("serve-cap-one");
+    let server = Server::start(&[
+        "--model".into(),
+        small_model(&dir),
+        "--max-connections".into(),
+        "1".into(),
+    ])
+    .unwrap();
+    // The gRPC port first, then HTTP, then gRPC again, each closed before the next. An accept
+    // loop per port, each taking a slot before waiting on its own port, left the one slot
+    // with the HTTP port: the gRPC connection waited in the backlog for good.
+    for round in 0..2 {
+        let mut grpc = TcpStream::connect(("127.0.0.1", server.grpc)).unwrap();
+        assert!(
+            grpc_served_within(&mut grpc, Duration::from_secs(5)),
+            "round {round}: the gRPC port did not take its connection"
+        );
+        // While it is open, an HTTP connection waits.
+        let mut waiting = TcpStream::connect(("127.0.0.1", server.http)).unwrap();
+        waiting
+            .write_all(b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        waiting
+            .set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut head = [0u8; 12];
+        assert!(waiting.read_exact(&mut head).is_err(), "round {round}");
+        // Closed, the slot goes to the waiting connection, which is answered.
+        drop(grpc);
+        waiting
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        waiting.read_exact(&mut head).unwrap();
+        assert_eq!(&head, b"HTTP/1.1 200", "round {round}");
+    }
 }
 
 /// An INT8 model of `width` values a row, answering each row's sum: its input is large, its

@@ -1,6 +1,6 @@
-//! The server's connections: an accept loop per port under one connection cap (past it, new
-//! connections wait in the listen backlog), each connection closed once it has gone the idle
-//! time with no request in flight (a half-sent request head included), and at shutdown closed
+//! The server's connections: one accept loop for both ports under one connection cap (past
+//! it, new connections wait in the listen backlog), each connection closed once it has gone
+//! the idle time with no request in flight (a half-sent request head included), and at shutdown closed
 //! at once when idle, drained otherwise.
 
 use std::future::Future;
@@ -212,15 +212,80 @@ pub enum Protocol {
     Http2,
 }
 
-/// Accepts connections on `listener` until `stop`, each taking a slot of `slots` for its
-/// life, and serves each with `service`.
-pub async fn accept<S, B>(
-    listener: TcpListener,
-    protocol: Protocol,
-    service: S,
+/// A listening port: its socket, its protocol and the service its connections get.
+pub struct Port<S> {
+    pub listener: TcpListener,
+    pub protocol: Protocol,
+    pub service: S,
+}
+
+/// Accepts connections on both ports until `stop`, each taking a slot of `slots` for its life.
+/// One loop takes a slot and then whichever port has a connection waiting: a loop per port
+/// each held a slot while waiting on its own port, so one busy port could keep another's
+/// connections in the backlog under the cap (with `--max-connections 1`, for good).
+pub async fn accept<H, HB, G, GB>(
+    http: Port<H>,
+    grpc: Port<G>,
     slots: Arc<Semaphore>,
     limits: Limits,
     mut stop: watch::Receiver<bool>,
+) where
+    H: tonic::codegen::Service<http::Request<Incoming>, Response = http::Response<HB>>
+        + Clone
+        + Send
+        + 'static,
+    H::Future: Send + 'static,
+    H::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    HB: Body<Data = Bytes> + Unpin + Send + 'static,
+    HB::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    G: tonic::codegen::Service<http::Request<Incoming>, Response = http::Response<GB>>
+        + Clone
+        + Send
+        + 'static,
+    G::Future: Send + 'static,
+    G::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    GB: Body<Data = Bytes> + Unpin + Send + 'static,
+    GB::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    loop {
+        let slot: OwnedSemaphorePermit = tokio::select! {
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => return,
+            },
+            _ = stopped(&mut stop) => return,
+        };
+        // Both accepts are cancel-safe: the port that loses the race keeps its connection
+        // in the backlog for the next turn.
+        let accepted = tokio::select! {
+            accepted = http.listener.accept() => Some((accepted, true)),
+            accepted = grpc.listener.accept() => Some((accepted, false)),
+            _ = stopped(&mut stop) => None,
+        };
+        let (stream, is_http) = match accepted {
+            None => return,
+            Some((Ok((stream, _)), is_http)) => (stream, is_http),
+            // Out of descriptors, or a connection reset before it was taken: the loop goes on
+            // after a pause rather than spinning.
+            Some((Err(_), _)) => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        match is_http {
+            true => serve(stream, &http, slot, limits, &stop),
+            false => serve(stream, &grpc, slot, limits, &stop),
+        }
+    }
+}
+
+/// Serves one accepted connection on its own task, holding its slot until it ends.
+fn serve<S, B>(
+    stream: TcpStream,
+    port: &Port<S>,
+    slot: OwnedSemaphorePermit,
+    limits: Limits,
+    stop: &watch::Receiver<bool>,
 ) where
     S: tonic::codegen::Service<http::Request<Incoming>, Response = http::Response<B>>
         + Clone
@@ -231,54 +296,32 @@ pub async fn accept<S, B>(
     B: Body<Data = Bytes> + Unpin + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    loop {
-        let slot: OwnedSemaphorePermit = tokio::select! {
-            slot = slots.clone().acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => return,
-            },
-            _ = stopped(&mut stop) => return,
-        };
-        let accepted = tokio::select! {
-            accepted = listener.accept() => Some(accepted),
-            _ = stopped(&mut stop) => None,
-        };
-        let stream: TcpStream = match accepted {
-            None => return,
-            Some(Ok((stream, _))) => stream,
-            // Out of descriptors, or a connection reset before it was taken: the loop goes on
-            // after a pause rather than spinning.
-            Some(Err(_)) => {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
+    let _ = stream.set_nodelay(true);
+    let activity = Activity::new();
+    let tracked = Tracked {
+        inner: TowerToHyperService::new(port.service.clone()),
+        activity: activity.clone(),
+    };
+    let io = TokioIo::new(stream);
+    let stop = stop.clone();
+    let protocol = port.protocol;
+    tokio::spawn(async move {
+        let _slot = slot;
+        match protocol {
+            Protocol::Http1 => {
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .keep_alive(true)
+                    .serve_connection(io, tracked);
+                drive(conn, activity, limits.idle_time, stop).await
             }
-        };
-        let _ = stream.set_nodelay(true);
-        let activity = Activity::new();
-        let tracked = Tracked {
-            inner: TowerToHyperService::new(service.clone()),
-            activity: activity.clone(),
-        };
-        let io = TokioIo::new(stream);
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            match protocol {
-                Protocol::Http1 => {
-                    let conn = hyper::server::conn::http1::Builder::new()
-                        .keep_alive(true)
-                        .serve_connection(io, tracked);
-                    drive(conn, activity, limits.idle_time, stop).await
-                }
-                Protocol::Http2 => {
-                    let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .timer(TokioTimer::new())
-                        .max_concurrent_streams(limits.streams_per_connection)
-                        .max_header_list_size(64 << 10)
-                        .serve_connection(io, tracked);
-                    drive(conn, activity, limits.idle_time, stop).await
-                }
+            Protocol::Http2 => {
+                let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .timer(TokioTimer::new())
+                    .max_concurrent_streams(limits.streams_per_connection)
+                    .max_header_list_size(64 << 10)
+                    .serve_connection(io, tracked);
+                drive(conn, activity, limits.idle_time, stop).await
             }
-        });
-    }
+        }
+    });
 }

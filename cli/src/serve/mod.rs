@@ -239,32 +239,27 @@ pub fn serve(cli: &GlobalArgs, spec: &ServeArgs) -> Result<()> {
         let grpc_app = grpc::InferenceService {
             models: models.clone(),
         };
-        let accepting = [
-            tokio::spawn(listen::accept(
-                http_listener,
-                Protocol::Http1,
-                http_app,
-                slots.clone(),
-                limits,
-                stop_rx.clone(),
-            )),
-            tokio::spawn(listen::accept(
-                grpc_listener,
-                Protocol::Http2,
-                grpc_app,
-                slots.clone(),
-                limits,
-                stop_rx,
-            )),
-        ];
+        let accepting = tokio::spawn(listen::accept(
+            listen::Port {
+                listener: http_listener,
+                protocol: Protocol::Http1,
+                service: http_app,
+            },
+            listen::Port {
+                listener: grpc_listener,
+                protocol: Protocol::Http2,
+                service: grpc_app,
+            },
+            slots.clone(),
+            limits,
+            stop_rx,
+        ));
         out!("{line}");
         let signal = wait_for_signal().await;
         eprintln!("pjrt-actors: {signal}: draining in-flight requests");
         models.ready.store(false, Ordering::Release);
         let _ = stop_tx.send(true);
-        for a in accepting {
-            let _ = a.await;
-        }
+        let _ = accepting.await;
         // Idle connections close at once; the rest finish what they have, within the bound.
         // Every connection holds a slot: all slots back means every connection has ended.
         let all = u32::try_from(limits.connections).unwrap_or(u32::MAX);
