@@ -54,8 +54,8 @@ impl ClientBuilder {
     }
 
     /// A compile cache tier on Redis shared by every process and machine using `url`
-    /// (`redis://` or `rediss://`; default: env `PJRT_ACTORS_CACHE_REDIS`, else none), with
-    /// single flight across them. See [`RedisCacheConfig`](crate::RedisCacheConfig) for the
+    /// (`redis://`, `rediss://`, or `redis+cluster://HOST:PORT,…` for a cluster's seed nodes;
+    /// default: env `PJRT_ACTORS_CACHE_REDIS`, else none), with single flight across them. See [`RedisCacheConfig`](crate::RedisCacheConfig) for the
     /// lease, waits, size limit, expiry and read-only mode.
     pub fn compile_cache_redis(mut self, url: impl Into<String>) -> Self {
         self.config.cache_redis = Some(crate::RedisCacheConfig::new(url));

@@ -116,7 +116,8 @@ enum Command {
         /// Processes, each with its own client, compiling the same modules at once.
         #[arg(long, default_value_t = 1)]
         processes: usize,
-        /// The compile cache's Redis tier (default: PJRT_ACTORS_CACHE_REDIS).
+        /// The compile cache's Redis tier: redis://, rediss://, or redis+cluster://HOST:PORT,…
+        /// (default: PJRT_ACTORS_CACHE_REDIS).
         #[arg(long)]
         cache_redis: Option<String>,
         /// Print one JSON line of this process's figures (how `--processes` gathers them).
@@ -130,7 +131,8 @@ enum Command {
         /// The disk tier's directory (default: PJRT_ACTORS_CACHE_DIR).
         #[arg(long, global = true)]
         dir: Option<PathBuf>,
-        /// The Redis tier's URL (default: PJRT_ACTORS_CACHE_REDIS).
+        /// The Redis tier's URL: redis://, rediss://, or redis+cluster://HOST:PORT,… for a
+        /// cluster (default: PJRT_ACTORS_CACHE_REDIS).
         #[arg(long, global = true)]
         redis: Option<String>,
         /// The Redis tier's key namespace.

@@ -5,30 +5,33 @@
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::Commands;
 
 use crate::pjrt::kv::{KvError, KvStore};
+use crate::redis_target::RedisTarget;
 
-/// A `KvStore` on one Redis server.
+/// A `KvStore` on one Redis server or a cluster.
 pub struct RedisKvStore {
-    client: redis::Client,
+    target: RedisTarget,
     namespace: String,
-    conn: Mutex<Option<redis::Connection>>,
+    conn: Mutex<Option<Box<dyn redis::ConnectionLike + Send>>>,
     timeout: Duration,
 }
 
 impl RedisKvStore {
-    /// A store on `url` with keys under `{namespace}:kv:`.
+    /// A store on `url` (`redis://`, `rediss://`, or a cluster's `redis+cluster://` seeds)
+    /// with keys under `{namespace}:kv:`.
     pub fn new(url: &str, namespace: &str) -> crate::error::Result<RedisKvStore> {
-        let client = redis::Client::open(url).map_err(|e| crate::error::Error::Cache {
-            path: crate::compile::redis_cache::redact(url),
-            reason: e.to_string(),
-        })?;
+        let timeout = Duration::from_secs(2);
+        let target =
+            RedisTarget::open(url, timeout).map_err(|reason| crate::error::Error::Cache {
+                path: crate::compile::redis_cache::redact(url),
+                reason,
+            })?;
         Ok(RedisKvStore {
-            client,
+            target,
             namespace: namespace.to_string(),
             conn: Mutex::new(None),
-            timeout: Duration::from_secs(2),
+            timeout,
         })
     }
 
@@ -39,19 +42,15 @@ impl RedisKvStore {
     /// Runs `op` on the shared connection, connecting (again) as needed.
     fn with<T>(
         &self,
-        op: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+        op: impl FnOnce(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T, KvError> {
         let mut slot = self.conn.lock();
         if slot.is_none() {
-            let conn = self
-                .client
-                .get_connection_with_timeout(self.timeout)
+            let conn = (self.target.connect_blocking(self.timeout))
                 .map_err(|e| KvError::Unavailable(e.to_string()))?;
-            let _ = conn.set_read_timeout(Some(self.timeout));
-            let _ = conn.set_write_timeout(Some(self.timeout));
             *slot = Some(conn);
         }
-        let result = op(slot.as_mut().expect("connected"));
+        let result = op(slot.as_deref_mut().expect("connected"));
         if let Err(e) = &result
             && (e.is_io_error() || e.is_connection_dropped() || e.is_timeout())
         {
@@ -81,12 +80,12 @@ impl KvStore for RedisKvStore {
 
     fn try_get(&self, key: &str) -> Result<Vec<u8>, KvError> {
         let k = self.key(key);
-        let value: Option<Vec<u8>> = self.with(|c| c.get(k))?;
+        let value: Option<Vec<u8>> = self.with(|c| redis::cmd("GET").arg(k).query(c))?;
         value.ok_or(KvError::NotFound)
     }
 
     fn put(&self, key: &str, value: &[u8]) -> Result<(), KvError> {
         let k = self.key(key);
-        self.with(|c| c.set(k, value))
+        self.with(|c| redis::cmd("SET").arg(k).arg(value).query(c))
     }
 }

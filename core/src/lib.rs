@@ -21,6 +21,8 @@ pub mod ids;
 pub mod kv_store;
 mod lock_rank;
 mod open;
+#[cfg(feature = "redis")]
+pub mod redis_target;
 pub mod runtime;
 pub mod state;
 pub mod supervision;

@@ -10,25 +10,33 @@ use pjrt_actors::{Client, KvError, KvStore, RedisKvStore};
 use redis::Commands;
 
 use crate::common::fleet::{self, compile_and_check as compile};
-use crate::common::redis_server::RedisServer;
+use crate::common::redis_cluster::{FleetRedis, Kind};
+
+crate::on_one_and_cluster!(
+    an_acl_user_shares_compiles_within_its_namespace,
+    keys_outside_the_users_namespace_are_refused_typed_and_compiles_go_on,
+    a_wrong_password_is_refused_typed_and_compiles_go_on,
+);
 
 /// A server with the user `fleet` (password `s3cret`), allowed every command on keys under
 /// `ns:` only; the default user stays open for the test's own inspection.
-fn server() -> RedisServer {
-    RedisServer::start(&["--user", "fleet", "on", ">s3cret", "~ns:*", "+@all"])
+fn server(kind: Kind) -> FleetRedis {
+    FleetRedis::start(
+        kind,
+        &["--user", "fleet", "on", ">s3cret", "~ns:*", "+@all"],
+    )
 }
 
-fn url(server: &RedisServer, password: &str) -> String {
-    format!("redis://fleet:{password}@127.0.0.1:{}", server.port)
+fn url(server: &FleetRedis, password: &str) -> String {
+    server.url_as(&format!("fleet:{password}"))
 }
 
 fn client(url: &str, namespace: &str) -> Client {
     fleet::client(fleet::config(url, namespace, Duration::from_millis(500)))
 }
 
-#[test]
-fn an_acl_user_shares_compiles_within_its_namespace() {
-    let server = server();
+fn an_acl_user_shares_compiles_within_its_namespace(kind: Kind) {
+    let server = server(kind);
     let url = url(&server, "s3cret");
     let a = client(&url, "ns");
     compile(&a, 1);
@@ -54,9 +62,8 @@ fn an_acl_user_shares_compiles_within_its_namespace() {
     assert_eq!(kv.try_get("rank0").unwrap(), b"address");
 }
 
-#[test]
-fn keys_outside_the_users_namespace_are_refused_typed_and_compiles_go_on() {
-    let server = server();
+fn keys_outside_the_users_namespace_are_refused_typed_and_compiles_go_on(kind: Kind) {
+    let server = server(kind);
     let url = url(&server, "s3cret");
     let outside = client(&url, "other");
     compile(&outside, 2);
@@ -78,9 +85,8 @@ fn keys_outside_the_users_namespace_are_refused_typed_and_compiles_go_on() {
     }
 }
 
-#[test]
-fn a_wrong_password_is_refused_typed_and_compiles_go_on() {
-    let server = server();
+fn a_wrong_password_is_refused_typed_and_compiles_go_on(kind: Kind) {
+    let server = server(kind);
     let url = url(&server, "wrong");
     let c = client(&url, "ns");
     compile(&c, 3);

@@ -1,7 +1,9 @@
 //! The compile cache's Redis tier against a real `redis-server`: sharing between clients,
 //! single flight, a dead lease holder taken over, and every fault the tier must survive
 //! without failing a compile: the server down, killed and restarted, full, slow or dropping
-//! connections behind a proxy, corrupt or foreign entries, entries over the size limit.
+//! connections behind a proxy, corrupt or foreign entries, entries over the size limit. Each
+//! test that does not stand a single server's own faults (killed, behind a proxy) runs on one
+//! server and on a cluster of six (`on_one_and_cluster!`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,8 +12,21 @@ use pjrt_actors::{Client, CompileCacheStats, RedisCacheConfig};
 use redis::Commands;
 
 use crate::common::fleet::{self, client, compile_and_check};
+use crate::common::redis_cluster::{FleetRedis, Kind};
 use crate::common::redis_server::RedisServer;
 use crate::common::tcp_proxy::{Mode, TcpProxy};
+
+crate::on_one_and_cluster!(
+    a_second_client_loads_what_the_first_compiled,
+    concurrent_clients_compile_a_module_once,
+    a_lease_whose_holder_died_is_taken_over_when_it_expires,
+    a_full_server_still_compiles_and_counts_the_refusal,
+    corrupt_truncated_and_foreign_entries_are_refused_deleted_and_recompiled,
+    oversized_entries_are_not_stored_and_read_only_clients_never_write,
+    a_stale_holder_never_overwrites_a_newer_entry,
+    the_tier_can_be_dropped_inside_another_runtime,
+    a_lease_without_an_expiry_or_past_any_we_grant_is_taken_over_at_once,
+);
 
 /// The tier these tests use: namespace `test`, 300 ms a round trip.
 fn config(url: &str) -> RedisCacheConfig {
@@ -22,16 +37,15 @@ fn stats(c: &Client) -> CompileCacheStats {
     c.compile_cache_stats()
 }
 
-fn entry_keys(server: &RedisServer) -> Vec<String> {
+fn entry_keys(server: &FleetRedis) -> Vec<String> {
     let mut c = server.connection().unwrap();
     let mut keys: Vec<String> = c.keys("test:exe:*").unwrap();
     keys.sort();
     keys
 }
 
-#[test]
-fn a_second_client_loads_what_the_first_compiled() {
-    let server = RedisServer::start(&[]);
+fn a_second_client_loads_what_the_first_compiled(kind: Kind) {
+    let server = FleetRedis::start(kind, &[]);
     let a = client(config(&server.url()));
     compile_and_check(&a, 3);
     let s = stats(&a);
@@ -60,9 +74,8 @@ fn a_second_client_loads_what_the_first_compiled() {
     );
 }
 
-#[test]
-fn concurrent_clients_compile_a_module_once() {
-    let server = RedisServer::start(&[]);
+fn concurrent_clients_compile_a_module_once(kind: Kind) {
+    let server = FleetRedis::start(kind, &[]);
     let clients: Vec<Client> = (0..4).map(|_| client(config(&server.url()))).collect();
     std::thread::scope(|s| {
         for c in &clients {
@@ -75,9 +88,8 @@ fn concurrent_clients_compile_a_module_once() {
     assert_eq!((compiles, hits), (1, 3), "{all:?}");
 }
 
-#[test]
-fn a_lease_whose_holder_died_is_taken_over_when_it_expires() {
-    let server = RedisServer::start(&[]);
+fn a_lease_whose_holder_died_is_taken_over_when_it_expires(kind: Kind) {
+    let server = FleetRedis::start(kind, &[]);
     let mut cfg = config(&server.url());
     cfg.lease = Duration::from_millis(1500);
     let c = client(cfg);
@@ -138,13 +150,13 @@ fn redis_down_or_killed_and_restarted_never_fails_a_compile() {
     assert_eq!(s.compiles, 5);
     assert!(s.redis_errors >= 1, "{s:?}");
 
-    let mut server = RedisServer::start(&[]);
+    let mut server = FleetRedis::start(Kind::One, &[]);
     let c = client(config(&server.url()));
     compile_and_check(&c, 200);
-    server.kill();
+    server.server().kill();
     compile_and_check(&c, 201);
     assert!(stats(&c).redis_errors >= 1);
-    server.restart();
+    server.server().restart();
     // The connection manager reconnects once the skip window (1 s) has passed; the first
     // round trip on the dead connection may still fail (and open another window), so the
     // next compiles get a few windows to find the server again.
@@ -162,10 +174,12 @@ fn redis_down_or_killed_and_restarted_never_fails_a_compile() {
     );
 }
 
-#[test]
-fn a_full_server_still_compiles_and_counts_the_refusal() {
+fn a_full_server_still_compiles_and_counts_the_refusal(kind: Kind) {
     // A tiny maxmemory with no eviction: the server is over it already and refuses writes.
-    let server = RedisServer::start(&["--maxmemory", "1", "--maxmemory-policy", "noeviction"]);
+    let server = FleetRedis::start(
+        kind,
+        &["--maxmemory", "1", "--maxmemory-policy", "noeviction"],
+    );
     let refused = server
         .connection()
         .unwrap()
@@ -179,9 +193,8 @@ fn a_full_server_still_compiles_and_counts_the_refusal() {
     assert!(s.redis_errors >= 1, "the refused write is counted: {s:?}");
 }
 
-#[test]
-fn corrupt_truncated_and_foreign_entries_are_refused_deleted_and_recompiled() {
-    let server = RedisServer::start(&[]);
+fn corrupt_truncated_and_foreign_entries_are_refused_deleted_and_recompiled(kind: Kind) {
+    let server = FleetRedis::start(kind, &[]);
     compile_and_check(&client(config(&server.url())), 31);
     compile_and_check(&client(config(&server.url())), 32);
     let keys = entry_keys(&server);
@@ -253,9 +266,8 @@ fn a_slow_or_dropping_proxy_never_fails_a_compile() {
     );
 }
 
-#[test]
-fn oversized_entries_are_not_stored_and_read_only_clients_never_write() {
-    let server = RedisServer::start(&[]);
+fn oversized_entries_are_not_stored_and_read_only_clients_never_write(kind: Kind) {
+    let server = FleetRedis::start(kind, &[]);
     let mut small = config(&server.url());
     small.max_value_bytes = 64;
     let c = client(small);
@@ -288,14 +300,13 @@ fn oversized_entries_are_not_stored_and_read_only_clients_never_write() {
     );
 }
 
-#[test]
-fn a_stale_holder_never_overwrites_a_newer_entry() {
-    let server = RedisServer::start(&[]);
+fn a_stale_holder_never_overwrites_a_newer_entry(kind: Kind) {
+    let server = FleetRedis::start(kind, &[]);
     compile_and_check(&client(config(&server.url())), 61);
     let key = entry_keys(&server).remove(0);
     let good: Vec<u8> = server.connection().unwrap().get(&key).unwrap();
     let tier = pjrt_actors::RedisTier::new(config(&server.url()), Arc::default()).unwrap();
-    let hex = key.rsplit(':').next().unwrap();
+    let hex = key.rsplit(':').next().unwrap().trim_matches(['{', '}']);
     let cache_key = pjrt_actors_core::compile::cache::CompileKey(hex_bytes(hex));
     tier.publish(&cache_key, b"a stale holder's late entry", None);
     let now: Vec<u8> = server.connection().unwrap().get(&key).unwrap();
@@ -313,11 +324,10 @@ fn hex_bytes(hex: &str) -> [u8; 32] {
     out
 }
 
-#[test]
-fn the_tier_can_be_dropped_inside_another_runtime() {
+fn the_tier_can_be_dropped_inside_another_runtime(kind: Kind) {
     // The last handle may go on an actor's thread, inside its runtime: dropping the tier's own
     // runtime there must not panic (a blocking runtime drop would).
-    let server = RedisServer::start(&[]);
+    let server = FleetRedis::start(kind, &[]);
     let tier = pjrt_actors::RedisTier::new(config(&server.url()), Arc::default()).unwrap();
     assert_eq!(tier.usage().unwrap(), (0, 0));
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -326,11 +336,10 @@ fn the_tier_can_be_dropped_inside_another_runtime() {
     rt.block_on(async move { drop(tier) });
 }
 
-#[test]
-fn a_lease_without_an_expiry_or_past_any_we_grant_is_taken_over_at_once() {
+fn a_lease_without_an_expiry_or_past_any_we_grant_is_taken_over_at_once(kind: Kind) {
     // A foreign value with no TTL held every compile of the module, in every process, for the
     // whole max_wait (60 s), for good (issue 22, C10).
-    let server = RedisServer::start(&[]);
+    let server = FleetRedis::start(kind, &[]);
     let c = client(config(&server.url()));
     compile_and_check(&c, 13);
     let lease = entry_keys(&server)[0].replace(":exe:", ":lease:");

@@ -9,7 +9,12 @@ use pjrt_actors::{RedisCacheConfig, RedisTier};
 use pjrt_actors_core::compile::cache::{CacheStats, CompileKey};
 use pjrt_actors_core::compile::redis_cache::Lookup;
 
-use crate::common::redis_server::RedisServer;
+use crate::common::redis_cluster::{FleetRedis, Kind};
+
+crate::on_one_and_cluster!(
+    waiters_are_woken_when_the_entry_lands,
+    a_released_lease_wakes_its_waiters_to_take_it,
+);
 
 fn tier(url: &str, stats: Arc<CacheStats>) -> Arc<RedisTier> {
     let mut config = RedisCacheConfig::new(url);
@@ -71,9 +76,8 @@ fn waiters_after(
     (delays, woken)
 }
 
-#[test]
-fn waiters_are_woken_when_the_entry_lands() {
-    let server = RedisServer::start(&[]);
+fn waiters_are_woken_when_the_entry_lands(kind: Kind) {
+    let server = FleetRedis::start(kind, &[]);
     let key = CompileKey::new("wake-test", b"entry", b"");
     let (delays, woken) = waiters_after(&server.url(), &key, Duration::from_millis(600), false);
     // Each waiter was asleep in a 50-250 ms fallback poll when the entry landed: woken instead.
@@ -86,9 +90,8 @@ fn waiters_are_woken_when_the_entry_lands() {
     }
 }
 
-#[test]
-fn a_released_lease_wakes_its_waiters_to_take_it() {
-    let server = RedisServer::start(&[]);
+fn a_released_lease_wakes_its_waiters_to_take_it(kind: Kind) {
+    let server = FleetRedis::start(kind, &[]);
     let key = CompileKey::new("wake-test", b"release", b"");
     let (delays, woken) = waiters_after(&server.url(), &key, Duration::from_millis(600), true);
     assert!(woken >= 1, "{woken} wake-ups");

@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 
 use pjrt_actors::{Client, CompileOptions, KvError, KvStore, RedisKvStore};
 
-use crate::common::redis_server::RedisServer;
+use crate::common::redis_cluster::{FleetRedis, Kind};
 
-#[test]
-fn the_redis_store_gets_waits_times_out_and_puts() {
-    let server = RedisServer::start(&[]);
+crate::on_one_and_cluster!(the_redis_store_gets_waits_times_out_and_puts,);
+
+fn the_redis_store_gets_waits_times_out_and_puts(kind: Kind) {
+    let server = FleetRedis::start(kind, &[]);
     let store = Arc::new(RedisKvStore::new(&server.url(), "kvtest").unwrap());
     assert_eq!(store.try_get("absent"), Err(KvError::NotFound));
     let start = Instant::now();

@@ -3,6 +3,7 @@
 
 pub mod cpu;
 pub mod fleet;
+pub mod redis_cluster;
 pub mod redis_server;
 pub mod tcp_proxy;
 

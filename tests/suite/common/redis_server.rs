@@ -75,6 +75,11 @@ impl RedisServer {
         panic!("redis-server on port {} did not start", self.port);
     }
 
+    /// Whether the server was started and not killed since.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
     /// Kills the server at once (SIGKILL), as a crash would.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 /// The environment variable naming the Redis URL (`redis://` or `rediss://`, user and
-/// password in the URL).
+/// password in the URL; `redis+cluster://HOST:PORT,HOST:PORT` for a cluster's seed nodes).
 pub const CACHE_REDIS_ENV: &str = "PJRT_ACTORS_CACHE_REDIS";
 /// Set to `1` for a read-only tier: fetch entries, never write them or take leases.
 pub const CACHE_REDIS_READ_ONLY_ENV: &str = "PJRT_ACTORS_CACHE_REDIS_READ_ONLY";
@@ -15,9 +15,12 @@ pub const CACHE_REDIS_LEASE_MS_ENV: &str = "PJRT_ACTORS_CACHE_REDIS_LEASE_MS";
 /// How the Redis tier behaves.
 #[derive(Debug, Clone)]
 pub struct RedisCacheConfig {
-    /// `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS.
+    /// `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS; a cluster as
+    /// `redis+cluster://[user:password@]host:port[,host:port…]` (seed nodes; `rediss+cluster://`
+    /// with TLS).
     pub url: String,
-    /// Prefix of every key (`{namespace}:exe:{sha256}`, `{namespace}:lease:{sha256}`).
+    /// Prefix of every key (`NS:exe:{sha256}`, `NS:lease:{sha256}`, channels `NS:wake:{sha256}`:
+    /// the hash a hash tag, so one compile's keys share a cluster slot); no braces in it.
     pub namespace: String,
     /// How long a compile lease lasts without renewal (renewed every third of it).
     pub lease: Duration,
@@ -68,6 +71,8 @@ pub enum Lookup {
 /// key without an expiry, or with more left than this, was never ours and is taken over.
 pub const MAX_LEASE: Duration = Duration::from_secs(600);
 
+#[cfg(feature = "redis")]
+mod keys;
 #[cfg(feature = "redis")]
 mod tier;
 #[cfg(feature = "redis")]

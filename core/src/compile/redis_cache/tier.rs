@@ -7,11 +7,13 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use redis::AsyncCommands;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::{Lookup, MAX_LEASE, RedisCacheConfig, redact};
 use crate::compile::cache::{CacheStats, CompileKey, bump};
 use crate::error::{Error, Result};
+use crate::redis_target::{RedisConnection, RedisTarget};
+
+use super::keys;
 
 /// Takes the lease key for `token` with expiry ARGV[2] ms: 1 when it was free, 2 when it held
 /// a stale lease (no expiry, or more than ARGV[3] ms left: a foreign or corrupted value that
@@ -26,12 +28,13 @@ const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redi
 /// The Redis tier of one client.
 pub struct RedisTier {
     config: RedisCacheConfig,
-    client: redis::Client,
+    /// One server, or a cluster's seed nodes.
+    target: RedisTarget,
     /// Drives the connection manager and lease renewals; callers wait on channels.
     /// Taken on drop and shut down in the background: the last handle may go on a thread
     /// that runs another runtime (an actor's), where a blocking runtime drop would panic.
     rt: Option<tokio::runtime::Runtime>,
-    conn: Mutex<Option<ConnectionManager>>,
+    conn: Mutex<Option<RedisConnection>>,
     /// After a connection failure or timeout, Redis is skipped until then, so an unreachable
     /// server costs one timeout per second, not one per compile.
     skip_until: Mutex<Option<Instant>>,
@@ -66,10 +69,17 @@ impl RedisTier {
                 ),
             });
         }
-        let client = redis::Client::open(config.url.as_str()).map_err(|e| Error::Cache {
-            path: redact(&config.url),
-            reason: e.to_string(),
-        })?;
+        if let Some(reason) = keys::namespace_problem(&config.namespace) {
+            return Err(Error::InvalidOption {
+                name: "RedisCacheConfig::namespace".into(),
+                reason,
+            });
+        }
+        let target =
+            RedisTarget::open(&config.url, config.op_timeout).map_err(|reason| Error::Cache {
+                path: redact(&config.url),
+                reason,
+            })?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("pjrt-actors-redis")
@@ -83,7 +93,7 @@ impl RedisTier {
         Ok(Arc::new(RedisTier {
             token_prefix: format!("{}:{}", host.trim(), std::process::id()),
             config,
-            client,
+            target,
             rt: Some(rt),
             conn: Mutex::new(None),
             skip_until: Mutex::new(None),
@@ -106,11 +116,11 @@ impl RedisTier {
     }
 
     fn key(&self, key: &CompileKey, kind: &str) -> String {
-        format!("{}:{kind}:{}", self.config.namespace, key.hex())
+        keys::name(&self.config.namespace, kind, &key.hex())
     }
 
     /// Runs `op` on the tier's runtime with the round-trip limit, waiting on this thread.
-    fn run<T, F>(&self, op: impl FnOnce(ConnectionManager) -> F) -> std::result::Result<T, String>
+    fn run<T, F>(&self, op: impl FnOnce(RedisConnection) -> F) -> std::result::Result<T, String>
     where
         T: Send + 'static,
         F: Future<Output = redis::RedisResult<T>> + Send + 'static,
@@ -134,8 +144,8 @@ impl RedisTier {
         Err(self.fail(outcome, true))
     }
 
-    /// The shared connection manager, made on first use (it reconnects by itself after).
-    fn connection(&self) -> std::result::Result<ConnectionManager, String> {
+    /// The shared connection, made on first use (it reconnects by itself after).
+    fn connection(&self) -> std::result::Result<RedisConnection, String> {
         if (*self.skip_until.lock()).is_some_and(|t| Instant::now() < t) {
             return Err("skipped after a recent failure".into());
         }
@@ -143,14 +153,10 @@ impl RedisTier {
         if let Some(conn) = &*slot {
             return Ok(conn.clone());
         }
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.config.op_timeout))
-            .set_response_timeout(Some(self.config.op_timeout))
-            .set_number_of_retries(1);
-        let client = self.client.clone();
+        let (target, timeout) = (self.target.clone(), self.config.op_timeout);
         let (tx, rx) = crossbeam_channel::bounded(1);
         self.runtime().spawn(async move {
-            let _ = tx.send(ConnectionManager::new_with_config(client, config).await);
+            let _ = tx.send(target.connect(timeout).await);
         });
         match rx.recv_timeout(self.config.op_timeout * 3) {
             Ok(Ok(conn)) => Ok(slot.insert(conn).clone()),
@@ -250,8 +256,9 @@ impl RedisTier {
                 return Lookup::Compile;
             }
             if self.config.wake_ups {
-                let pattern = format!("{}:wake:*", glob_literal(&self.config.namespace));
-                self.wakes.start(self.runtime(), &self.client, pattern);
+                let pattern = format!("{}:wake:*", keys::glob_literal(&self.config.namespace));
+                self.wakes
+                    .start(self.runtime(), self.target.subscribers(), pattern);
             }
             let live = self.config.wake_ups && self.wakes.is_live();
             delay = super::wake::next_poll(delay, live);
@@ -348,30 +355,21 @@ impl RedisTier {
     pub fn usage(&self) -> Result<(u64, u64)> {
         let namespace = self.config.namespace.clone();
         self.run(move |mut c| async move {
-            let keys = our_keys(&mut c, &namespace, &["exe"]).await?;
-            let mut bytes = 0u64;
-            for k in &keys {
-                let n: u64 = c.strlen(k).await?;
-                bytes += n;
-            }
-            Ok((keys.len() as u64, bytes))
+            let keys = keys::ours(&mut c, &namespace, &["exe"]).await?;
+            let count = keys.len() as u64;
+            Ok((count, keys::sum_over(c, keys, "STRLEN").await?))
         })
         .map_err(|reason| self.cache_error(reason))
     }
 
     /// Deletes every entry and lease under this namespace, and nothing else: only keys this
-    /// tier writes (`NS:exe:` or `NS:lease:` and a SHA-256 in hex), the namespace taken
+    /// tier writes (`NS:exe:` or `NS:lease:` and a SHA-256 in hex in braces), the namespace taken
     /// literally (`*` is no wildcard); returns how many keys went.
     pub fn clear(&self) -> Result<u64> {
         let namespace = self.config.namespace.clone();
         self.run(move |mut c| async move {
-            let keys = our_keys(&mut c, &namespace, &["exe", "lease"]).await?;
-            let mut gone = 0u64;
-            for chunk in keys.chunks(256) {
-                let n: u64 = c.del(chunk).await?;
-                gone += n;
-            }
-            Ok(gone)
+            let keys = keys::ours(&mut c, &namespace, &["exe", "lease"]).await?;
+            keys::sum_over(c, keys, "DEL").await
         })
         .map_err(|reason| self.cache_error(reason))
     }
@@ -382,51 +380,6 @@ impl RedisTier {
             reason,
         }
     }
-}
-
-/// The keys of `kinds` this tier writes under `namespace` (SCAN, so the server is never
-/// blocked on a large keyspace): the pattern has the namespace's glob characters escaped, and
-/// what it finds is kept only when it is exactly `NS:KIND:` and 64 lowercase hex digits.
-async fn our_keys(
-    c: &mut ConnectionManager,
-    namespace: &str,
-    kinds: &[&str],
-) -> redis::RedisResult<Vec<String>> {
-    let mut keys = Vec::new();
-    for kind in kinds {
-        let prefix = format!("{namespace}:{kind}:");
-        let mut iter: redis::AsyncIter<String> =
-            c.scan_match(format!("{}*", glob_literal(&prefix))).await?;
-        while let Some(k) = iter.next_item().await {
-            let k = k?;
-            if is_our_key(&k, &prefix) {
-                keys.push(k);
-            }
-        }
-    }
-    Ok(keys)
-}
-
-/// `text` as a Redis glob pattern matching itself only: `*`, `?`, `[`, `]` and `\` escaped.
-fn glob_literal(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// Whether `key` is `prefix` and a SHA-256 in lowercase hex: a key of ours.
-fn is_our_key(key: &str, prefix: &str) -> bool {
-    key.strip_prefix(prefix).is_some_and(|hash| {
-        hash.len() == 64
-            && hash
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
 }
 
 impl Drop for RedisTier {
@@ -453,45 +406,5 @@ impl Drop for Lease {
         if matches!(released, Ok(1)) && !self.channel.is_empty() {
             self.tier.wake(std::mem::take(&mut self.channel));
         }
-    }
-}
-
-#[cfg(test)]
-mod key_tests {
-    use super::*;
-
-    #[test]
-    fn only_keys_of_ours_are_ours_and_the_namespace_is_literal() {
-        let hash = "ab".repeat(32);
-        // (key, prefix, ours)
-        let cases = [
-            (format!("pjrt-actors:exe:{hash}"), "pjrt-actors:exe:", true),
-            (
-                format!("pjrt-actors:lease:{hash}"),
-                "pjrt-actors:lease:",
-                true,
-            ),
-            (
-                "pjrt-actors:exe:notahash".to_string(),
-                "pjrt-actors:exe:",
-                false,
-            ),
-            (
-                format!("pjrt-actors:exe:{}", "AB".repeat(32)),
-                "pjrt-actors:exe:",
-                false,
-            ),
-            (
-                format!("pjrt-actors:exe:{hash}0"),
-                "pjrt-actors:exe:",
-                false,
-            ),
-            ("sessions:alice".to_string(), "*:exe:", false),
-            (format!("other:exe:{hash}"), "*:exe:", false),
-        ];
-        for (key, prefix, ours) in cases {
-            assert_eq!(is_our_key(&key, prefix), ours, "{key} under {prefix}");
-        }
-        assert_eq!(glob_literal("a*b?c[d]e\\f"), "a\\*b\\?c\\[d\\]e\\\\f");
     }
 }

@@ -1,5 +1,5 @@
 //! Wake-ups for processes waiting on another's compile: one pattern subscription per tier on
-//! `{namespace}:wake:*`. Storing an entry or releasing a lease publishes the key's channel, and
+//! `NS:wake:*` (on a cluster, on any one node). Storing an entry or releasing a lease publishes the key's channel, and
 //! a waiter on that key wakes at once instead of at its next poll; the poll stays, slower, as
 //! the fallback for a lost message or a subscription that is down (or an ACL without channels).
 
@@ -71,23 +71,27 @@ impl Wakes {
         self.live.load(Ordering::Acquire)
     }
 
-    /// Starts the subscription task on `rt` once: it keeps a pattern subscription up (again a
-    /// second after any failure) and wakes the waiters of each channel a message names.
+    /// Starts the subscription task on `rt` once: it keeps a pattern subscription up on one
+    /// of `nodes` (the next one a second after any failure: a cluster relays every publish to
+    /// every node, so any node will do) and wakes the waiters of each channel a message names.
     pub fn start(
         self: &Arc<Self>,
         rt: &tokio::runtime::Runtime,
-        client: &redis::Client,
+        nodes: Vec<redis::Client>,
         pattern: String,
     ) {
-        if self.started.swap(true, Ordering::AcqRel) {
+        if self.started.swap(true, Ordering::AcqRel) || nodes.is_empty() {
             return;
         }
-        let (wakes, client) = (self.clone(), client.clone());
+        let wakes = self.clone();
         rt.spawn(async move {
-            loop {
-                if let Ok(mut pubsub) = client.get_async_pubsub().await
-                    && pubsub.psubscribe(&pattern).await.is_ok()
-                {
+            for client in nodes.iter().cycle() {
+                let subscribed = tokio::time::timeout(Duration::from_secs(2), async {
+                    let mut pubsub = client.get_async_pubsub().await?;
+                    pubsub.psubscribe(&pattern).await?;
+                    redis::RedisResult::Ok(pubsub)
+                });
+                if let Ok(Ok(pubsub)) = subscribed.await {
                     wakes.live.store(true, Ordering::Release);
                     let mut messages = pubsub.into_on_message();
                     while let Some(message) = messages.next().await {

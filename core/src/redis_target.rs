@@ -1,0 +1,266 @@
+//! Where a Redis URL points: one server (`redis://`, `rediss://`) or a cluster given by seed
+//! nodes (`redis+cluster://HOST:PORT[,HOST:PORT…]`, `rediss+cluster://` with TLS), and the one
+//! connection type the compile cache's tier and the key-value store speak to either through.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+/// A Redis deployment to connect to.
+#[derive(Clone)]
+pub enum RedisTarget {
+    /// One server.
+    Single(redis::Client),
+    /// A cluster: the client for commands (it follows `MOVED` and fails over), and a plain
+    /// client per seed for what a cluster connection does not carry (pattern subscriptions,
+    /// which any node relays cluster-wide).
+    Cluster {
+        client: Box<ClusterClient>,
+        seeds: Vec<redis::Client>,
+    },
+}
+
+/// A connection to either kind; cheap to clone (both kinds multiplex one socket per node).
+#[derive(Clone)]
+pub enum RedisConnection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+/// The URLs of each seed node of a cluster URL (`None` for a URL of one server): the scheme
+/// without `+cluster`, the user and password given to every node, at most database 0.
+pub fn cluster_seeds(url: &str) -> Result<Option<Vec<String>>, String> {
+    let (scheme, rest) = match url.split_once("://") {
+        Some(("redis+cluster", rest)) => ("redis", rest),
+        Some(("rediss+cluster", rest)) => ("rediss", rest),
+        _ => return Ok(None),
+    };
+    let (authority, path) = match rest.find(['/', '?']) {
+        Some(at) => rest.split_at(at),
+        None => (rest, ""),
+    };
+    if !matches!(path, "" | "/" | "/0") {
+        return Err(format!(
+            "a cluster URL names no database or options (a cluster has only database 0), got {path:?}"
+        ));
+    }
+    let (user, hosts) = match authority.rsplit_once('@') {
+        Some((user, hosts)) => (format!("{user}@"), hosts),
+        None => (String::new(), authority),
+    };
+    let seeds: Vec<String> = hosts
+        .split(',')
+        .map(|host| match host {
+            "" => {
+                Err("a cluster URL has an empty seed node (two commas, or a trailing one)".into())
+            }
+            host => Ok(format!("{scheme}://{user}{host}")),
+        })
+        .collect::<Result<_, String>>()?;
+    Ok(Some(seeds))
+}
+
+impl RedisTarget {
+    /// The target `url` names, with `timeout` for connecting and for each answer.
+    pub fn open(url: &str, timeout: Duration) -> Result<RedisTarget, String> {
+        let Some(seeds) = cluster_seeds(url)? else {
+            return redis::Client::open(url)
+                .map(RedisTarget::Single)
+                .map_err(|e| e.to_string());
+        };
+        let client = ClusterClient::builder(seeds.iter().map(String::as_str))
+            .connection_timeout(timeout)
+            .response_timeout(timeout)
+            .retries(2)
+            .build()
+            .map_err(|e| e.to_string())?;
+        let seeds = (seeds.iter().map(|s| redis::Client::open(s.as_str())))
+            .collect::<redis::RedisResult<_>>()
+            .map_err(|e| e.to_string())?;
+        Ok(RedisTarget::Cluster {
+            client: Box::new(client),
+            seeds,
+        })
+    }
+
+    /// The clients a pattern subscription can be made on, tried in turn.
+    pub fn subscribers(&self) -> Vec<redis::Client> {
+        match self {
+            RedisTarget::Single(client) => vec![client.clone()],
+            RedisTarget::Cluster { seeds, .. } => seeds.clone(),
+        }
+    }
+
+    /// An async connection, reconnecting by itself after (the cluster one also follows slot
+    /// moves and failovers).
+    pub async fn connect(&self, timeout: Duration) -> redis::RedisResult<RedisConnection> {
+        match self {
+            RedisTarget::Single(client) => {
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(Some(timeout))
+                    .set_number_of_retries(1);
+                ConnectionManager::new_with_config(client.clone(), config)
+                    .await
+                    .map(RedisConnection::Single)
+            }
+            RedisTarget::Cluster { client, .. } => client
+                .get_async_connection()
+                .await
+                .map(RedisConnection::Cluster),
+        }
+    }
+
+    /// A blocking connection with `timeout` on each read and write.
+    pub fn connect_blocking(
+        &self,
+        timeout: Duration,
+    ) -> redis::RedisResult<Box<dyn redis::ConnectionLike + Send>> {
+        match self {
+            RedisTarget::Single(client) => {
+                let conn = client.get_connection_with_timeout(timeout)?;
+                conn.set_read_timeout(Some(timeout))?;
+                conn.set_write_timeout(Some(timeout))?;
+                Ok(Box::new(conn))
+            }
+            RedisTarget::Cluster { client, .. } => Ok(Box::new(client.get_connection()?)),
+        }
+    }
+}
+
+impl RedisConnection {
+    /// The address of every master now (one for a single server, named `None`).
+    pub async fn masters(&mut self) -> redis::RedisResult<Vec<Option<(String, u16)>>> {
+        let RedisConnection::Cluster(conn) = self else {
+            return Ok(vec![None]);
+        };
+        let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(conn).await?;
+        Ok(masters_in(&nodes).into_iter().map(Some).collect())
+    }
+
+    /// `cmd` sent to the master at `node` (`None`: wherever the connection sends it).
+    pub async fn query_on<T: redis::FromRedisValue>(
+        &mut self,
+        node: &Option<(String, u16)>,
+        cmd: &Cmd,
+    ) -> redis::RedisResult<T> {
+        use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+        match (self, node) {
+            (RedisConnection::Cluster(conn), Some((host, port))) => {
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+                    host: host.clone(),
+                    port: *port,
+                });
+                let value = conn.route_command(cmd.clone(), routing).await?;
+                redis::from_redis_value(value).map_err(Into::into)
+            }
+            (conn, _) => cmd.query_async(conn).await,
+        }
+    }
+}
+
+/// The masters that `CLUSTER NODES` lists as up: `ID HOST:PORT@BUS[,NAME] FLAGS …`.
+fn masters_in(nodes: &str) -> Vec<(String, u16)> {
+    (nodes.lines())
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (_, addr, flags) = (fields.next()?, fields.next()?, fields.next()?);
+            let flags: Vec<&str> = flags.split(',').collect();
+            if !flags.contains(&"master") || flags.iter().any(|f| f.starts_with("fail")) {
+                return None;
+            }
+            let addr = addr.split(['@', ',']).next()?;
+            let (host, port) = addr.rsplit_once(':')?;
+            Some((host.to_string(), port.parse().ok()?))
+        })
+        .collect()
+}
+
+impl ConnectionLike for RedisConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            RedisConnection::Single(c) => c.req_packed_command(cmd),
+            RedisConnection::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            RedisConnection::Single(c) => c.req_packed_commands(cmd, offset, count),
+            RedisConnection::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            RedisConnection::Single(c) => c.get_db(),
+            RedisConnection::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_urls_name_their_seeds_and_single_ones_none() {
+        // (url, seeds, or an error containing)
+        type Want = Result<Option<Vec<&'static str>>, &'static str>;
+        let cases: [(&str, Want); 8] = [
+            ("redis://127.0.0.1:6379", Ok(None)),
+            ("rediss://u:p@cache:6380/2", Ok(None)),
+            (
+                "redis+cluster://10.0.0.1:7000,10.0.0.2:7001",
+                Ok(Some(vec!["redis://10.0.0.1:7000", "redis://10.0.0.2:7001"])),
+            ),
+            (
+                "rediss+cluster://fleet:s%40cret@a:7000,b:7000/",
+                Ok(Some(vec![
+                    "rediss://fleet:s%40cret@a:7000",
+                    "rediss://fleet:s%40cret@b:7000",
+                ])),
+            ),
+            ("redis+cluster://a:7000/0", Ok(Some(vec!["redis://a:7000"]))),
+            ("redis+cluster://a:7000/3", Err("database")),
+            ("redis+cluster://a:7000,,b:7000", Err("empty seed")),
+            ("redis+cluster://a:7000,", Err("empty seed")),
+        ];
+        for (url, want) in cases {
+            let got = cluster_seeds(url);
+            match want {
+                Ok(want) => {
+                    let want = want.map(|v| v.into_iter().map(String::from).collect());
+                    assert_eq!(got, Ok(want), "{url}");
+                }
+                Err(part) => {
+                    let e = got.expect_err(url);
+                    assert!(e.contains(part), "{url}: {e}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn masters_are_read_from_cluster_nodes() {
+        let nodes = "\
+07c3 127.0.0.1:30004@40004 slave e7d1 0 1426238317239 4 connected
+67ed 127.0.0.1:30002@40002,host-b master - 0 1426238316232 2 connected 5461-10922
+292f 127.0.0.1:30003@40003 master,fail - 0 1426238318243 3 disconnected 10923-16383
+e7d1 ::1:30001@40001 myself,master - 0 0 1 connected 0-5460
+824f 127.0.0.1:30005@40005 master,fail? - 0 0 5 connected
+";
+        assert_eq!(
+            masters_in(nodes),
+            [("127.0.0.1".into(), 30002), ("::1".into(), 30001)]
+        );
+    }
+}

@@ -1,0 +1,244 @@
+//! A real Redis Cluster for tests and benchmarks: six `redis-server`s on free loopback ports
+//! (`--cluster-enabled yes`, a 1 s node timeout), formed by `redis-cli --cluster create` into
+//! three masters and three replicas; and `FleetRedis`, one server or a cluster, for the tests
+//! that run on both.
+#![allow(dead_code)]
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::redis_server::RedisServer;
+
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts and forms a cluster, each node also given `extra`; waits until every node says
+    /// the cluster is ok.
+    pub fn start(extra: &[&str]) -> RedisCluster {
+        let mut args = vec!["--cluster-enabled", "yes", "--cluster-node-timeout", "1000"];
+        args.extend_from_slice(extra);
+        let nodes: Vec<RedisServer> = (0..6).map(|_| RedisServer::start(&args)).collect();
+        let mut create = Command::new("redis-cli");
+        create.args(["--cluster", "create"]);
+        for n in &nodes {
+            create.arg(format!("127.0.0.1:{}", n.port));
+        }
+        let out = create
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("redis-cli (redis-tools, which scripts/bootstrap installs with redis-server)");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cluster = RedisCluster { nodes };
+        cluster.wait_ok(Duration::from_secs(30));
+        cluster
+    }
+
+    /// The seed URL: the first three nodes.
+    pub fn url(&self) -> String {
+        let seeds: Vec<String> = (self.nodes[..3].iter())
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        format!("redis+cluster://{}", seeds.join(","))
+    }
+
+    /// Waits until every live node reports `cluster_state:ok` with all slots served.
+    pub fn wait_ok(&self, limit: Duration) -> Duration {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if self.nodes.iter().filter(|n| n.is_running()).all(|n| {
+                n.connection().is_ok_and(|mut c| {
+                    redis::cmd("CLUSTER")
+                        .arg("INFO")
+                        .query::<String>(&mut c)
+                        .is_ok_and(|i| {
+                            i.contains("cluster_state:ok") && i.contains("cluster_slots_ok:16384")
+                        })
+                })
+            }) {
+                return start.elapsed();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the cluster did not become ok within {limit:?}");
+    }
+
+    /// A cluster connection, for setting up and inspecting what the runtime wrote.
+    pub fn connection(&self) -> redis::RedisResult<redis::cluster::ClusterConnection> {
+        let seeds: Vec<String> = (self.nodes.iter())
+            .filter(|n| n.is_running())
+            .map(|n| n.url())
+            .collect();
+        redis::cluster::ClusterClient::builder(seeds)
+            .connection_timeout(Duration::from_secs(1))
+            .response_timeout(Duration::from_secs(1))
+            .build()?
+            .get_connection()
+    }
+
+    /// The index in `nodes` of the master now serving `key`'s slot.
+    pub fn master_of(&self, key: &str) -> usize {
+        let live = self.nodes.iter().find(|n| n.is_running()).unwrap();
+        let mut c = live.connection().unwrap();
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut c)
+            .unwrap();
+        let nodes: String = redis::cmd("CLUSTER").arg("NODES").query(&mut c).unwrap();
+        // ID HOST:PORT@BUS FLAGS MASTER PING PONG EPOCH STATE SLOT-RANGE…
+        for line in nodes.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if !fields[2].contains("master") || fields[2].contains("fail") {
+                continue;
+            }
+            let serves = fields[8..].iter().any(|range| {
+                let (a, b) = range.split_once('-').unwrap_or((range, range));
+                matches!((a.parse::<u16>(), b.parse::<u16>()), (Ok(a), Ok(b)) if (a..=b).contains(&slot))
+            });
+            if serves {
+                let port: u16 = fields[1]
+                    .split(['@', ','])
+                    .next()
+                    .unwrap()
+                    .rsplit_once(':')
+                    .unwrap()
+                    .1
+                    .parse()
+                    .unwrap();
+                return self.nodes.iter().position(|n| n.port == port).unwrap();
+            }
+        }
+        panic!("no master serves slot {slot}:\n{nodes}");
+    }
+}
+
+/// The Redis a fleet test runs on: one server, or a cluster.
+pub enum FleetRedis {
+    One(RedisServer),
+    Cluster(RedisCluster),
+}
+
+/// Which kind a test asks for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Kind {
+    One,
+    Cluster,
+}
+
+/// A connection to either kind (for the tests' own inspection).
+pub enum AnyConnection {
+    One(redis::Connection),
+    Cluster(Box<redis::cluster::ClusterConnection>),
+}
+
+impl FleetRedis {
+    /// Starts one of `kind`, each server given `extra`.
+    pub fn start(kind: Kind, extra: &[&str]) -> FleetRedis {
+        match kind {
+            Kind::One => FleetRedis::One(RedisServer::start(extra)),
+            Kind::Cluster => FleetRedis::Cluster(RedisCluster::start(extra)),
+        }
+    }
+
+    /// The one server (to kill and restart it); a test that asks has started one.
+    pub fn server(&mut self) -> &mut RedisServer {
+        match self {
+            FleetRedis::One(s) => s,
+            FleetRedis::Cluster(_) => panic!("a cluster has no one server"),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        match self {
+            FleetRedis::One(s) => s.url(),
+            FleetRedis::Cluster(c) => c.url(),
+        }
+    }
+
+    /// The URL with `user:password@` in it.
+    pub fn url_as(&self, user_and_password: &str) -> String {
+        let url = self.url();
+        let (scheme, rest) = url.split_once("://").unwrap();
+        format!("{scheme}://{user_and_password}@{rest}")
+    }
+
+    pub fn connection(&self) -> redis::RedisResult<AnyConnection> {
+        Ok(match self {
+            FleetRedis::One(s) => AnyConnection::One(s.connection()?),
+            FleetRedis::Cluster(c) => AnyConnection::Cluster(Box::new(c.connection()?)),
+        })
+    }
+}
+
+impl redis::ConnectionLike for AnyConnection {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<redis::Value> {
+        match self {
+            AnyConnection::One(c) => c.req_packed_command(cmd),
+            AnyConnection::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisResult<Vec<redis::Value>> {
+        match self {
+            AnyConnection::One(c) => c.req_packed_commands(cmd, offset, count),
+            AnyConnection::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn req_command(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
+        match self {
+            AnyConnection::One(c) => c.req_command(cmd),
+            AnyConnection::Cluster(c) => c.req_command(cmd),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+
+    fn check_connection(&mut self) -> bool {
+        match self {
+            AnyConnection::One(c) => c.check_connection(),
+            AnyConnection::Cluster(c) => c.check_connection(),
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        match self {
+            AnyConnection::One(c) => c.is_open(),
+            AnyConnection::Cluster(c) => c.is_open(),
+        }
+    }
+}
+
+/// `on_one_and_cluster!(name, …)`: for each test function `name(kind: Kind)`, a module `name`
+/// with a test `one_server` and a test `cluster`.
+#[macro_export]
+macro_rules! on_one_and_cluster {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            use $crate::common::redis_cluster::Kind;
+            #[test]
+            fn one_server() {
+                super::$name(Kind::One)
+            }
+            #[test]
+            fn cluster() {
+                super::$name(Kind::Cluster)
+            }
+        }
+    )*};
+}
