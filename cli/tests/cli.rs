@@ -496,7 +496,10 @@ fn cache_clear_deletes_only_our_keys_and_takes_the_namespace_literally() {
         "myns:settings",
         "myns:exe:not-a-hash",
     ];
-    let ours = [format!("myns:exe:{hash}"), format!("myns:lease:{hash}")];
+    let ours = [
+        format!("myns:exe:{{{hash}}}"),
+        format!("myns:lease:{{{hash}}}"),
+    ];
     for k in others
         .iter()
         .map(|k| k.to_string())

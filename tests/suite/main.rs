@@ -23,6 +23,7 @@ mod export_corpus;
 mod exported;
 mod fleet_acl;
 mod fleet_cache;
+mod fleet_cluster;
 mod fleet_wake;
 mod foundation;
 mod generate;

@@ -17,7 +17,18 @@ impl RedisCluster {
     /// Starts and forms a cluster, each node also given `extra`; waits until every node says
     /// the cluster is ok.
     pub fn start(extra: &[&str]) -> RedisCluster {
-        let mut args = vec!["--cluster-enabled", "yes", "--cluster-node-timeout", "1000"];
+        // Replicas sync at once (no 5 s wait for more replicas to share a transfer), and may
+        // take over however long they have been apart from their master.
+        let mut args = vec![
+            "--cluster-enabled",
+            "yes",
+            "--cluster-node-timeout",
+            "1000",
+            "--repl-diskless-sync-delay",
+            "0",
+            "--cluster-replica-validity-factor",
+            "0",
+        ];
         args.extend_from_slice(extra);
         let nodes: Vec<RedisServer> = (0..6).map(|_| RedisServer::start(&args)).collect();
         let mut create = Command::new("redis-cli");
@@ -38,7 +49,27 @@ impl RedisCluster {
         );
         let cluster = RedisCluster { nodes };
         cluster.wait_ok(Duration::from_secs(30));
+        cluster.wait_replicas_synced(Duration::from_secs(30));
         cluster
+    }
+
+    /// Waits until every replica's link to its master is up (its first sync done): a replica
+    /// killed mid-sync has nothing to take over with.
+    fn wait_replicas_synced(&self, limit: Duration) {
+        let start = Instant::now();
+        let synced = |n: &RedisServer| {
+            n.connection().is_ok_and(|mut c| {
+                let info: String = redis::cmd("INFO").arg("replication").query(&mut c).unwrap();
+                info.contains("role:master") || info.contains("master_link_status:up")
+            })
+        };
+        while start.elapsed() < limit {
+            if self.nodes.iter().all(synced) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the cluster's replicas did not sync within {limit:?}");
     }
 
     /// The seed URL: the first three nodes.
@@ -85,6 +116,26 @@ impl RedisCluster {
 
     /// The index in `nodes` of the master now serving `key`'s slot.
     pub fn master_of(&self, key: &str) -> usize {
+        self.try_master_of(key)
+            .unwrap_or_else(|| panic!("no master serves {key:?}'s slot"))
+    }
+
+    /// How long until a node other than `killed` serves `key`'s slot, with the cluster ok.
+    pub fn wait_failover(&self, key: &str, killed: usize, limit: Duration) -> Duration {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if self.try_master_of(key).is_some_and(|m| m != killed) {
+                self.wait_ok(limit);
+                return start.elapsed();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("no replica took over from node {killed} within {limit:?}");
+    }
+
+    /// The master serving `key`'s slot, as a live node sees the cluster; `None` while no
+    /// master that is not failing serves it.
+    pub fn try_master_of(&self, key: &str) -> Option<usize> {
         let live = self.nodes.iter().find(|n| n.is_running()).unwrap();
         let mut c = live.connection().unwrap();
         let slot: u16 = redis::cmd("CLUSTER")
@@ -104,19 +155,12 @@ impl RedisCluster {
                 matches!((a.parse::<u16>(), b.parse::<u16>()), (Ok(a), Ok(b)) if (a..=b).contains(&slot))
             });
             if serves {
-                let port: u16 = fields[1]
-                    .split(['@', ','])
-                    .next()
-                    .unwrap()
-                    .rsplit_once(':')
-                    .unwrap()
-                    .1
-                    .parse()
-                    .unwrap();
-                return self.nodes.iter().position(|n| n.port == port).unwrap();
+                let addr = fields[1].split(['@', ',']).next().unwrap();
+                let port: u16 = addr.rsplit_once(':').unwrap().1.parse().unwrap();
+                return self.nodes.iter().position(|n| n.port == port);
             }
         }
-        panic!("no master serves slot {slot}:\n{nodes}");
+        None
     }
 }
 

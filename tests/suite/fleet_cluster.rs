@@ -1,0 +1,109 @@
+//! A fleet on a real Redis Cluster whose master is killed (SIGKILL) mid-run: every compile
+//! still answers right (no wrong or torn executable: each is run and checked), compiles go on
+//! locally while the slot fails over to its replica, and afterwards the same clients store in
+//! and load from the cluster again, the promoted replica included.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use pjrt_actors::{Client, CompileCacheStats};
+use redis::Commands;
+
+use crate::common::fleet::{self, compile_and_check};
+use crate::common::redis_cluster::RedisCluster;
+
+fn client(url: &str) -> Client {
+    fleet::client(fleet::config(url, "failover", Duration::from_millis(500)))
+}
+
+fn total(clients: &[Client]) -> CompileCacheStats {
+    let mut sum = CompileCacheStats::default();
+    for s in clients.iter().map(Client::compile_cache_stats) {
+        sum.compiles += s.compiles;
+        sum.redis_hits += s.redis_hits;
+        sum.redis_stores += s.redis_stores;
+        sum.redis_errors += s.redis_errors;
+    }
+    sum
+}
+
+#[test]
+fn a_master_killed_mid_run_fails_over_and_the_fleet_uses_the_cluster_again() {
+    let mut cluster = RedisCluster::start(&[]);
+    let url = cluster.url();
+    let clients: Vec<Client> = (0..4).map(|_| client(&url)).collect();
+    // The fleet: each client compiles modules 100, 101, … in turn until told to stop, each
+    // run and its answer checked (`compile_and_check`).
+    let (progress, stop) = (AtomicU32::new(0), AtomicBool::new(false));
+    let (killed_at, ok_after, victim) = std::thread::scope(|s| {
+        for c in &clients {
+            let (progress, stop) = (&progress, &stop);
+            s.spawn(move || {
+                let mut n = 100;
+                while !stop.load(Ordering::Acquire) {
+                    compile_and_check(c, n);
+                    progress.fetch_max(n - 99, Ordering::AcqRel);
+                    n += 1;
+                }
+            });
+        }
+        while progress.load(Ordering::Acquire) < 6 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Any master will do: the run's keys lie on all three.
+        let victim = cluster.master_of("any key");
+        let killed_at = Instant::now();
+        cluster.nodes[victim].kill();
+        let ok_after = cluster.wait_failover("any key", victim, Duration::from_secs(30));
+        // Some modules after the failover, then stop.
+        let resumed = progress.load(Ordering::Acquire);
+        while progress.load(Ordering::Acquire) < resumed + 6 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        stop.store(true, Ordering::Release);
+        (killed_at, ok_after, victim)
+    });
+    let during = total(&clients);
+    eprintln!("failover: a replica serves the slots {ok_after:?} after the kill; fleet {during:?}");
+    assert!(
+        during.redis_errors >= 1,
+        "the dead master was met (and compiles went local): {during:?}"
+    );
+    // After: the same clients store every new module and load each other's, on every master.
+    let back = Instant::now();
+    let mut stored_all = false;
+    let mut first = 1000;
+    while back.elapsed() < Duration::from_secs(20) && !stored_all {
+        let before = clients[0].compile_cache_stats().redis_stores;
+        for n in first..first + 24 {
+            compile_and_check(&clients[0], n);
+        }
+        stored_all = clients[0].compile_cache_stats().redis_stores - before == 24;
+        first += 24;
+    }
+    let tier_back = killed_at.elapsed();
+    eprintln!("failover: the tier stored all 24 of a round {tier_back:?} after the kill");
+    assert!(stored_all, "the tier never stored again after the failover");
+    let before = clients[1].compile_cache_stats();
+    for n in first - 24..first {
+        compile_and_check(&clients[1], n);
+    }
+    let after = clients[1].compile_cache_stats();
+    assert_eq!(
+        (
+            after.compiles - before.compiles,
+            after.redis_hits - before.redis_hits
+        ),
+        (0, 24),
+        "{after:?}"
+    );
+    // Those 24 entries lie on all three masters now serving, the promoted replica among them.
+    let mut conn = cluster.connection().unwrap();
+    let keys: Vec<String> = conn.keys("failover:exe:*").unwrap();
+    let masters: std::collections::BTreeSet<usize> =
+        keys.iter().map(|k| cluster.master_of(k)).collect();
+    assert!(
+        masters.len() == 3 && !masters.contains(&victim),
+        "{masters:?}, killed {victim}"
+    );
+}
