@@ -2,11 +2,13 @@
 //! modules at once, first each alone, then sharing one Redis (single flight across processes).
 //! Then a fetch-and-load against a compile of the same modules, and a lease holder killed with
 //! SIGKILL mid-compile. And waiters on another's compile: Redis commands each sends and the time
-//! from the entry's store to each one's hit, polling only and woken by pub/sub. Last line: one
-//! JSON object.
+//! from the entry's store to each one's hit, polling only and woken by pub/sub. And the fleet
+//! again on a Redis Cluster of three masters and three replicas. Last line: one JSON object.
 //!
 //! The benchmark re-runs itself as its worker processes (`FLEET_ROLE` in the environment).
 
+#[path = "../tests/suite/common/redis_cluster.rs"]
+mod redis_cluster;
 #[path = "../tests/suite/common/redis_server.rs"]
 mod redis_server;
 mod support;
@@ -312,6 +314,15 @@ fn main() {
     println!(
         "{PROCESSES} processes x {MODULES} modules: {alone:.2} s alone, {shared:.2} s sharing one Redis"
     );
+    // The same fleet on a cluster (its slots spread over three masters).
+    let cluster = redis_cluster::RedisCluster::start(&[]);
+    let (cluster_wall, reports) = fleet(Some(&cluster.url()));
+    let cluster_plugin_compiles = reports.iter().map(|r| r.compiles).sum::<u64>();
+    let cluster_hits: u64 = reports.iter().map(|r| r.hits).sum();
+    println!(
+        "on a cluster: {cluster_wall:.2} s, {cluster_plugin_compiles} plugin compiles, {cluster_hits} Redis hits"
+    );
+    drop(cluster);
     // Each module compiled alone in a fresh process, then fetched and loaded in another.
     let mut compile = report(spawn("sequential", None, (0, MODULES, LAYERS), 3000));
     let mut hit = report(spawn("sequential", Some(&url), (0, MODULES, LAYERS), 3000));
@@ -337,8 +348,9 @@ fn main() {
         "8 waiters on a 200 ms compile: polling, {polled_commands:.1} commands each and the hit {polled_delay:.2} ms after the store (p50); woken, {woken_commands:.1} and {woken_delay:.2} ms"
     );
     println!(
-        "{{\"redis_commands_per_waiter_polled\": {polled_commands:.2}, \"redis_commands_per_waiter\": {woken_commands:.2}, \"wake_delay_ms_p50_polled\": {polled_delay:.3}, \"wake_delay_ms_p50\": {woken_delay:.3}, \"plugin_compiles\": {plugin_compiles}, \"fleet_speedup\": {:.2}, \"redis_hit_ms\": {hit_ms:.2}, \"redis_hit_ratio\": {:.3}, \"lease_takeover_ok\": {takeover_ok}, \"takeover_after_s\": {after:.2}}}",
+        "{{\"redis_commands_per_waiter_polled\": {polled_commands:.2}, \"redis_commands_per_waiter\": {woken_commands:.2}, \"wake_delay_ms_p50_polled\": {polled_delay:.3}, \"wake_delay_ms_p50\": {woken_delay:.3}, \"plugin_compiles\": {plugin_compiles}, \"cluster_plugin_compiles\": {cluster_plugin_compiles}, \"fleet_speedup\": {:.2}, \"cluster_fleet_speedup\": {:.2}, \"redis_hit_ms\": {hit_ms:.2}, \"redis_hit_ratio\": {:.3}, \"lease_takeover_ok\": {takeover_ok}, \"takeover_after_s\": {after:.2}}}",
         alone / shared,
+        alone / cluster_wall,
         hit_ms / compile_ms
     );
 }

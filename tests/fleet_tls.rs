@@ -1,11 +1,14 @@
 //! The compile cache's Redis tier over TLS (`rediss://`, the default `tls` feature: native-tls)
 //! against real `redis-server`s speaking it with certificates this test makes with openssl: a
 //! fleet shares compiles through a server whose certificate our CA signed; one signed by
-//! another CA is refused, counted, and compiles go on locally. Alone in its binary: it names
-//! the trusted CA in the environment (`SSL_CERT_FILE`, which OpenSSL reads).
+//! another CA is refused, counted, and compiles go on locally; and a cluster speaking only TLS
+//! among its nodes and to clients (`rediss+cluster://`). Alone in its binary: it names the
+//! trusted CA in the environment (`SSL_CERT_FILE`, which OpenSSL reads).
 
 #[path = "suite/common/fleet.rs"]
 mod fleet;
+#[path = "suite/common/redis_cluster.rs"]
+mod redis_cluster;
 #[path = "suite/common/redis_server.rs"]
 mod redis_server;
 
@@ -89,26 +92,43 @@ fn certificates(dir: &Path, name: &str) {
 /// A server with a plain port (for the test's own look) and a TLS one with `name`'s certificate.
 fn tls_server(dir: &Path, name: &str) -> (RedisServer, u16) {
     let tls_port = free_port();
-    let file = |f: String| dir.join(f).to_string_lossy().into_owned();
-    let (port, cert, key, ca) = (
-        tls_port.to_string(),
-        file(format!("{name}.pem")),
-        file(format!("{name}.key")),
-        file(format!("{name}-ca.pem")),
-    );
-    let server = RedisServer::start(&[
+    let server = RedisServer::start(&tls_settings(dir, name, tls_port, &[]));
+    (server, tls_port)
+}
+
+/// The settings for a TLS port with `name`'s certificate, and `extra`.
+fn tls_settings<'a>(dir: &Path, name: &str, tls_port: u16, extra: &[&'a str]) -> Vec<&'a str> {
+    let file = |f: String| -> &'a str {
+        Box::leak(dir.join(f).to_string_lossy().into_owned().into_boxed_str())
+    };
+    let mut args = vec![
         "--tls-port",
-        &port,
+        Box::leak(tls_port.to_string().into_boxed_str()),
         "--tls-cert-file",
-        &cert,
+        file(format!("{name}.pem")),
         "--tls-key-file",
-        &key,
+        file(format!("{name}.key")),
         "--tls-ca-cert-file",
-        &ca,
+        file(format!("{name}-ca.pem")),
         "--tls-auth-clients",
         "no",
-    ]);
-    (server, tls_port)
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// Six cluster nodes speaking TLS to clients, to replicas and on the cluster bus, formed over
+/// their TLS ports (each keeps a plain port only for the fixture's own checks).
+fn tls_cluster(dir: &Path) -> redis_cluster::RedisCluster {
+    let tls_ports: Vec<u16> = (0..6).map(|_| free_port()).collect();
+    let nodes = (tls_ports.iter())
+        .map(|&p| {
+            let all_tls = ["--tls-cluster", "yes", "--tls-replication", "yes"];
+            redis_cluster::node(&tls_settings(dir, "ours", p, &all_tls))
+        })
+        .collect();
+    let ca = dir.join("ours-ca.pem").to_string_lossy().into_owned();
+    redis_cluster::RedisCluster::form(nodes, tls_ports, "rediss", &["--tls", "--cacert", &ca])
 }
 
 fn client(url: &str) -> Client {
@@ -160,5 +180,39 @@ fn a_fleet_shares_compiles_over_tls_and_a_certificate_from_another_ca_is_refused
     assert!(s.redis_errors >= 1, "{s:?}");
     let keys: Vec<String> = other.connection().unwrap().keys("tls:*").unwrap();
     assert!(keys.is_empty(), "{keys:?}");
+
+    // A cluster that speaks only TLS: a fleet shares compiles through `rediss+cluster://`.
+    let cluster = tls_cluster(&dir);
+    let url = cluster.url();
+    assert!(url.starts_with("rediss+cluster://"), "{url}");
+    let a = client(&url);
+    let b = client(&url);
+    for n in 10..16 {
+        compile(&a, n);
+        compile(&b, n);
+    }
+    let (sa, sb) = (a.compile_cache_stats(), b.compile_cache_stats());
+    assert_eq!(
+        (sa.compiles, sa.redis_stores, sb.compiles, sb.redis_hits),
+        (6, 6, 0, 6),
+        "{sa:?} {sb:?}"
+    );
+    assert_eq!(sa.redis_errors + sb.redis_errors, 0);
+    // Six entries, on more than one master (looked at through each node's plain port).
+    let per_node: Vec<usize> = (cluster.nodes.iter())
+        .map(|n| {
+            let mut c = n.connection().unwrap();
+            let role: String = redis::cmd("INFO").arg("replication").query(&mut c).unwrap();
+            match role.contains("role:master") {
+                true => c.keys::<_, Vec<String>>("tls:exe:*").unwrap().len(),
+                false => 0,
+            }
+        })
+        .collect();
+    assert_eq!(per_node.iter().sum::<usize>(), 6, "{per_node:?}");
+    assert!(
+        per_node.iter().filter(|&&k| k > 0).count() > 1,
+        "{per_node:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

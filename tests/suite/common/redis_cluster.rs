@@ -11,30 +11,45 @@ use super::redis_server::RedisServer;
 
 pub struct RedisCluster {
     pub nodes: Vec<RedisServer>,
+    /// The ports the URL names, and its scheme.
+    seeds: Vec<u16>,
+    scheme: String,
+}
+
+/// A node of a cluster, also given `extra`: replicas sync at once (no 5 s wait for more
+/// replicas to share a transfer) and may take over however long they were apart from their
+/// master.
+pub fn node(extra: &[&str]) -> RedisServer {
+    let mut args = vec![
+        "--cluster-enabled",
+        "yes",
+        "--cluster-node-timeout",
+        "1000",
+        "--repl-diskless-sync-delay",
+        "0",
+        "--cluster-replica-validity-factor",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    RedisServer::start(&args)
 }
 
 impl RedisCluster {
     /// Starts and forms a cluster, each node also given `extra`; waits until every node says
     /// the cluster is ok.
     pub fn start(extra: &[&str]) -> RedisCluster {
-        // Replicas sync at once (no 5 s wait for more replicas to share a transfer), and may
-        // take over however long they have been apart from their master.
-        let mut args = vec![
-            "--cluster-enabled",
-            "yes",
-            "--cluster-node-timeout",
-            "1000",
-            "--repl-diskless-sync-delay",
-            "0",
-            "--cluster-replica-validity-factor",
-            "0",
-        ];
-        args.extend_from_slice(extra);
-        let nodes: Vec<RedisServer> = (0..6).map(|_| RedisServer::start(&args)).collect();
+        let nodes: Vec<RedisServer> = (0..6).map(|_| node(extra)).collect();
+        let ports = nodes.iter().map(|n| n.port).collect();
+        RedisCluster::form(nodes, ports, "redis", &[])
+    }
+
+    /// A cluster of `nodes` formed over `ports` (theirs, or their TLS ports, with `cli` such as
+    /// `--tls --cacert CA` for redis-cli), named by URLs of `scheme`.
+    pub fn form(nodes: Vec<RedisServer>, ports: Vec<u16>, scheme: &str, cli: &[&str]) -> Self {
         let mut create = Command::new("redis-cli");
-        create.args(["--cluster", "create"]);
-        for n in &nodes {
-            create.arg(format!("127.0.0.1:{}", n.port));
+        create.args(cli).args(["--cluster", "create"]);
+        for port in &ports {
+            create.arg(format!("127.0.0.1:{port}"));
         }
         let out = create
             .args(["--cluster-replicas", "1", "--cluster-yes"])
@@ -47,7 +62,12 @@ impl RedisCluster {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let cluster = RedisCluster { nodes };
+        let seeds = ports[..3].to_vec();
+        let cluster = RedisCluster {
+            nodes,
+            seeds,
+            scheme: scheme.into(),
+        };
         cluster.wait_ok(Duration::from_secs(30));
         cluster.wait_replicas_synced(Duration::from_secs(30));
         cluster
@@ -74,10 +94,10 @@ impl RedisCluster {
 
     /// The seed URL: the first three nodes.
     pub fn url(&self) -> String {
-        let seeds: Vec<String> = (self.nodes[..3].iter())
-            .map(|n| format!("127.0.0.1:{}", n.port))
+        let seeds: Vec<String> = (self.seeds.iter())
+            .map(|port| format!("127.0.0.1:{port}"))
             .collect();
-        format!("redis+cluster://{}", seeds.join(","))
+        format!("{}+cluster://{}", self.scheme, seeds.join(","))
     }
 
     /// Waits until every live node reports `cluster_state:ok` with all slots served.
