@@ -435,12 +435,22 @@ fn run_serves_a_jax_exported_solve_and_matches_jax() {
     }
 }
 
+#[path = "../../tests/suite/common/redis_cluster.rs"]
+mod redis_cluster;
 #[path = "../../tests/suite/common/redis_server.rs"]
 mod redis_server;
 
-#[test]
-fn compile_stress_over_processes_shares_one_redis_and_cache_commands_see_it() {
-    let server = redis_server::RedisServer::start(&[]);
+use redis_cluster::{FleetRedis, Kind};
+
+// The fleet's command-line tests run on one Redis server and on a Redis Cluster.
+crate::on_one_and_cluster!(
+    compile_stress_over_processes_shares_one_redis_and_cache_commands_see_it,
+    cache_clear_deletes_only_our_keys_and_takes_the_namespace_literally,
+    a_lease_holder_killed_mid_compile_is_taken_over_by_the_next_process,
+);
+
+fn compile_stress_over_processes_shares_one_redis_and_cache_commands_see_it(kind: Kind) {
+    let server = FleetRedis::start(kind, &[]);
     let url = server.url();
     let o = cli(&[
         "compile-stress",
@@ -483,10 +493,9 @@ fn compile_stress_over_processes_shares_one_redis_and_cache_commands_see_it() {
     );
 }
 
-#[test]
-fn cache_clear_deletes_only_our_keys_and_takes_the_namespace_literally() {
+fn cache_clear_deletes_only_our_keys_and_takes_the_namespace_literally(kind: Kind) {
     use redis::Commands;
-    let server = redis_server::RedisServer::start(&[]);
+    let server = FleetRedis::start(kind, &[]);
     let url = server.url();
     let mut conn = server.connection().unwrap();
     let hash = "0123456789abcdef".repeat(4);
@@ -507,7 +516,8 @@ fn cache_clear_deletes_only_our_keys_and_takes_the_namespace_literally() {
     {
         let _: () = conn.set(&k, "v").unwrap();
     }
-    let exists = |conn: &mut redis::Connection, k: &str| -> bool { conn.exists(k).unwrap() };
+    let exists =
+        |conn: &mut redis_cluster::AnyConnection, k: &str| -> bool { conn.exists(k).unwrap() };
     // A namespace of `*` is a namespace named `*` (it deleted every key on the server).
     let o = cli(&["cache", "clear", "--redis", &url, "--namespace", "*"]);
     assert!(stdout(&o).contains("0 keys removed"), "{o:?}");
@@ -524,9 +534,8 @@ fn cache_clear_deletes_only_our_keys_and_takes_the_namespace_literally() {
     }
 }
 
-#[test]
-fn a_lease_holder_killed_mid_compile_is_taken_over_by_the_next_process() {
-    let server = redis_server::RedisServer::start(&[]);
+fn a_lease_holder_killed_mid_compile_is_taken_over_by_the_next_process(kind: Kind) {
+    let server = FleetRedis::start(kind, &[]);
     // A module that takes about a second to compile.
     let t = "tensor<64x64xf32>";
     let mut body = String::new();

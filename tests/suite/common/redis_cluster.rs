@@ -289,12 +289,12 @@ impl redis::ConnectionLike for AnyConnection {
 }
 
 /// `on_one_and_cluster!(name, …)`: for each test function `name(kind: Kind)`, a module `name`
-/// with a test `one_server` and a test `cluster`.
+/// with a test `one_server` and a test `cluster` (the calling file has `Kind` in scope).
 #[macro_export]
 macro_rules! on_one_and_cluster {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
-            use $crate::common::redis_cluster::Kind;
+            use super::Kind;
             #[test]
             fn one_server() {
                 super::$name(Kind::One)
