@@ -212,6 +212,38 @@ pub enum Protocol {
     Http2,
 }
 
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What serves a port's connections: a service hyper can drive on its own tasks.
+pub trait PortService<B>:
+    tonic::codegen::Service<
+        http::Request<Incoming>,
+        Response = http::Response<B>,
+        Future: Send + 'static,
+        Error: Into<BoxError>,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S, B> PortService<B> for S where
+    S: tonic::codegen::Service<
+            http::Request<Incoming>,
+            Response = http::Response<B>,
+            Future: Send + 'static,
+            Error: Into<BoxError>,
+        > + Clone
+        + Send
+        + 'static
+{
+}
+
+/// An answer's body as a port's connections send it.
+pub trait PortBody: Body<Data = Bytes, Error: Into<BoxError>> + Unpin + Send + 'static {}
+
+impl<B> PortBody for B where B: Body<Data = Bytes, Error: Into<BoxError>> + Unpin + Send + 'static {}
+
 /// A listening port: its socket, its protocol and the service its connections get.
 pub struct Port<S> {
     pub listener: TcpListener,
@@ -230,22 +262,10 @@ pub async fn accept<H, HB, G, GB>(
     limits: Limits,
     mut stop: watch::Receiver<bool>,
 ) where
-    H: tonic::codegen::Service<http::Request<Incoming>, Response = http::Response<HB>>
-        + Clone
-        + Send
-        + 'static,
-    H::Future: Send + 'static,
-    H::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    HB: Body<Data = Bytes> + Unpin + Send + 'static,
-    HB::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    G: tonic::codegen::Service<http::Request<Incoming>, Response = http::Response<GB>>
-        + Clone
-        + Send
-        + 'static,
-    G::Future: Send + 'static,
-    G::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    GB: Body<Data = Bytes> + Unpin + Send + 'static,
-    GB::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    H: PortService<HB>,
+    HB: PortBody,
+    G: PortService<GB>,
+    GB: PortBody,
 {
     loop {
         let slot: OwnedSemaphorePermit = tokio::select! {
@@ -287,14 +307,8 @@ fn serve<S, B>(
     limits: Limits,
     stop: &watch::Receiver<bool>,
 ) where
-    S: tonic::codegen::Service<http::Request<Incoming>, Response = http::Response<B>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: Body<Data = Bytes> + Unpin + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S: PortService<B>,
+    B: PortBody,
 {
     let _ = stream.set_nodelay(true);
     let activity = Activity::new();
