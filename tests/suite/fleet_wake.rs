@@ -1,6 +1,7 @@
 //! Waiters on another process's compile are woken when the entry lands or the lease is
 //! released (a pattern subscription on `{namespace}:wake:*`), not at their next poll: against a
-//! real `redis-server`, with the tier driven directly so the holder's timing is the test's.
+//! real `redis-server` and a cluster, with the tier driven directly so the holder's timing is
+//! the test's; an ACL user woken through its channels, and one without them polling.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,6 +15,7 @@ use crate::common::redis_cluster::{FleetRedis, Kind};
 crate::on_one_and_cluster!(
     waiters_are_woken_when_the_entry_lands,
     a_released_lease_wakes_its_waiters_to_take_it,
+    an_acl_user_with_the_channels_is_woken_and_one_without_polls,
 );
 
 fn tier(url: &str, stats: Arc<CacheStats>) -> Arc<RedisTier> {
@@ -101,4 +103,43 @@ fn a_released_lease_wakes_its_waiters_to_take_it(kind: Kind) {
         delays.iter().any(|d| *d < Duration::from_millis(40)),
         "{delays:?}"
     );
+}
+
+fn an_acl_user_with_the_channels_is_woken_and_one_without_polls(kind: Kind) {
+    // Two users of the namespace's keys: `woken` may also use its wake-up channels, `polls` may
+    // not (Redis 7 gives a new user no channels). A PSUBSCRIBE passes only a channel pattern
+    // that is the very pattern subscribed (`&wake:*` does not let `wake:wake:*` through).
+    let woken = [
+        "--user",
+        "woken",
+        "on",
+        ">pw",
+        "~wake:*",
+        "&wake:wake:*",
+        "+@all",
+    ];
+    let polls = ["--user", "polls", "on", ">pw", "~wake:*", "+@all"];
+    let server = FleetRedis::start(kind, &[&woken[..], &polls[..]].concat());
+    let key = CompileKey::new("wake-test", b"acl", b"");
+    let (delays, woken) = waiters_after(
+        &server.url_as("woken:pw"),
+        &key,
+        Duration::from_millis(600),
+        false,
+    );
+    assert!(woken >= 4, "{woken} wake-ups");
+    assert!(
+        delays.iter().all(|d| *d < Duration::from_millis(40)),
+        "{delays:?}"
+    );
+    // Without the channels the subscription is refused: every waiter still finds the entry,
+    // by its poll, and none is woken.
+    let key = CompileKey::new("wake-test", b"acl-polled", b"");
+    let (delays, woken) = waiters_after(
+        &server.url_as("polls:pw"),
+        &key,
+        Duration::from_millis(600),
+        false,
+    );
+    assert_eq!((woken, delays.len()), (0, 4), "{delays:?}");
 }
