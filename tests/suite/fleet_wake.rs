@@ -109,7 +109,7 @@ fn an_acl_user_with_the_channels_is_woken_and_one_without_polls(kind: Kind) {
     // Two users of the namespace's keys: `woken` may also use its wake-up channels, `polls` may
     // not (Redis 7 gives a new user no channels). A PSUBSCRIBE passes only a channel pattern
     // that is the very pattern subscribed (`&wake:*` does not let `wake:wake:*` through).
-    let woken = [
+    let with_channels = [
         "--user",
         "woken",
         "on",
@@ -118,8 +118,8 @@ fn an_acl_user_with_the_channels_is_woken_and_one_without_polls(kind: Kind) {
         "&wake:wake:*",
         "+@all",
     ];
-    let polls = ["--user", "polls", "on", ">pw", "~wake:*", "+@all"];
-    let server = FleetRedis::start(kind, &[&woken[..], &polls[..]].concat());
+    let without = ["--user", "polls", "on", ">pw", "~wake:*", "+@all"];
+    let server = FleetRedis::start(kind, &[&with_channels[..], &without[..]].concat());
     let key = CompileKey::new("wake-test", b"acl", b"");
     let (delays, woken) = waiters_after(
         &server.url_as("woken:pw"),
