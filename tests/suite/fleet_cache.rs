@@ -389,7 +389,7 @@ fn a_lease_without_an_expiry_or_past_any_we_grant_is_taken_over_at_once(kind: Ki
 }
 
 #[test]
-fn a_lease_longer_than_any_we_grant_is_refused_in_the_config() {
+fn a_lease_longer_than_any_we_grant_or_a_namespace_with_braces_is_refused_in_the_config() {
     let mut cfg = config("redis://127.0.0.1:1");
     cfg.lease = Duration::from_secs(3600);
     let err = Client::builder()
@@ -401,4 +401,14 @@ fn a_lease_longer_than_any_we_grant_is_refused_in_the_config() {
         err.to_string().contains("a lease lasts from 30 ms"),
         "{err}"
     );
+    // A brace in the namespace would move the keys' hash tag (an entry and its lease could
+    // land on different cluster slots).
+    let mut cfg = config("redis://127.0.0.1:1");
+    cfg.namespace = "fleet{a}".into();
+    let err = Client::builder()
+        .compile_cache_redis_config(cfg)
+        .open()
+        .map(|_| ())
+        .unwrap_err();
+    assert!(err.to_string().contains("no braces"), "{err}");
 }
