@@ -14,13 +14,21 @@ pub struct RedisServer {
     child: Option<Child>,
 }
 
-/// A loopback port free now (for a second listener, such as a TLS port).
+/// A loopback port free now (for a second listener, such as a TLS port), at most 55535: a
+/// cluster node's bus listens 10000 above its port, and redis-server exits if it cannot
+/// (std's listener asks with SO_REUSEADDR, which Linux answers from the low half of its
+/// range, but nothing promises that).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if port <= 55535 {
+            return port;
+        }
+    }
 }
 
 impl RedisServer {
