@@ -134,11 +134,21 @@ impl RedisTarget {
 impl RedisConnection {
     /// The address of every master now (one for a single server, named `None`).
     pub async fn masters(&mut self) -> redis::RedisResult<Vec<Option<(String, u16)>>> {
-        let RedisConnection::Cluster(conn) = self else {
+        if let RedisConnection::Single(_) = self {
             return Ok(vec![None]);
+        }
+        Ok((self.slot_map().await?.into_iter())
+            .map(|m| Some((m.host, m.port)))
+            .collect())
+    }
+
+    /// A cluster's masters that are up and the slots each serves (none for a single server).
+    pub async fn slot_map(&mut self) -> redis::RedisResult<Vec<Master>> {
+        let RedisConnection::Cluster(conn) = self else {
+            return Ok(Vec::new());
         };
         let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(conn).await?;
-        Ok(masters_in(&nodes).into_iter().map(Some).collect())
+        Ok(masters_in(&nodes))
     }
 
     /// `cmd` sent to the master at `node` (`None`: wherever the connection sends it).
@@ -162,19 +172,39 @@ impl RedisConnection {
     }
 }
 
-/// The masters that `CLUSTER NODES` lists as up: `ID HOST:PORT@BUS[,NAME] FLAGS …`.
-fn masters_in(nodes: &str) -> Vec<(String, u16)> {
+/// A master of a cluster and the slot ranges it serves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Master {
+    pub host: String,
+    pub port: u16,
+    pub slots: Vec<(u16, u16)>,
+}
+
+/// The masters that `CLUSTER NODES` lists as up:
+/// `ID HOST:PORT@BUS[,NAME] FLAGS MASTER PING PONG EPOCH STATE [SLOT|FIRST-LAST|[MIGRATION]]…`.
+fn masters_in(nodes: &str) -> Vec<Master> {
     (nodes.lines())
         .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let (_, addr, flags) = (fields.next()?, fields.next()?, fields.next()?);
-            let flags: Vec<&str> = flags.split(',').collect();
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (addr, flags) = (
+                fields.get(1)?,
+                fields.get(2)?.split(',').collect::<Vec<_>>(),
+            );
             if !flags.contains(&"master") || flags.iter().any(|f| f.starts_with("fail")) {
                 return None;
             }
-            let addr = addr.split(['@', ',']).next()?;
-            let (host, port) = addr.rsplit_once(':')?;
-            Some((host.to_string(), port.parse().ok()?))
+            let (host, port) = addr.split(['@', ',']).next()?.rsplit_once(':')?;
+            let slots = (fields.iter().skip(8))
+                .filter_map(|range| {
+                    let (a, b) = range.split_once('-').unwrap_or((range, range));
+                    Some((a.parse().ok()?, b.parse().ok()?))
+                })
+                .collect();
+            Some(Master {
+                host: host.to_string(),
+                port: port.parse().ok()?,
+                slots,
+            })
         })
         .collect()
 }
@@ -255,12 +285,20 @@ mod tests {
 07c3 127.0.0.1:30004@40004 slave e7d1 0 1426238317239 4 connected
 67ed 127.0.0.1:30002@40002,host-b master - 0 1426238316232 2 connected 5461-10922
 292f 127.0.0.1:30003@40003 master,fail - 0 1426238318243 3 disconnected 10923-16383
-e7d1 ::1:30001@40001 myself,master - 0 0 1 connected 0-5460
+e7d1 ::1:30001@40001 myself,master - 0 0 1 connected 0-5460 7000 [7001->-67ed]
 824f 127.0.0.1:30005@40005 master,fail? - 0 0 5 connected
 ";
+        let master = |host: &str, port, slots| Master {
+            host: host.into(),
+            port,
+            slots,
+        };
         assert_eq!(
             masters_in(nodes),
-            [("127.0.0.1".into(), 30002), ("::1".into(), 30001)]
+            [
+                master("127.0.0.1", 30002, vec![(5461, 10922)]),
+                master("::1", 30001, vec![(0, 5460), (7000, 7000)]),
+            ]
         );
     }
 }

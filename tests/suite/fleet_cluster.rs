@@ -1,12 +1,15 @@
 //! A fleet on a real Redis Cluster whose master is killed (SIGKILL) mid-run: every compile
 //! still answers right (no wrong or torn executable: each is run and checked), compiles go on
 //! locally while the slot fails over to its replica, and afterwards the same clients store in
-//! and load from the cluster again, the promoted replica included.
+//! and load from the cluster again, the promoted replica included. And while a master is down,
+//! only its keys go local: the others' keys still hit.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use pjrt_actors::{Client, CompileCacheStats};
+use pjrt_actors::{Client, CompileCacheStats, RedisCacheConfig, RedisTier};
+use pjrt_actors_core::compile::cache::CompileKey;
+use pjrt_actors_core::compile::redis_cache::Lookup;
 use redis::Commands;
 
 use crate::common::fleet::{self, compile_and_check};
@@ -105,5 +108,34 @@ fn a_master_killed_mid_run_fails_over_and_the_fleet_uses_the_cluster_again() {
     assert!(
         masters.len() == 3 && !masters.contains(&victim),
         "{masters:?}, killed {victim}"
+    );
+}
+
+#[test]
+fn while_a_master_is_down_only_its_keys_go_local() {
+    let mut cluster = RedisCluster::start(&[]);
+    let mut config = RedisCacheConfig::new(cluster.url());
+    config.namespace = "skip".into();
+    config.op_timeout = Duration::from_millis(500);
+    let tier = RedisTier::new(config, Default::default()).unwrap();
+    // Two compile keys whose entries lie on different masters.
+    let master = |k: &CompileKey| cluster.master_of(&format!("skip:exe:{{{}}}", k.hex()));
+    let mut keys = (0u32..).map(|n| CompileKey::new("skip", &n.to_le_bytes(), b""));
+    let first = keys.next().unwrap();
+    let other = keys.find(|k| master(k) != master(&first)).unwrap();
+    for k in [&first, &other] {
+        tier.publish(k, b"an entry", None);
+        assert!(matches!(tier.lookup(k), Lookup::Hit(_)));
+    }
+    // The tier read the slot map when it connected (in the background): give it the moment.
+    std::thread::sleep(Duration::from_millis(300));
+    let dead = master(&first);
+    cluster.nodes[dead].kill();
+    // The dead master's key fails (and is skipped); the other master's key still hits. With
+    // one skip for all of Redis, it went local too, for a second after each failure.
+    assert!(matches!(tier.lookup(&first), Lookup::Compile));
+    assert!(
+        matches!(tier.lookup(&other), Lookup::Hit(_)),
+        "a live master's key was skipped"
     );
 }

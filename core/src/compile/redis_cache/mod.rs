@@ -74,6 +74,8 @@ pub const MAX_LEASE: Duration = Duration::from_secs(600);
 #[cfg(feature = "redis")]
 mod keys;
 #[cfg(feature = "redis")]
+mod skip;
+#[cfg(feature = "redis")]
 mod tier;
 #[cfg(feature = "redis")]
 mod wake;

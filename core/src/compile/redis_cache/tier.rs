@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::redis_target::{RedisConnection, RedisTarget};
 
 use super::keys;
+use super::skip::{self, Skips};
 
 /// Takes the lease key for `token` with expiry ARGV[2] ms: 1 when it was free, 2 when it held
 /// a stale lease (no expiry, or more than ARGV[3] ms left: a foreign or corrupted value that
@@ -35,9 +36,12 @@ pub struct RedisTier {
     /// that runs another runtime (an actor's), where a blocking runtime drop would panic.
     rt: Option<tokio::runtime::Runtime>,
     conn: Mutex<Option<RedisConnection>>,
-    /// After a connection failure or timeout, Redis is skipped until then, so an unreachable
-    /// server costs one timeout per second, not one per compile.
-    skip_until: Mutex<Option<Instant>>,
+    /// After a connection failure or timeout, Redis (a cluster: that key's master) is skipped
+    /// for a second, so an unreachable server costs one timeout per second, not one per
+    /// compile. Shared with the task that reads a cluster's slot map.
+    skips: Arc<Mutex<Skips>>,
+    /// When the slot map was last asked for (at most once per skip).
+    map_asked: Mutex<Option<Instant>>,
     stats: Arc<CacheStats>,
     warned: AtomicBool,
     /// This process's lease tokens: host, pid and a counter.
@@ -55,6 +59,8 @@ pub struct Lease {
     stop: Arc<AtomicBool>,
     /// Its key's wake-up channel, published when the lease is released.
     channel: String,
+    /// Its key's cluster slot.
+    slot: u16,
 }
 
 impl RedisTier {
@@ -96,7 +102,8 @@ impl RedisTier {
             target,
             rt: Some(rt),
             conn: Mutex::new(None),
-            skip_until: Mutex::new(None),
+            skips: Default::default(),
+            map_asked: Mutex::new(None),
             stats,
             warned: AtomicBool::new(false),
             tokens: Default::default(),
@@ -125,6 +132,34 @@ impl RedisTier {
         T: Send + 'static,
         F: Future<Output = redis::RedisResult<T>> + Send + 'static,
     {
+        self.run_on(None, op)
+    }
+
+    /// `run` for a round trip on keys of `key`'s compile (their cluster slot).
+    fn run_for<T, F>(
+        &self,
+        key: &CompileKey,
+        op: impl FnOnce(RedisConnection) -> F,
+    ) -> std::result::Result<T, String>
+    where
+        T: Send + 'static,
+        F: Future<Output = redis::RedisResult<T>> + Send + 'static,
+    {
+        self.run_on(Some(skip::slot(&key.hex())), op)
+    }
+
+    fn run_on<T, F>(
+        &self,
+        slot: Option<u16>,
+        op: impl FnOnce(RedisConnection) -> F,
+    ) -> std::result::Result<T, String>
+    where
+        T: Send + 'static,
+        F: Future<Output = redis::RedisResult<T>> + Send + 'static,
+    {
+        if !self.skips.lock().allows(slot, Instant::now()) {
+            return Err("skipped after a recent failure".into());
+        }
         let conn = self.connection()?;
         let limit = self.config.op_timeout;
         let (tx, rx) = crossbeam_channel::bounded(1);
@@ -136,17 +171,17 @@ impl RedisTier {
             Ok(Ok(Ok(v))) => return Ok(v),
             Ok(Ok(Err(e))) if !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped()) => {
                 // The server answered (out of memory, a wrong type): no reason to stop asking.
-                return Err(self.fail(e.to_string(), false));
+                return Err(self.fail(e.to_string(), None));
             }
             Ok(Ok(Err(e))) => e.to_string(),
             Ok(Err(_)) | Err(_) => format!("no answer within {limit:?}"),
         };
-        Err(self.fail(outcome, true))
+        Err(self.fail(outcome, Some(slot)))
     }
 
     /// The shared connection, made on first use (it reconnects by itself after).
     fn connection(&self) -> std::result::Result<RedisConnection, String> {
-        if (*self.skip_until.lock()).is_some_and(|t| Instant::now() < t) {
+        if !self.skips.lock().allows(None, Instant::now()) {
             return Err("skipped after a recent failure".into());
         }
         let mut slot = self.conn.lock();
@@ -158,29 +193,66 @@ impl RedisTier {
         self.runtime().spawn(async move {
             let _ = tx.send(target.connect(timeout).await);
         });
-        match rx.recv_timeout(self.config.op_timeout * 3) {
-            Ok(Ok(conn)) => Ok(slot.insert(conn).clone()),
-            Ok(Err(e)) => Err(self.fail(e.to_string(), true)),
-            Err(_) => Err(self.fail("connecting timed out".into(), true)),
-        }
+        let made = rx.recv_timeout(self.config.op_timeout * 3);
+        let conn = match made {
+            Ok(Ok(conn)) => slot.insert(conn).clone(),
+            failed => {
+                // Let go of the slot first: `fail` looks at the connection too.
+                drop(slot);
+                let why = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "connecting timed out".into(),
+                };
+                return Err(self.fail(why, Some(None)));
+            }
+        };
+        drop(slot);
+        self.read_slot_map(conn.clone());
+        Ok(conn)
     }
 
-    /// Counts a failure, warns the first time, and with `skip` stops asking for a second.
-    fn fail(&self, why: String, skip: bool) -> String {
+    /// Counts a failure and warns the first time; with `skip` (the failed round trip's slot,
+    /// if it had one) stops asking for a second, Redis or that slot's master.
+    fn fail(&self, why: String, skip: Option<Option<u16>>) -> String {
         bump(&self.stats.redis_errors);
         if !self.warned.swap(true, Ordering::Relaxed) {
             tracing::warn!(url = %redact(&self.config.url), error = %why, "the Redis compile cache failed; compiling locally (warned once, counted in compile_cache_stats)");
         }
-        if skip {
-            *self.skip_until.lock() = Some(Instant::now() + Duration::from_secs(1));
+        if let Some(slot) = skip {
+            self.skips.lock().failed(slot, Instant::now());
+            if let Some(conn) = self.conn.lock().clone() {
+                self.read_slot_map(conn);
+            }
         }
         why
+    }
+
+    /// Reads a cluster's slot map in the background (at most once per skip), for the next
+    /// failure to skip only its master's keys.
+    fn read_slot_map(&self, conn: RedisConnection) {
+        let RedisConnection::Cluster(_) = conn else {
+            return;
+        };
+        let now = Instant::now();
+        let mut asked = self.map_asked.lock();
+        if asked.is_some_and(|t| now < t + skip::SKIP) {
+            return;
+        }
+        *asked = Some(now);
+        let (skips, limit) = (self.skips.clone(), self.config.op_timeout);
+        self.runtime().spawn(async move {
+            let mut conn = conn;
+            if let Ok(Ok(map)) = tokio::time::timeout(limit, conn.slot_map()).await {
+                skips.lock().set_map(map);
+            }
+        });
     }
 
     /// An entry's bytes, if Redis has one of acceptable size.
     fn get(&self, key: &CompileKey) -> std::result::Result<Option<Vec<u8>>, String> {
         let entry = self.key(key, "exe");
-        let value: Option<Vec<u8>> = self.run(move |mut c| async move { c.get(entry).await })?;
+        let value: Option<Vec<u8>> =
+            self.run_for(key, move |mut c| async move { c.get(entry).await })?;
         Ok(value)
     }
 
@@ -220,19 +292,20 @@ impl RedisTier {
             let ms = self.config.lease.as_millis() as u64;
             let (k, t) = (lease_key.clone(), token.clone());
             let max = MAX_LEASE.as_millis() as u64;
-            let taken: std::result::Result<i64, String> = self.run(move |mut c| async move {
-                redis::Script::new(TAKE)
-                    .key(k)
-                    .arg(t)
-                    .arg(ms)
-                    .arg(max)
-                    .invoke_async(&mut c)
-                    .await
-            });
+            let taken: std::result::Result<i64, String> =
+                self.run_for(key, move |mut c| async move {
+                    redis::Script::new(TAKE)
+                        .key(k)
+                        .arg(t)
+                        .arg(ms)
+                        .arg(max)
+                        .invoke_async(&mut c)
+                        .await
+                });
             match taken {
                 Err(_) => return Lookup::Compile,
                 Ok(how @ (1 | 2)) => {
-                    let lease = self.hold(lease_key, token);
+                    let lease = self.hold(lease_key, token, skip::slot(&key.hex()));
                     // The holder before us may have stored the entry and released the lease
                     // between our look and our lease: look again before compiling.
                     if let Ok(Some(bytes)) = self.get(key)
@@ -269,7 +342,7 @@ impl RedisTier {
     }
 
     /// Starts renewing a lease just taken.
-    fn hold(self: &Arc<Self>, key: String, token: String) -> Lease {
+    fn hold(self: &Arc<Self>, key: String, token: String, slot: u16) -> Lease {
         let stop = Arc::new(AtomicBool::new(false));
         let (period, ms) = (self.config.lease / 3, self.config.lease.as_millis() as u64);
         let (k, t, s) = (key.clone(), token.clone(), stop.clone());
@@ -302,6 +375,7 @@ impl RedisTier {
             token,
             stop,
             channel,
+            slot,
         }
     }
 
@@ -320,7 +394,7 @@ impl RedisTier {
         }
         let (entry, value, ttl) = (self.key(key, "exe"), bytes.to_vec(), self.config.ttl);
         let stored: std::result::Result<Option<String>, String> =
-            self.run(move |mut c| async move {
+            self.run_for(key, move |mut c| async move {
                 let mut cmd = redis::cmd("SET");
                 cmd.arg(entry).arg(value).arg("NX");
                 if let Some(ttl) = ttl {
@@ -348,7 +422,7 @@ impl RedisTier {
     pub fn remove(&self, key: &CompileKey) {
         let entry = self.key(key, "exe");
         let _: std::result::Result<i64, String> =
-            self.run(move |mut c| async move { c.del(entry).await });
+            self.run_for(key, move |mut c| async move { c.del(entry).await });
     }
 
     /// Entries and their total bytes under this namespace.
@@ -396,13 +470,15 @@ impl Drop for Lease {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         let (key, token) = (self.key.clone(), self.token.clone());
-        let released: std::result::Result<i64, String> = self.tier.run(move |mut c| async move {
-            redis::Script::new(RELEASE)
-                .key(key)
-                .arg(token)
-                .invoke_async(&mut c)
-                .await
-        });
+        let slot = Some(self.slot);
+        let released: std::result::Result<i64, String> =
+            self.tier.run_on(slot, move |mut c| async move {
+                redis::Script::new(RELEASE)
+                    .key(key)
+                    .arg(token)
+                    .invoke_async(&mut c)
+                    .await
+            });
         if matches!(released, Ok(1)) && !self.channel.is_empty() {
             self.tier.wake(std::mem::take(&mut self.channel));
         }
