@@ -1,5 +1,6 @@
-//! The Redis tier itself, on redis-rs (the `redis` feature): one connection manager on a
-//! one-thread tokio runtime, leases renewed in the background, every round trip bounded.
+//! The Redis tier itself, on redis-rs (the `redis` feature): one connection (a server's
+//! connection manager, or a cluster's connection) on a one-thread tokio runtime, leases renewed
+//! in the background, every round trip bounded.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
