@@ -1,6 +1,7 @@
 //! The compile cache's Redis tier, behind memory and disk: entries shared by every process and
-//! machine on one Redis (a server or a cluster), and single flight across them by a lease (`SET NX PX`, renewed while
-//! the holder compiles). Redis failing in any way means compiling locally, never an error.
+//! machine on one Redis (a server or a cluster), and single flight across them by a lease
+//! (`SET NX PX`, renewed while the holder compiles). Redis failing in any way means compiling
+//! locally, never an error.
 
 use std::time::Duration;
 

@@ -55,13 +55,10 @@ pub struct RedisTier {
 /// A held lease: renewed in the background until released (on drop, or by `publish`).
 pub struct Lease {
     tier: Arc<RedisTier>,
-    key: String,
+    /// The compile it is for: its lease key, wake-up channel and cluster slot follow.
+    key: CompileKey,
     token: String,
     stop: Arc<AtomicBool>,
-    /// Its key's wake-up channel, published when the lease is released.
-    channel: String,
-    /// Its key's cluster slot.
-    slot: u16,
 }
 
 impl RedisTier {
@@ -172,12 +169,12 @@ impl RedisTier {
             Ok(Ok(Ok(v))) => return Ok(v),
             Ok(Ok(Err(e))) if !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped()) => {
                 // The server answered (out of memory, a wrong type): no reason to stop asking.
-                return Err(self.fail(e.to_string(), None));
+                return Err(self.fail(e.to_string(), false, slot));
             }
             Ok(Ok(Err(e))) => e.to_string(),
             Ok(Err(_)) | Err(_) => format!("no answer within {limit:?}"),
         };
-        Err(self.fail(outcome, Some(slot)))
+        Err(self.fail(outcome, true, slot))
     }
 
     /// The shared connection, made on first use (it reconnects by itself after).
@@ -204,7 +201,7 @@ impl RedisTier {
                     Ok(Err(e)) => e.to_string(),
                     _ => "connecting timed out".into(),
                 };
-                return Err(self.fail(why, Some(None)));
+                return Err(self.fail(why, true, None));
             }
         };
         drop(slot);
@@ -212,14 +209,14 @@ impl RedisTier {
         Ok(conn)
     }
 
-    /// Counts a failure and warns the first time; with `skip` (the failed round trip's slot,
-    /// if it had one) stops asking for a second, Redis or that slot's master.
-    fn fail(&self, why: String, skip: Option<Option<u16>>) -> String {
+    /// Counts a failure and warns the first time; with `skip`, stops asking for a second: all
+    /// of Redis, or with the failed round trip's `slot` on a cluster, that slot's master.
+    fn fail(&self, why: String, skip: bool, slot: Option<u16>) -> String {
         bump(&self.stats.redis_errors);
         if !self.warned.swap(true, Ordering::Relaxed) {
             tracing::warn!(url = %redact(&self.config.url), error = %why, "the Redis compile cache failed; compiling locally (warned once, counted in compile_cache_stats)");
         }
-        if let Some(slot) = skip {
+        if skip {
             self.skips.lock().failed(slot, Instant::now());
             if let Some(conn) = self.conn.lock().clone() {
                 self.read_slot_map(conn);
@@ -306,7 +303,7 @@ impl RedisTier {
             match taken {
                 Err(_) => return Lookup::Compile,
                 Ok(how @ (1 | 2)) => {
-                    let lease = self.hold(lease_key, token, skip::slot(&key.hex()));
+                    let lease = self.hold(key, lease_key, token);
                     // The holder before us may have stored the entry and released the lease
                     // between our look and our lease: look again before compiling.
                     if let Ok(Some(bytes)) = self.get(key)
@@ -342,11 +339,11 @@ impl RedisTier {
         }
     }
 
-    /// Starts renewing a lease just taken.
-    fn hold(self: &Arc<Self>, key: String, token: String, slot: u16) -> Lease {
+    /// Starts renewing a lease just taken on `lease_key`, `key`'s.
+    fn hold(self: &Arc<Self>, key: &CompileKey, lease_key: String, token: String) -> Lease {
         let stop = Arc::new(AtomicBool::new(false));
         let (period, ms) = (self.config.lease / 3, self.config.lease.as_millis() as u64);
-        let (k, t, s) = (key.clone(), token.clone(), stop.clone());
+        let (k, t, s) = (lease_key, token.clone(), stop.clone());
         if let Ok(conn) = self.connection() {
             self.runtime().spawn(async move {
                 let mut conn = conn;
@@ -366,17 +363,11 @@ impl RedisTier {
                 }
             });
         }
-        let channel = match key.rsplit_once(":lease:") {
-            Some((namespace, hex)) => format!("{namespace}:wake:{hex}"),
-            None => String::new(),
-        };
         Lease {
             tier: self.clone(),
-            key,
+            key: *key,
             token,
             stop,
-            channel,
-            slot,
         }
     }
 
@@ -470,18 +461,17 @@ impl Drop for RedisTier {
 impl Drop for Lease {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
-        let (key, token) = (self.key.clone(), self.token.clone());
-        let slot = Some(self.slot);
+        let (lease_key, token) = (self.tier.key(&self.key, "lease"), self.token.clone());
         let released: std::result::Result<i64, String> =
-            self.tier.run_on(slot, move |mut c| async move {
+            self.tier.run_for(&self.key, move |mut c| async move {
                 redis::Script::new(RELEASE)
-                    .key(key)
+                    .key(lease_key)
                     .arg(token)
                     .invoke_async(&mut c)
                     .await
             });
-        if matches!(released, Ok(1)) && !self.channel.is_empty() {
-            self.tier.wake(std::mem::take(&mut self.channel));
+        if matches!(released, Ok(1)) {
+            self.tier.wake(self.tier.key(&self.key, "wake"));
         }
     }
 }
