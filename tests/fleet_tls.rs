@@ -92,28 +92,27 @@ fn certificates(dir: &Path, name: &str) {
 /// A server with a plain port (for the test's own look) and a TLS one with `name`'s certificate.
 fn tls_server(dir: &Path, name: &str) -> (RedisServer, u16) {
     let tls_port = free_port();
-    let server = RedisServer::start(&tls_settings(dir, name, tls_port, &[]));
+    let settings = tls_settings(dir, name, tls_port, &[]);
+    let server = RedisServer::start(&settings.iter().map(String::as_str).collect::<Vec<_>>());
     (server, tls_port)
 }
 
 /// The settings for a TLS port with `name`'s certificate, and `extra`.
-fn tls_settings<'a>(dir: &Path, name: &str, tls_port: u16, extra: &[&'a str]) -> Vec<&'a str> {
-    let file = |f: String| -> &'a str {
-        Box::leak(dir.join(f).to_string_lossy().into_owned().into_boxed_str())
-    };
+fn tls_settings(dir: &Path, name: &str, tls_port: u16, extra: &[&str]) -> Vec<String> {
+    let file = |f: String| dir.join(f).to_string_lossy().into_owned();
     let mut args = vec![
-        "--tls-port",
-        Box::leak(tls_port.to_string().into_boxed_str()),
-        "--tls-cert-file",
+        "--tls-port".to_string(),
+        tls_port.to_string(),
+        "--tls-cert-file".into(),
         file(format!("{name}.pem")),
-        "--tls-key-file",
+        "--tls-key-file".into(),
         file(format!("{name}.key")),
-        "--tls-ca-cert-file",
+        "--tls-ca-cert-file".into(),
         file(format!("{name}-ca.pem")),
-        "--tls-auth-clients",
-        "no",
+        "--tls-auth-clients".into(),
+        "no".into(),
     ];
-    args.extend_from_slice(extra);
+    args.extend(extra.iter().map(|s| s.to_string()));
     args
 }
 
@@ -121,10 +120,11 @@ fn tls_settings<'a>(dir: &Path, name: &str, tls_port: u16, extra: &[&'a str]) ->
 /// their TLS ports (each keeps a plain port only for the fixture's own checks).
 fn tls_cluster(dir: &Path) -> redis_cluster::RedisCluster {
     let tls_ports: Vec<u16> = (0..6).map(|_| free_port()).collect();
+    let all_tls = ["--tls-cluster", "yes", "--tls-replication", "yes"];
     let nodes = (tls_ports.iter())
         .map(|&p| {
-            let all_tls = ["--tls-cluster", "yes", "--tls-replication", "yes"];
-            redis_cluster::node(&tls_settings(dir, "ours", p, &all_tls))
+            let settings = tls_settings(dir, "ours", p, &all_tls);
+            redis_cluster::node(&settings.iter().map(String::as_str).collect::<Vec<_>>())
         })
         .collect();
     let ca = dir.join("ours-ca.pem").to_string_lossy().into_owned();
