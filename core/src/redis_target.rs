@@ -180,9 +180,16 @@ pub struct Master {
     pub slots: Vec<(u16, u16)>,
 }
 
+impl Master {
+    /// Whether it serves `slot`.
+    pub fn serves(&self, slot: u16) -> bool {
+        self.slots.iter().any(|&(a, b)| (a..=b).contains(&slot))
+    }
+}
+
 /// The masters that `CLUSTER NODES` lists as up:
 /// `ID HOST:PORT@BUS[,NAME] FLAGS MASTER PING PONG EPOCH STATE [SLOT|FIRST-LAST|[MIGRATION]]…`.
-fn masters_in(nodes: &str) -> Vec<Master> {
+pub fn masters_in(nodes: &str) -> Vec<Master> {
     (nodes.lines())
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();

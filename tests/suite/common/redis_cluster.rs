@@ -164,23 +164,9 @@ impl RedisCluster {
             .query(&mut c)
             .unwrap();
         let nodes: String = redis::cmd("CLUSTER").arg("NODES").query(&mut c).unwrap();
-        // ID HOST:PORT@BUS FLAGS MASTER PING PONG EPOCH STATE SLOT-RANGE…
-        for line in nodes.lines() {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            if !fields[2].contains("master") || fields[2].contains("fail") {
-                continue;
-            }
-            let serves = fields[8..].iter().any(|range| {
-                let (a, b) = range.split_once('-').unwrap_or((range, range));
-                matches!((a.parse::<u16>(), b.parse::<u16>()), (Ok(a), Ok(b)) if (a..=b).contains(&slot))
-            });
-            if serves {
-                let addr = fields[1].split(['@', ',']).next().unwrap();
-                let port: u16 = addr.rsplit_once(':').unwrap().1.parse().unwrap();
-                return self.nodes.iter().position(|n| n.port == port);
-            }
-        }
-        None
+        let master = (pjrt_actors_core::redis_target::masters_in(&nodes).into_iter())
+            .find(|m| m.serves(slot))?;
+        self.nodes.iter().position(|n| n.port == master.port)
     }
 }
 

@@ -73,12 +73,10 @@ impl Skips {
     }
 
     fn owner(&self, slot: u16) -> String {
-        (self.map.iter())
-            .find(|m| m.slots.iter().any(|&(a, b)| (a..=b).contains(&slot)))
-            .map_or_else(
-                || format!("slot {slot}"),
-                |m| format!("{}:{}", m.host, m.port),
-            )
+        (self.map.iter()).find(|m| m.serves(slot)).map_or_else(
+            || format!("slot {slot}"),
+            |m| format!("{}:{}", m.host, m.port),
+        )
     }
 }
 
