@@ -20,6 +20,8 @@ pub enum RedisTarget {
     Cluster {
         client: Box<ClusterClient>,
         seeds: Vec<redis::Client>,
+        /// A node's URL up to its address (`rediss://user:password@`).
+        node_prefix: String,
     },
 }
 
@@ -77,13 +79,32 @@ impl RedisTarget {
             .retries(2)
             .build()
             .map_err(|e| e.to_string())?;
+        let node_prefix = match seeds[0].rsplit_once('@') {
+            Some((prefix, _)) => format!("{prefix}@"),
+            None => format!("{}://", seeds[0].split_once("://").map_or("redis", |s| s.0)),
+        };
         let seeds = (seeds.iter().map(|s| redis::Client::open(s.as_str())))
             .collect::<redis::RedisResult<_>>()
             .map_err(|e| e.to_string())?;
         Ok(RedisTarget::Cluster {
             client: Box::new(client),
             seeds,
+            node_prefix,
         })
+    }
+
+    /// A plain client for one node of a cluster (same scheme, user and password), for what
+    /// must reach that very node: a SCAN routed through the cluster connection errs when its
+    /// link to the node is still being made, and would not be told if sent elsewhere.
+    pub fn node(&self, host: &str, port: u16) -> redis::RedisResult<redis::Client> {
+        let prefix = match self {
+            RedisTarget::Single(_) => "redis://",
+            RedisTarget::Cluster { node_prefix, .. } => node_prefix,
+        };
+        match host.contains(':') {
+            true => redis::Client::open(format!("{prefix}[{host}]:{port}")),
+            false => redis::Client::open(format!("{prefix}{host}:{port}")),
+        }
     }
 
     /// The clients a pattern subscription can be made on, tried in turn.
@@ -132,16 +153,6 @@ impl RedisTarget {
 }
 
 impl RedisConnection {
-    /// The address of every master now (one for a single server, named `None`).
-    pub async fn masters(&mut self) -> redis::RedisResult<Vec<Option<(String, u16)>>> {
-        if let RedisConnection::Single(_) = self {
-            return Ok(vec![None]);
-        }
-        Ok((self.slot_map().await?.into_iter())
-            .map(|m| Some((m.host, m.port)))
-            .collect())
-    }
-
     /// A cluster's masters that are up and the slots each serves (none for a single server).
     pub async fn slot_map(&mut self) -> redis::RedisResult<Vec<Master>> {
         let RedisConnection::Cluster(conn) = self else {
@@ -149,26 +160,6 @@ impl RedisConnection {
         };
         let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(conn).await?;
         Ok(masters_in(&nodes))
-    }
-
-    /// `cmd` sent to the master at `node` (`None`: wherever the connection sends it).
-    pub async fn query_on<T: redis::FromRedisValue>(
-        &mut self,
-        node: &Option<(String, u16)>,
-        cmd: &Cmd,
-    ) -> redis::RedisResult<T> {
-        use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-        match (self, node) {
-            (RedisConnection::Cluster(conn), Some((host, port))) => {
-                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
-                    host: host.clone(),
-                    port: *port,
-                });
-                let value = conn.route_command(cmd.clone(), routing).await?;
-                redis::from_redis_value(value).map_err(Into::into)
-            }
-            (conn, _) => cmd.query_async(conn).await,
-        }
     }
 }
 
@@ -283,6 +274,37 @@ mod tests {
                     assert!(e.contains(part), "{url}: {e}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_clusters_nodes_are_reached_with_its_scheme_user_and_password() {
+        // (url, host, port, the node's address as redis-rs shows it, user)
+        let cases = [
+            (
+                "redis+cluster://a:7000,b:7001",
+                "10.0.0.9",
+                7005,
+                "10.0.0.9:7005",
+                None,
+            ),
+            (
+                "rediss+cluster://fleet:pw@a:7000",
+                "10.0.0.9",
+                7005,
+                "10.0.0.9:7005",
+                Some("fleet"),
+            ),
+            ("redis+cluster://a:7000", "::1", 7005, "::1:7005", None),
+        ];
+        for (url, host, port, shown, user) in cases {
+            let target = RedisTarget::open(url, Duration::from_secs(1)).unwrap();
+            let node = target.node(host, port).unwrap();
+            let info = node.get_connection_info();
+            assert_eq!(info.addr().to_string(), shown, "{url}");
+            assert_eq!(info.redis_settings().username(), user, "{url}");
+            let tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
+            assert_eq!(tls, url.starts_with("rediss"), "{url}");
         }
     }
 

@@ -2,7 +2,7 @@
 //! cluster an entry, its lease and its wake-up channel hash to one slot (lease scripts touch
 //! one key; a takeover's look and lease land on one master). And finding the tier's own keys.
 
-use crate::redis_target::RedisConnection;
+use crate::redis_target::{RedisConnection, RedisTarget};
 
 /// The key (or channel) of `kind` for the compile key `hex` under `namespace`.
 pub fn name(namespace: &str, kind: &str, hex: &str) -> String {
@@ -18,39 +18,58 @@ pub fn namespace_problem(namespace: &str) -> Option<String> {
 }
 
 /// The keys of `kinds` this tier writes under `namespace`, on every master of a cluster (SCAN,
-/// so no server is blocked on a large keyspace): the pattern has the namespace's glob
-/// characters escaped, and what it finds is kept only when it is exactly `NS:KIND:` and a
-/// SHA-256 in lowercase hex within braces.
+/// so no server is blocked on a large keyspace; a cluster's masters each over a connection of
+/// its own, found from the slot map): the pattern has the namespace's glob characters escaped,
+/// and what it finds is kept only when it is exactly `NS:KIND:` and a SHA-256 in lowercase hex
+/// within braces.
 pub async fn ours(
+    target: &RedisTarget,
     c: &mut RedisConnection,
     namespace: &str,
     kinds: &[&str],
 ) -> redis::RedisResult<Vec<String>> {
     let mut keys = Vec::new();
-    for node in c.masters().await? {
-        for kind in kinds {
-            let prefix = format!("{namespace}:{kind}:");
-            let pattern = format!("{}*", glob_literal(&prefix));
-            let mut cursor = 0u64;
-            loop {
-                let mut scan = redis::cmd("SCAN");
-                scan.arg(cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(1000);
-                let (next, found): (u64, Vec<String>) = c.query_on(&node, &scan).await?;
-                keys.extend(found.into_iter().filter(|k| is_ours(k, &prefix)));
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
-            }
-        }
+    let masters = c.slot_map().await?;
+    if masters.is_empty() {
+        scan(c, namespace, kinds, &mut keys).await?;
+    }
+    for m in masters {
+        let client = target.node(&m.host, m.port)?;
+        let mut node = client.get_multiplexed_async_connection().await?;
+        scan(&mut node, namespace, kinds, &mut keys).await?;
     }
     keys.sort();
     keys.dedup();
     Ok(keys)
+}
+
+/// Adds to `keys` those of `kinds` under `namespace` on the one server `c` speaks to.
+async fn scan(
+    c: &mut impl redis::aio::ConnectionLike,
+    namespace: &str,
+    kinds: &[&str],
+    keys: &mut Vec<String>,
+) -> redis::RedisResult<()> {
+    for kind in kinds {
+        let prefix = format!("{namespace}:{kind}:");
+        let pattern = format!("{}*", glob_literal(&prefix));
+        let mut cursor = 0u64;
+        loop {
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000);
+            let (next, found): (u64, Vec<String>) = scan.query_async(c).await?;
+            keys.extend(found.into_iter().filter(|k| is_ours(k, &prefix)));
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+    }
+    Ok(())
 }
 
 /// The sum of `command`'s integer answers for each of `keys`, one key a command (on a cluster

@@ -419,9 +419,9 @@ impl RedisTier {
 
     /// Entries and their total bytes under this namespace.
     pub fn usage(&self) -> Result<(u64, u64)> {
-        let namespace = self.config.namespace.clone();
+        let (target, namespace) = (self.target.clone(), self.config.namespace.clone());
         self.run(move |mut c| async move {
-            let keys = keys::ours(&mut c, &namespace, &["exe"]).await?;
+            let keys = keys::ours(&target, &mut c, &namespace, &["exe"]).await?;
             let count = keys.len() as u64;
             Ok((count, keys::sum_over(c, keys, "STRLEN").await?))
         })
@@ -432,9 +432,9 @@ impl RedisTier {
     /// tier writes (`NS:exe:` or `NS:lease:` and a SHA-256 in hex in braces), the namespace taken
     /// literally (`*` is no wildcard); returns how many keys went.
     pub fn clear(&self) -> Result<u64> {
-        let namespace = self.config.namespace.clone();
+        let (target, namespace) = (self.target.clone(), self.config.namespace.clone());
         self.run(move |mut c| async move {
-            let keys = keys::ours(&mut c, &namespace, &["exe", "lease"]).await?;
+            let keys = keys::ours(&target, &mut c, &namespace, &["exe", "lease"]).await?;
             keys::sum_over(c, keys, "DEL").await
         })
         .map_err(|reason| self.cache_error(reason))
