@@ -44,8 +44,8 @@ impl CompileRequest {
     /// `compile` where the plugin has no ahead-of-time compiler: load, serialize, let go.
     pub(crate) async fn compile_by_loading(self) -> Result<Executable> {
         let state = self.shared.state();
-        let key = state.compile_key(
-            &self.program,
+        let key = self.cache_key(
+            &state,
             &self.program_options()?.to_bytes(&state.device_facts())?,
         );
         // A program already loaded here stays so; one loaded only for this compile is let go.

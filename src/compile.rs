@@ -11,12 +11,14 @@ use pjrt_actors_core::actors::compile_service::CompileSpec;
 use pjrt_actors_core::arrays::site::Site;
 use pjrt_actors_core::callbacks::HostCallback;
 pub use pjrt_actors_core::compile::cache::CancelToken;
+use pjrt_actors_core::compile::cache::CompileKey;
 use pjrt_actors_core::compile::envelope;
 use pjrt_actors_core::compile::program_check::{
     check_program_for, explain_parse_failure, plugin_stablehlo,
 };
 use pjrt_actors_core::compile::{CompileOptions, encode_options};
 use pjrt_actors_core::executable::ExecutableCore;
+use pjrt_actors_core::state::ClientState;
 use pjrt_actors_core::{Error, Result};
 
 use crate::handles::{Caller, Client, ClientGuard, LoadedExecutable, wait};
@@ -137,13 +139,18 @@ impl CompileRequest {
             .for_program(&pjrt_actors_core::formats::spmd::read(&self.program))
     }
 
+    /// The compile cache's key for this request, whose options encode as `options`.
+    pub(crate) fn cache_key(&self, state: &ClientState, options: &[u8]) -> CompileKey {
+        state.compile_key_allowing(&self.program, options, self.options.allow_known_defects)
+    }
+
     /// Sends the compile to the compile service through the client actor and waits: for a
     /// queue slot first (else `Error::Busy`), then for the result; a cancelled token ends both.
     async fn submit(&self) -> Result<Arc<ExecutableCore>> {
         let state = self.shared.state();
         state.check_open()?;
         let proto = (self.program_options()?).to_proto(&state.device_facts())?;
-        let key = state.compile_key(&self.program, &encode_options(&proto));
+        let key = self.cache_key(&state, &encode_options(&proto));
         // A program in the memory cache compiled once already: the checks below guard the
         // plugin, which a hit never reaches, so they run on misses only.
         if let Some(hit) = state.cached_executable(&key) {

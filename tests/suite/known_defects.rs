@@ -258,4 +258,31 @@ mod cpu_plugin {
             );
         }
     }
+
+    /// One compile's allowance is its own: the executable it made is not found in the memory
+    /// cache by a later compile of the same program that is not allowed (a memory hit skips
+    /// the checks a miss runs).
+    #[test]
+    fn an_allowed_compile_lets_no_later_compile_past_the_guard() {
+        let client = Client::open().unwrap();
+        let here = entries_here(&client);
+        for d in known_defects() {
+            let code = program_for(d);
+            client
+                .compile_and_load(code.as_bytes(), &allowed())
+                .unwrap();
+            let compiles = client.compile_cache_stats().compiles;
+            let again = client.compile_and_load(code.as_bytes(), &CompileOptions::default());
+            match again {
+                Err(Error::KnownDefect { op, .. }) if here.contains(&d) => assert_eq!(op, d.op),
+                Ok(_) if !here.contains(&d) => {}
+                other => panic!("{d:?}: {:?}", other.map(|_| ())),
+            }
+            // Allowed again, it is the same executable: found, not compiled a second time.
+            client
+                .compile_and_load(code.as_bytes(), &allowed())
+                .unwrap();
+            assert_eq!(client.compile_cache_stats().compiles, compiles, "{d:?}");
+        }
+    }
 }

@@ -27,6 +27,12 @@ impl CompileKey {
         CompileKey(h.finalize().into())
     }
 
+    /// Another key for the same compile, told apart by `why` (a compile that must not share
+    /// its executable with the unmarked one).
+    pub fn marked(&self, why: &str) -> CompileKey {
+        CompileKey::new(why, &self.0, &[])
+    }
+
     pub fn hex(&self) -> String {
         self.0.iter().map(|b| format!("{b:02x}")).collect()
     }

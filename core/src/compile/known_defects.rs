@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+use super::cache::CompileKey;
 use crate::error::{Error, Result};
 use crate::formats::mlir_bytecode_ops::{ops_with_result_types, shaped_element};
 
@@ -139,6 +140,19 @@ impl crate::state::ClientState {
                 path: &snap.plugin_path,
             },
         )
+    }
+
+    /// The compile cache's key for `code` compiled with `options` (their encoding). A compile
+    /// that runs a known defect only because it allows it (the client does not) is keyed apart:
+    /// a later compile of the same program that is not allowed must not find its executable in
+    /// the memory cache, whose hits skip the checks a miss runs. Only such allowed compiles pay
+    /// for the check before the cache is asked.
+    pub fn compile_key_allowing(&self, code: &[u8], options: &[u8], allowed: bool) -> CompileKey {
+        let key = self.compile_key(code, options);
+        if allowed && !self.allow_known_defects && self.check_known_defects(code, false).is_err() {
+            return key.marked("allowed past a known defect");
+        }
+        key
     }
 }
 
