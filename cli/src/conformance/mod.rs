@@ -77,7 +77,11 @@ fn cases(args: &ConformanceArgs) -> Result<Vec<Case>> {
         op_ok && dtype_ok
     });
     if all.is_empty() {
-        return Err(usage("no case matches --ops and --dtypes".into()));
+        return Err(usage(
+            "no case matches --ops and --dtypes (an op is a case's name op, as the table's first \
+             column shows it, or an op with its dialect that a case runs: stablehlo.add)"
+                .into(),
+        ));
     }
     Ok(all)
 }
