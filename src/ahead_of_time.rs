@@ -45,7 +45,7 @@ impl CompileRequest {
     pub(crate) async fn compile_by_loading(self) -> Result<Executable> {
         let state = self.shared.state();
         let key = self.cache_key(
-            &state,
+            state,
             &self.program_options()?.to_bytes(&state.device_facts())?,
         );
         // A program already loaded here stays so; one loaded only for this compile is let go.

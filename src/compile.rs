@@ -150,7 +150,7 @@ impl CompileRequest {
         let state = self.shared.state();
         state.check_open()?;
         let proto = (self.program_options()?).to_proto(&state.device_facts())?;
-        let key = self.cache_key(&state, &encode_options(&proto));
+        let key = self.cache_key(state, &encode_options(&proto));
         // A program in the memory cache compiled once already: the checks below guard the
         // plugin, which a hit never reaches, so they run on misses only.
         if let Some(hit) = state.cached_executable(&key) {
