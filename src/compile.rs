@@ -313,15 +313,41 @@ async fn until_cancelled<F: Future>(fut: F, cancel: Option<&CancelToken>) -> Res
     let mut fut = pin!(fut);
     let mut cancelled = pin!(cancel.cancelled());
     std::future::poll_fn(|cx| {
-        if let Poll::Ready(v) = fut.as_mut().poll(cx) {
-            return Poll::Ready(Ok(v));
-        }
+        // The token first: the compile service drops a cancelled request's reply, which `fut`
+        // reads as the service gone (`ShutDown`); both wake this task, and the caller asked to
+        // cancel.
         if cancelled.as_mut().poll(cx).is_ready() {
             return Poll::Ready(Err(Error::RequestCancelled { what: "compile" }));
+        }
+        if let Poll::Ready(v) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Ok(v));
         }
         Poll::Pending
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use pjrt_actors_core::runtime::block_on;
+
+    use super::*;
+
+    #[test]
+    fn a_cancelled_token_wins_over_an_answer_that_is_ready_too() {
+        let token = CancelToken::new();
+        token.cancel();
+        // What the compile service's dropped reply reads as.
+        let answer = async { Err::<(), _>(Error::ShutDown) };
+        let got = block_on(until_cancelled(answer, Some(&token))).unwrap();
+        assert!(
+            matches!(got, Err(Error::RequestCancelled { .. })),
+            "{got:?}"
+        );
+        let fresh = CancelToken::new();
+        let got = block_on(until_cancelled(async { 7 }, Some(&fresh))).unwrap();
+        assert!(matches!(got, Ok(7)), "{got:?}");
+    }
 }
 
 /// The compile service's counters (see [`Client::compile_cache_stats`]).
