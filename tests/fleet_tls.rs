@@ -19,7 +19,7 @@ use std::time::Duration;
 use fleet::compile_and_check as compile;
 use pjrt_actors::Client;
 use redis::Commands;
-use redis_server::{RedisServer, free_port};
+use redis_server::{RedisServer, START_TRIES, free_port};
 
 fn openssl(dir: &Path, args: &[&str]) {
     let o = Command::new("openssl")
@@ -91,10 +91,21 @@ fn certificates(dir: &Path, name: &str) {
 
 /// A server with a plain port (for the test's own look) and a TLS one with `name`'s certificate.
 fn tls_server(dir: &Path, name: &str) -> (RedisServer, u16) {
-    let tls_port = free_port();
-    let settings = tls_settings(dir, name, tls_port, &[]);
-    let server = RedisServer::start(&settings.iter().map(String::as_str).collect::<Vec<_>>());
-    (server, tls_port)
+    on_a_free_tls_port(|tls_port| {
+        let settings = tls_settings(dir, name, tls_port, &[]);
+        RedisServer::try_start(&settings.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+}
+
+/// What `start` starts on a free TLS port, with that port; on another when it exits at start
+/// (the port taken meanwhile).
+fn on_a_free_tls_port(start: impl Fn(u16) -> Option<RedisServer>) -> (RedisServer, u16) {
+    (0..START_TRIES)
+        .find_map(|_| {
+            let tls_port = free_port();
+            start(tls_port).map(|server| (server, tls_port))
+        })
+        .expect("redis-server exited at start on every TLS port tried")
 }
 
 /// The settings for a TLS port with `name`'s certificate, and `extra`.
@@ -119,14 +130,15 @@ fn tls_settings(dir: &Path, name: &str, tls_port: u16, extra: &[&str]) -> Vec<St
 /// Six cluster nodes speaking TLS to clients, to replicas and on the cluster bus, formed over
 /// their TLS ports (each keeps a plain port only for the fixture's own checks).
 fn tls_cluster(dir: &Path) -> redis_cluster::RedisCluster {
-    let tls_ports: Vec<u16> = (0..6).map(|_| free_port()).collect();
     let all_tls = ["--tls-cluster", "yes", "--tls-replication", "yes"];
-    let nodes = (tls_ports.iter())
-        .map(|&p| {
-            let settings = tls_settings(dir, "ours", p, &all_tls);
-            redis_cluster::node(&settings.iter().map(String::as_str).collect::<Vec<_>>())
+    let (nodes, tls_ports): (Vec<RedisServer>, Vec<u16>) = (0..6)
+        .map(|_| {
+            on_a_free_tls_port(|p| {
+                let settings = tls_settings(dir, "ours", p, &all_tls);
+                redis_cluster::try_node(&settings.iter().map(String::as_str).collect::<Vec<_>>())
+            })
         })
-        .collect();
+        .unzip();
     let ca = dir.join("ours-ca.pem").to_string_lossy().into_owned();
     redis_cluster::RedisCluster::form(nodes, tls_ports, "rediss", &["--tls", "--cacert", &ca])
 }

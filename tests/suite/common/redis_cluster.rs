@@ -20,6 +20,15 @@ pub struct RedisCluster {
 /// replicas to share a transfer) and may take over however long they were apart from their
 /// master.
 pub fn node(extra: &[&str]) -> RedisServer {
+    RedisServer::start(&node_settings(extra))
+}
+
+/// A node as [`node`] starts it, once: `None` when it exits at start (a port taken).
+pub fn try_node(extra: &[&str]) -> Option<RedisServer> {
+    RedisServer::try_start(&node_settings(extra))
+}
+
+fn node_settings<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "--cluster-enabled",
         "yes",
@@ -31,7 +40,7 @@ pub fn node(extra: &[&str]) -> RedisServer {
         "0",
     ];
     args.extend_from_slice(extra);
-    RedisServer::start(&args)
+    args
 }
 
 impl RedisCluster {
