@@ -74,32 +74,48 @@ fn a_master_killed_mid_run_fails_over_and_the_fleet_uses_the_cluster_again() {
         "the dead master was met (and compiles went local): {errors} errors"
     );
     // After: the same clients store every new module and load each other's, on every master.
+    // A round is 24 new modules client 0 compiles; it counts once client 0 stored all 24 and
+    // client 1 then loaded all 24 without compiling. Client 1 may still skip a master for a
+    // second after its own last error there (the skip policy), so rounds go on until one
+    // counts, within 20 s.
     let back = Instant::now();
-    let mut stored_all = false;
+    let (mut stored_all, mut loaded_all, mut rounds) = (None, None, 0);
     let mut first = 1000;
-    while back.elapsed() < Duration::from_secs(20) && !stored_all {
+    let mut last = None;
+    while back.elapsed() < Duration::from_secs(20) && loaded_all.is_none() {
         let before = clients[0].compile_cache_stats().redis_stores;
         for n in first..first + 24 {
             compile_and_check(&clients[0], n);
         }
-        stored_all = clients[0].compile_cache_stats().redis_stores - before == 24;
+        rounds += 1;
+        if clients[0].compile_cache_stats().redis_stores - before == 24 {
+            stored_all.get_or_insert(killed_at.elapsed());
+            let before = clients[1].compile_cache_stats();
+            for n in first..first + 24 {
+                compile_and_check(&clients[1], n);
+            }
+            let after = clients[1].compile_cache_stats();
+            let got = (
+                after.compiles - before.compiles,
+                after.redis_hits - before.redis_hits,
+            );
+            if got == (0, 24) {
+                loaded_all = Some(killed_at.elapsed());
+            }
+            last = Some((got, after));
+        }
         first += 24;
     }
-    let tier_back = killed_at.elapsed();
-    eprintln!("failover: the tier stored all 24 of a round {tier_back:?} after the kill");
-    assert!(stored_all, "the tier never stored again after the failover");
-    let before = clients[1].compile_cache_stats();
-    for n in first - 24..first {
-        compile_and_check(&clients[1], n);
-    }
-    let after = clients[1].compile_cache_stats();
-    assert_eq!(
-        (
-            after.compiles - before.compiles,
-            after.redis_hits - before.redis_hits
-        ),
-        (0, 24),
-        "{after:?}"
+    eprintln!(
+        "failover: after the kill, the tier stored all 24 of a round at {stored_all:?}, another client loaded a whole round at {loaded_all:?} ({rounds} rounds)"
+    );
+    assert!(
+        stored_all.is_some(),
+        "the tier never stored again after the failover"
+    );
+    assert!(
+        loaded_all.is_some(),
+        "no round loaded whole from the cluster: the last (compiles, hits) {last:?}"
     );
     // Those 24 entries lie on all three masters now serving, the promoted replica among them.
     let mut conn = cluster.connection().unwrap();
