@@ -234,7 +234,9 @@ fn compile_ahead(
     let snap = state.snapshot();
     check_program_for(program, &snap.platform_name, snap.plugin_api_version)?;
     state.check_known_defects(program, options.allow_known_defects)?;
-    let options = &options.for_program(&pjrt_actors_core::formats::spmd::read(program))?;
+    let mut options = options.for_program(&pjrt_actors_core::formats::spmd::read(program))?;
+    state.fix_known_defects(program, &mut options);
+    let options = &options;
     let proto = options.to_bytes(&state.device_facts())?;
     let compiled = client.shared.compiler_pool().compile_ahead(
         program.clone(),

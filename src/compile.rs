@@ -133,10 +133,14 @@ impl CompileRequest {
     }
 
     /// The request's options for its program, with what the program says of its own
-    /// partitioning filled in (the one place every compile path resolves them).
+    /// partitioning filled in and the options that avoid a known defect it runs into added
+    /// (the one place every compile path resolves them, before the cache key is made).
     pub(crate) fn program_options(&self) -> Result<CompileOptions> {
-        self.options
-            .for_program(&pjrt_actors_core::formats::spmd::read(&self.program))
+        let mut options = self
+            .options
+            .for_program(&pjrt_actors_core::formats::spmd::read(&self.program))?;
+        (self.shared.state()).fix_known_defects(&self.program, &mut options);
+        Ok(options)
     }
 
     /// The compile cache's key for this request, whose options encode as `options`.

@@ -185,6 +185,81 @@ fn the_defect_lines_it_writes_are_the_shipped_tables() {
     assert_eq!(std::fs::read_to_string(&file).unwrap_or_default(), before);
 }
 
+/// With the table's fixes applied (as every compile applies them), every atan and atan2 case,
+/// StableHLO's and our own, passes on every plugin: on the default build only because of them
+/// (the test above sees the same cases fail there as written).
+#[test]
+fn with_the_fixes_every_atan_case_passes_on_every_plugin() {
+    let report = json_of(&conformance(&[
+        "--ops",
+        "atan,atan2,atan2_by_one",
+        "--with-fixes",
+        "--json",
+    ]));
+    let statuses = statuses(&report);
+    let names: Vec<&str> = statuses.iter().map(|(n, _, _)| n.as_str()).collect();
+    for own in [
+        "atan2_by_one_float32_400",
+        "atan2_by_one_float64_400",
+        "atan2_float32_400_float32_400",
+        "atan2_float64_400_float64_400",
+        "atan_float32_400_chlo",
+        "atan_float64_400_chlo",
+        "atan_float64_20_20_chlo",
+    ] {
+        assert!(names.contains(&own), "{own} not run: {names:?}");
+    }
+    for (name, status, detail) in &statuses {
+        assert_eq!(status, "pass", "{name}: {detail}");
+    }
+}
+
+/// `--write-defects` checks its file before the run and never replaces what it cannot read:
+/// a file that is not UTF-8 is left byte for byte, a FIFO is refused instead of blocking, a
+/// folder is refused before any case runs.
+#[test]
+fn write_defects_refuses_what_it_cannot_read_before_the_run() {
+    let dir = scratch("write-defects-refusals");
+    let latin1 = dir.join("latin1.tsv");
+    let bytes = b"# caf\xe9 comment\nline one\n".to_vec();
+    std::fs::write(&latin1, &bytes).unwrap();
+    let fifo = dir.join("fifo.tsv");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let folder = dir.join("folder.tsv");
+    std::fs::create_dir(&folder).unwrap();
+    for (path, why) in [
+        (&latin1, "not UTF-8"),
+        (&fifo, "not a regular file"),
+        (&folder, "not a regular file"),
+    ] {
+        let started = std::time::Instant::now();
+        let o = conformance(&[
+            "--ops",
+            "atan",
+            "--dtypes",
+            "float64",
+            "--write-defects",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(1), "{path:?}");
+        assert!(
+            common::error_line(&o).contains(why),
+            "{path:?}: {}",
+            common::error_line(&o)
+        );
+        // Refused before any case ran: no table printed.
+        assert!(o.stdout.is_empty(), "{path:?}");
+        assert!(started.elapsed() < Duration::from_secs(20), "{path:?}");
+    }
+    assert_eq!(std::fs::read(&latin1).unwrap(), bytes);
+}
+
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "pjrt-actors-conformance-{name}-{}",

@@ -43,9 +43,38 @@ pub struct ConformanceArgs {
     /// A plugin that computes the written defects right, for their `right_on` column.
     #[arg(long, default_value = "another plugin (see pjrt-actors conformance)")]
     right_on: String,
+    /// Run each case as any compile runs it: with the options the known-defect table gives a
+    /// program that uses an op this plugin computes wrong (its fix), instead of as written.
+    /// A case that then passes shows the fix works; one refused has no fix.
+    #[arg(long)]
+    with_fixes: bool,
     /// Run the cases from this index on, reporting each as a JSON line (the child process).
     #[arg(long, hide = true)]
     child_from: Option<usize>,
+}
+
+/// What `--write-defects` FILE holds now: empty where it does not exist yet. Anything but a
+/// regular file of UTF-8 text (a folder, a FIFO, a device, bytes that are not text) is refused
+/// with a usage error, so a write never replaces what could not be read, nor blocks.
+fn defects_file(path: &Path) -> Result<String> {
+    let refuse = |why: &str| usage(format!("--write-defects {}: {why}", path.display()));
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+            match parent.map(std::fs::metadata) {
+                Some(Ok(m)) if !m.is_dir() => Err(refuse("its folder is not a folder")),
+                Some(Err(e)) => Err(refuse(&format!("its folder: {e}"))),
+                _ => Ok(String::new()),
+            }
+        }
+        Err(e) => Err(refuse(&e.to_string())),
+        Ok(m) if !m.is_file() => Err(refuse("not a regular file (a folder, FIFO or device)")),
+        Ok(_) => {
+            let bytes = std::fs::read(path).map_err(|e| refuse(&e.to_string()))?;
+            String::from_utf8(bytes)
+                .map_err(|e| refuse(&format!("not UTF-8 text ({e}); left as it is")))
+        }
+    }
 }
 
 /// One case: its name (the file's stem) and its text.
@@ -123,11 +152,26 @@ pub fn conformance(cli: &GlobalArgs, args: &ConformanceArgs) -> Result<()> {
             "--case-timeout must be a positive number of seconds".into(),
         ));
     }
+    // The file is checked before the run (which can take many minutes), and never replaced by
+    // a write that lost what it held.
+    let defects_before = match &args.write_defects {
+        Some(path) => Some(defects_file(path)?),
+        None => None,
+    };
     let timeout = std::time::Duration::from_secs_f64(args.case_timeout);
-    let (results, plugin) = runner::run_all(&cases, timeout)?;
-    if let Some(path) = &args.write_defects {
+    let (results, plugin) = runner::run_all(&cases, timeout, !args.with_fixes)?;
+    if let (Some(path), Some(before)) = (&args.write_defects, defects_before) {
         let lines = report::defect_lines(&plugin, &results, &args.right_on);
-        let mut text = std::fs::read_to_string(path).unwrap_or_default();
+        let mut text = defects_file(path)?;
+        if text != before {
+            return Err(usage(format!(
+                "--write-defects {}: changed during the run; nothing written",
+                path.display()
+            )));
+        }
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
         // A line for a plugin, op and dtype the file already has is not written twice.
         let key = |l: &str| l.split('\t').take(6).collect::<Vec<_>>().join("\t");
         for line in &lines {

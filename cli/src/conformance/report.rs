@@ -137,6 +137,7 @@ pub fn defect_lines(plugin: &PluginFacts, results: &[CaseResult], right_on: &str
                 dtype: dtype.clone(),
                 case: r.name.clone(),
                 right_on: right_on.to_string(),
+                fix: String::new(),
             }
             .to_line();
             lines.push(line);

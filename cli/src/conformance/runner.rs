@@ -114,6 +114,7 @@ fn run_case(client: &Client, index: usize, case: &Case) -> CaseResult {
     };
     let mut result = CaseResult::new(index, case, "pass", String::new());
     result.op_types = pjrt_actors::known_defects::ops_used(prepared.program.as_bytes())
+        .unwrap_or_default()
         .into_iter()
         .filter(|(op, _)| prepared.ops.contains(op))
         .fold(Vec::new(), |mut v, pair| {
@@ -180,12 +181,17 @@ const STARTUP_LIMIT: Duration = Duration::from_secs(300);
 const STDERR_TAIL: usize = 2048;
 
 /// Runs every case in children of this binary, restarting past any case that ends one: each
-/// case's result, and the plugin the first child reported.
-pub fn run_all(cases: &[Case], timeout: Duration) -> Result<(Vec<CaseResult>, PluginFacts)> {
+/// case's result, and the plugin the first child reported. `as_written`: the cases compile as
+/// written, known defects and all (no fix, no refusal).
+pub fn run_all(
+    cases: &[Case],
+    timeout: Duration,
+    as_written: bool,
+) -> Result<(Vec<CaseResult>, PluginFacts)> {
     let exe = std::env::current_exe().map_err(|e| usage(format!("this binary: {e}")))?;
     let mut base: Vec<String> = std::env::args().skip(1).collect();
     // The child runs what the plugin is given, known defects too (clap refuses a flag twice).
-    if !base.iter().any(|a| a == "--allow-known-defects") {
+    if as_written && !base.iter().any(|a| a == "--allow-known-defects") {
         base.push("--allow-known-defects".into());
     }
     let mut results: Vec<Option<CaseResult>> = vec![None; cases.len()];

@@ -1,20 +1,23 @@
 //! Op and dtype pairs that one plugin build computes wrong, each with the conformance case that
-//! shows it (`known_defects.tsv`, written by `pjrt-actors conformance --write-defects`). A program
-//! that uses one is refused before that plugin compiles it, unless the caller allows it.
+//! shows it (`known_defects.tsv`, written by `pjrt-actors conformance --write-defects`). Where a
+//! compile option avoids the defect, a program using the op gets it; else it is refused.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use super::cache::CompileKey;
+use super::options::CompileOptions;
+use super::xla_options::XlaOption;
 use crate::error::{Error, Result};
-use crate::formats::mlir_bytecode_ops::{ops_with_result_types, shaped_element};
+use crate::formats::mlir_bytecode_ops::ops_with_result_types;
+use crate::formats::mlir_text_ops;
 
 /// The table, one entry a line (tab-separated; `#` starts a comment).
 const TABLE: &str = include_str!("known_defects.tsv");
 
 /// The columns of a line of the table, in order.
-pub const COLUMNS: [&str; 8] = [
+pub const COLUMNS: [&str; 9] = [
     "platform",
     "pjrt_api",
     "stablehlo",
@@ -23,6 +26,7 @@ pub const COLUMNS: [&str; 8] = [
     "dtype",
     "case",
     "right_on",
+    "fix",
 ];
 
 /// One op and dtype pair that one plugin build computes wrong.
@@ -44,6 +48,9 @@ pub struct KnownDefect {
     pub case: String,
     /// A plugin that computes it right.
     pub right_on: String,
+    /// XLA debug options under which this build computes it right, `name=value` separated by
+    /// spaces (`xla_cpu_prefer_vector_width=128`); empty where none is known (then refused).
+    pub fix: String,
 }
 
 impl KnownDefect {
@@ -58,25 +65,19 @@ impl KnownDefect {
             &self.dtype,
             &self.case,
             &self.right_on,
+            &self.fix,
         ]
         .map(|s| s.replace(['\t', '\n'], " "))
         .join("\t")
     }
 
+    /// A line of the table; the `fix` column may be left off (none known).
     fn from_line(line: &str) -> Option<Self> {
         let f: Vec<&str> = line.split('\t').map(str::trim).collect();
-        let [
-            platform,
-            pjrt_api,
-            stablehlo,
-            sha,
-            op,
-            dtype,
-            case,
-            right_on,
-        ] = f[..]
-        else {
-            return None;
+        let (platform, pjrt_api, stablehlo, sha, op, dtype, case, right_on, fix) = match f[..] {
+            [a, b, c, d, e, g, h, i] => (a, b, c, d, e, g, h, i, ""),
+            [a, b, c, d, e, g, h, i, j] => (a, b, c, d, e, g, h, i, j),
+            _ => return None,
         };
         Some(KnownDefect {
             platform: platform.into(),
@@ -87,7 +88,25 @@ impl KnownDefect {
             dtype: dtype.into(),
             case: case.into(),
             right_on: right_on.into(),
+            fix: fix.into(),
         })
+    }
+
+    /// The fix's XLA debug options, each value read as a bool, an integer, a float or text.
+    pub fn fix_options(&self) -> Vec<(String, XlaOption)> {
+        (self.fix.split_whitespace())
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(name, value)| {
+                let value = match value {
+                    "true" => XlaOption::Bool(true),
+                    "false" => XlaOption::Bool(false),
+                    v => (v.parse().map(XlaOption::Int))
+                        .or_else(|_| v.parse().map(XlaOption::Float))
+                        .unwrap_or_else(|_| XlaOption::Text(v.to_string())),
+                };
+                (name.to_string(), value)
+            })
+            .collect()
     }
 }
 
@@ -122,24 +141,43 @@ impl PluginIdentity<'_> {
 }
 
 impl crate::state::ClientState {
+    fn plugin_identity<R>(&self, with: impl FnOnce(&PluginIdentity<'_>) -> R) -> R {
+        let snap = self.snapshot();
+        let stablehlo = super::program_check::plugin_stablehlo(&snap.plugin_attributes);
+        with(&PluginIdentity {
+            platform: &snap.platform_name,
+            api: snap.plugin_api_version,
+            stablehlo: &stablehlo,
+            path: &snap.plugin_path,
+        })
+    }
+
     /// Refuses a program that uses an op and dtype this plugin build is known to compute
-    /// wrong, unless the client or the compile (`allowed`) allows it: the one check every
-    /// compile path runs.
+    /// wrong where no compile option avoids it, unless the client or the compile (`allowed`)
+    /// allows it: the one check every compile path runs.
     pub fn check_known_defects(&self, code: &[u8], allowed: bool) -> Result<()> {
         if allowed || self.allow_known_defects {
             return Ok(());
         }
-        let snap = self.snapshot();
-        let stablehlo = super::program_check::plugin_stablehlo(&snap.plugin_attributes);
-        check_known_defects(
-            code,
-            &PluginIdentity {
-                platform: &snap.platform_name,
-                api: snap.plugin_api_version,
-                stablehlo: &stablehlo,
-                path: &snap.plugin_path,
-            },
-        )
+        self.plugin_identity(|plugin| check_known_defects(code, plugin))
+    }
+
+    /// Adds to `options` the XLA debug options that make this plugin build compute right the
+    /// known defects `code` runs into, where the caller has not set them: the one place every
+    /// compile path applies them, before its cache key is made, so a fixed compile is keyed
+    /// apart from every other. A program using none of the ops is left exactly as it was; so
+    /// is every program where known defects are allowed (compiled as written).
+    pub fn fix_known_defects(&self, code: &[u8], options: &mut CompileOptions) {
+        if options.allow_known_defects || self.allow_known_defects {
+            return;
+        }
+        let fixes = self
+            .plugin_identity(|plugin| fixes_against(code, plugin, known_defects(), plugin_sha256));
+        for (name, value) in fixes {
+            if !options.xla_options.iter().any(|(n, _)| *n == name) {
+                options.xla_options.push((name, value));
+            }
+        }
     }
 
     /// The compile cache's key for `code` compiled with `options` (their encoding). A compile
@@ -148,6 +186,8 @@ impl crate::state::ClientState {
     /// the memory cache, whose hits skip the checks a miss runs. Only such allowed compiles pay
     /// for the check before the cache is asked.
     pub fn compile_key_allowing(&self, code: &[u8], options: &[u8], allowed: bool) -> CompileKey {
+        // A fixable program needs no mark: compiled as written, its options lack the fix the
+        // same program gets when not allowed, so the keys differ already.
         let key = self.compile_key(code, options);
         if allowed && !self.allow_known_defects && self.check_known_defects(code, false).is_err() {
             return key.marked("allowed past a known defect");
@@ -156,11 +196,52 @@ impl crate::state::ClientState {
     }
 }
 
-/// Refuses a program that uses an op and dtype pair the plugin is known to compute wrong
-/// (`Error::KnownDefect`). The plugin file's sha256 is read only when the program uses a pair
-/// an entry for its versions names (once a process per file: 0.3 s for a 270 MB plugin).
+/// Refuses a program that uses an op and dtype pair the plugin is known to compute wrong and
+/// no option avoids (`Error::KnownDefect`). The plugin file's sha256 is read only when the
+/// program uses a pair an entry for its versions names (once a process per file: 0.3 s for a
+/// 270 MB plugin).
 pub fn check_known_defects(code: &[u8], plugin: &PluginIdentity<'_>) -> Result<()> {
     check_against(code, plugin, known_defects(), plugin_sha256)
+}
+
+/// The entries for `plugin`'s versions whose op `code` runs (by name, whatever its types) and,
+/// with `dtype`, on that result type (an unreadable type counts as any), on its very build.
+fn entries_used<'t>(
+    code: &[u8],
+    plugin: &PluginIdentity<'_>,
+    table: impl Iterator<Item = &'t KnownDefect>,
+    by_dtype: bool,
+    sha256: impl Fn(&Path) -> Option<String>,
+) -> Vec<&'t KnownDefect> {
+    let candidates: Vec<&KnownDefect> = table.filter(|d| plugin.matches_versions(d)).collect();
+    // Cheap first: an op's short name absent from the bytes (text or bytecode's string table)
+    // is not used, and most programs use none.
+    let mentioned = |op: &str| {
+        let short = op.rsplit('.').next().unwrap_or(op).as_bytes();
+        !short.is_empty() && code.windows(short.len()).any(|w| w == short)
+    };
+    let candidates: Vec<&KnownDefect> = candidates
+        .into_iter()
+        .filter(|d| mentioned(&d.op))
+        .collect();
+    if candidates.is_empty() {
+        return candidates;
+    }
+    let used = ops_used(code);
+    candidates
+        .into_iter()
+        .filter(|d| match &used {
+            // Bytecode that cannot be read to its end: the op may be there.
+            None => true,
+            Some(used) => used.iter().any(|(op, dtype)| {
+                *op == d.op && (!by_dtype || *dtype == d.dtype || dtype == mlir_text_ops::UNKNOWN)
+            }),
+        })
+        .filter(|d| {
+            d.plugin_sha256.is_empty()
+                || sha256(plugin.path).as_deref() == Some(d.plugin_sha256.as_str())
+        })
+        .collect()
 }
 
 fn check_against(
@@ -169,26 +250,10 @@ fn check_against(
     table: &[KnownDefect],
     sha256: impl Fn(&Path) -> Option<String>,
 ) -> Result<()> {
-    let candidates: Vec<&KnownDefect> = (table.iter())
-        .filter(|d| plugin.matches_versions(d))
-        .collect();
-    if candidates.is_empty() {
-        return Ok(());
-    }
-    let used = ops_used(code);
-    for defect in candidates {
-        if !used
-            .iter()
-            .any(|(op, dtype)| *op == defect.op && *dtype == defect.dtype)
-        {
-            continue;
-        }
-        if !defect.plugin_sha256.is_empty()
-            && sha256(plugin.path).as_deref() != Some(defect.plugin_sha256.as_str())
-        {
-            continue;
-        }
-        return Err(Error::KnownDefect {
+    let unfixable = table.iter().filter(|d| d.fix.trim().is_empty());
+    match entries_used(code, plugin, unfixable, true, sha256).first() {
+        None => Ok(()),
+        Some(defect) => Err(Error::KnownDefect {
             op: defect.op.clone(),
             dtype: defect.dtype.clone(),
             plugin: format!(
@@ -199,23 +264,46 @@ fn check_against(
             ),
             case: defect.case.clone(),
             right_on: defect.right_on.clone(),
-        });
+        }),
     }
-    Ok(())
 }
 
-/// The (op, result element type) pairs a program uses: from its text, or its MLIR bytecode's
-/// IR. Bytecode that cannot be read to its end says nothing (the plugin's parser decides).
-pub fn ops_used(code: &[u8]) -> Vec<(String, String)> {
-    if code.starts_with(b"ML\xefR") {
-        return (ops_with_result_types(code).unwrap_or_default().into_iter())
-            .flat_map(|op| {
-                let name = stablehlo_name(&op.name);
-                op.results.into_iter().map(move |t| (name.clone(), t))
-            })
-            .collect();
+/// The fix options of every entry with one whose op `code` runs, on any result type: the
+/// options only change how the plugin compiles, so a fix applied to a dtype that did not need
+/// it costs time, never correctness.
+fn fixes_against(
+    code: &[u8],
+    plugin: &PluginIdentity<'_>,
+    table: &[KnownDefect],
+    sha256: impl Fn(&Path) -> Option<String>,
+) -> Vec<(String, XlaOption)> {
+    let fixable = table.iter().filter(|d| !d.fix.trim().is_empty());
+    let mut out: Vec<(String, XlaOption)> = Vec::new();
+    for d in entries_used(code, plugin, fixable, false, sha256) {
+        for (name, value) in d.fix_options() {
+            if !out.iter().any(|(n, _)| *n == name) {
+                out.push((name, value));
+            }
+        }
     }
-    text_ops_used(&String::from_utf8_lossy(code))
+    out
+}
+
+/// The (op, result element type) pairs a program uses: from its text (types as parsed:
+/// aliases resolved, spaces and line breaks ignored; `?` where unreadable), or its MLIR
+/// bytecode's IR. `None` for bytecode that cannot be read to its end.
+pub fn ops_used(code: &[u8]) -> Option<Vec<(String, String)>> {
+    if code.starts_with(b"ML\xefR") {
+        return Some(
+            (ops_with_result_types(code)?.into_iter())
+                .flat_map(|op| {
+                    let name = stablehlo_name(&op.name);
+                    op.results.into_iter().map(move |t| (name.clone(), t))
+                })
+                .collect(),
+        );
+    }
+    Some(mlir_text_ops::ops_used(&String::from_utf8_lossy(code)))
 }
 
 /// A portable artifact's op under its StableHLO name: `vhlo.atan2_v1` is `stablehlo.atan2`.
@@ -230,76 +318,6 @@ fn stablehlo_name(name: &str) -> String {
         }
         None => name.to_string(),
     }
-}
-
-/// Ops in text, custom form (`%1 = chlo.atan %0 : tensor<4xf64> -> tensor<4xf64>`) or generic
-/// (`%1 = "chlo.atan"(%0) : (tensor<4xf64>) -> tensor<4xf64>`), each with the element types
-/// of its results: those after its `->`, or, with none, its one `:` type. A name in a string
-/// (`stablehlo.composite "chlo.atan"`, whose decomposition runs instead) is not an op.
-fn text_ops_used(text: &str) -> Vec<(String, String)> {
-    let mut found = Vec::new();
-    for line in text.lines() {
-        let line = line.trim_start();
-        let rest = match line.find(" = ") {
-            Some(at) if line.starts_with('%') => &line[at + 3..],
-            _ => line,
-        };
-        let (name, after) = match rest.strip_prefix('"') {
-            Some(quoted) => match quoted.split_once("\"(") {
-                Some((name, after)) => (name, after),
-                None => continue,
-            },
-            None => {
-                let end = rest
-                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '_'))
-                    .unwrap_or(rest.len());
-                (&rest[..end], &rest[end..])
-            }
-        };
-        if !name.contains('.') || name.starts_with('.') {
-            continue;
-        }
-        let types = match after.rfind("->") {
-            Some(at) => &after[at + 2..],
-            None => after.rsplit_once(" : ").map_or("", |(_, t)| t),
-        };
-        for element in element_types(types) {
-            found.push((name.to_string(), element));
-        }
-    }
-    found
-}
-
-/// The element types of the `tensor<…>` types (or bare scalar types) in `types`.
-fn element_types(types: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = types;
-    while let Some(at) = rest.find("tensor<") {
-        let body = &rest[at + "tensor<".len()..];
-        let mut depth = 1;
-        let end = body
-            .char_indices()
-            .find(|&(_, c)| {
-                match c {
-                    '<' => depth += 1,
-                    '>' => depth -= 1,
-                    _ => {}
-                }
-                depth == 0
-            })
-            .map_or(body.len(), |(i, _)| i);
-        out.push(shaped_element(&body[..end]).to_string());
-        rest = &body[end..];
-    }
-    if out.is_empty() {
-        let t = types.trim().trim_matches(|c| c == '(' || c == ')');
-        if matches!(t, "f16" | "bf16" | "f32" | "f64")
-            || t.starts_with('i') && t[1..].parse::<u32>().is_ok()
-        {
-            out.push(t.to_string());
-        }
-    }
-    out
 }
 
 /// The sha256 of a plugin file, read once a process per path.
@@ -336,38 +354,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn text_ops_are_read_with_their_result_element_types() {
-        let table: &[(&str, &[(&str, &str)])] = &[
-            (
-                "%2 = chlo.atan %0 : tensor<20x20xf64> -> tensor<20x20xf64>",
-                &[("chlo.atan", "f64")],
-            ),
-            (
-                "%1 = \"chlo.atan\"(%0) : (tensor<4xf32>) -> tensor<4xf32>",
-                &[("chlo.atan", "f32")],
-            ),
-            (
-                "%3 = stablehlo.atan2 %0, %1 : tensor<400xf64>",
-                &[("stablehlo.atan2", "f64")],
-            ),
-            (
-                "%0 = stablehlo.add %a, %b : tensor<2xcomplex<f32>>",
-                &[("stablehlo.add", "complex<f32>")],
-            ),
-            // A composite named after the op runs its decomposition, not the op.
-            (
-                "%0 = stablehlo.composite \"chlo.atan\" %arg0 {decomposition = @d} : (tensor<4xf64>) -> tensor<4xf64>",
-                &[("stablehlo.composite", "f64")],
-            ),
-            ("%0 = call @inputs() : () -> tensor<4xf64>", &[]),
-        ];
-        for (line, want) in table {
-            let got = text_ops_used(line);
-            let want: Vec<(String, String)> = (want.iter())
-                .map(|(o, t)| (o.to_string(), t.to_string()))
-                .collect();
-            assert_eq!(got, want, "{line}");
-        }
+    fn portable_names_are_read_as_stablehlo_names() {
         assert_eq!(stablehlo_name("vhlo.atan2_v1"), "stablehlo.atan2");
         assert_eq!(stablehlo_name("vhlo.composite_v2"), "stablehlo.composite");
         assert_eq!(stablehlo_name("chlo.atan"), "chlo.atan");
@@ -435,6 +422,75 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn a_fixable_entry_gives_its_options_for_the_op_by_name_and_refuses_nothing() {
+        let fixable = KnownDefect::from_line(
+            "cpu\t0.115\t1.20.0\tabc\tchlo.atan\tf64\tcase\tanother\txla_cpu_prefer_vector_width=128 xla_flag=true",
+        )
+        .unwrap();
+        let path = Path::new("/plugin.so");
+        let plugin = PluginIdentity {
+            platform: "cpu",
+            api: (0, 115),
+            stablehlo: "1.20.0",
+            path,
+        };
+        let sha = |_: &Path| Some("abc".to_string());
+        let want = vec![
+            (
+                "xla_cpu_prefer_vector_width".to_string(),
+                XlaOption::Int(128),
+            ),
+            ("xla_flag".to_string(), XlaOption::Bool(true)),
+        ];
+        let table = [fixable.clone()];
+        // Any spelling of the types, and any dtype: the op by name.
+        for program in [
+            "%1 = chlo.atan %0 : tensor<4xf64> -> tensor<4xf64>",
+            "!t = tensor<128 x f64>\n%1 = chlo.atan %0 : !t",
+            "%1 = chlo.atan %0 : tensor<4xf32>",
+            "%1 = chlo.atan %0 : tensor<4x\n f64>",
+        ] {
+            assert!(check_against(program.as_bytes(), &plugin, &table, sha).is_ok());
+            assert_eq!(
+                fixes_against(program.as_bytes(), &plugin, &table, sha),
+                want,
+                "{program}"
+            );
+        }
+        // No op, another build, another version: nothing added.
+        let none = "%1 = stablehlo.atan2 %0, %0 : tensor<4xf64>";
+        assert!(fixes_against(none.as_bytes(), &plugin, &table, sha).is_empty());
+        let program = b"%1 = chlo.atan %0 : tensor<4xf64>";
+        let other_build = |_: &Path| Some("def".to_string());
+        assert!(fixes_against(program, &plugin, &table, other_build).is_empty());
+        let older = PluginIdentity {
+            api: (0, 106),
+            ..plugin
+        };
+        assert!(fixes_against(program, &older, &table, sha).is_empty());
+        // The same entry without a fix refuses whatever the spelling of the type.
+        let unfixable = [KnownDefect {
+            fix: String::new(),
+            ..fixable
+        }];
+        for program in [
+            "!t = tensor<128 x f64>\n%1 = chlo.atan %0 : !t",
+            "!e = f64\n!t = tensor<128x!e>\n%1 = chlo.atan %0 : !t",
+            "%1 = chlo.atan %0 : tensor<4x\n f64>",
+            "%1 = chlo.atan %0 : !unknown",
+        ] {
+            let plugin = PluginIdentity {
+                api: (0, 115),
+                ..older
+            };
+            assert!(
+                check_against(program.as_bytes(), &plugin, &unfixable, sha).is_err(),
+                "{program}"
+            );
+        }
     }
 
     #[test]

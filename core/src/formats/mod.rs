@@ -11,6 +11,7 @@ pub(crate) mod flatbuf;
 pub mod hlo_text;
 pub(crate) mod mlir_bytecode;
 pub(crate) mod mlir_bytecode_ops;
+pub mod mlir_text_ops;
 pub(crate) mod pytree;
 pub mod shard_blocks;
 pub mod sharding;
