@@ -109,6 +109,39 @@ fn sampling_repeats_with_its_seed_and_bad_prompts_are_one_error_line() {
     assert!(error_line(&o).contains("temperature"), "{}", error_line(&o));
 }
 
+/// Without `--max-sequence` the cache's own length (32, from decode's shapes) ends the
+/// sequence: prompt [5, 6, 7] and 40 tokens asked give 30, ending `length`; one past the cache
+/// is refused, and so is a model started without its weights, saying so.
+#[test]
+fn the_cache_length_bounds_generation_without_max_sequence() {
+    let o = generate(&["--prompt", "5,6,7", "--max-tokens", "40", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["tokens"].as_array().unwrap().len(), 30, "{v}");
+    assert_eq!(v["finish"], "length");
+    let past = generate(&["--prompt", "5,6,7", "--max-sequence", "40"]);
+    assert!(!past.status.success());
+    assert!(
+        error_line(&past).contains("past the cache"),
+        "{}",
+        error_line(&past)
+    );
+    let no_weights = Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+        .arg("generate")
+        .args(["--prefill", &data("prefill_8.exported")])
+        .args(["--insert", &data("insert.exported")])
+        .args(["--decode", &data("decode.exported")])
+        .args(["--prompt", "5,6,7"])
+        .output()
+        .unwrap();
+    assert!(!no_weights.status.success());
+    assert!(
+        error_line(&no_weights).contains("no weights were given"),
+        "{}",
+        error_line(&no_weights)
+    );
+}
+
 mod served {
     //! The same model served: Triton's generate extension over HTTP (one answer, and server-sent
     //! events read by a plain HTTP client) and tritonclient's gRPC streaming client.
@@ -118,9 +151,18 @@ mod served {
     use std::io::{BufRead, BufReader, Write};
     use std::net::TcpStream;
 
+    /// `lm`, the tiny llama whose 32-position cache JAX's generations were made with, and
+    /// `long`, the same model with a 4096-position cache: a sequence there cannot end on its own
+    /// within a test, so only a client's going frees its slot.
     fn serve() -> Server {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/exported/generate");
-        Server::start(&["--generation".into(), format!("lm={}", dir.display())]).unwrap()
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/exported");
+        Server::start(&[
+            "--generation".into(),
+            format!("lm={}", dir.join("generate").display()),
+            "--generation".into(),
+            format!("long={}", dir.join("generate_long").display()),
+        ])
+        .unwrap()
     }
 
     fn post(port: u16, path: &str, body: &str) -> TcpStream {
@@ -144,6 +186,32 @@ mod served {
             body.as_bytes(),
         );
         (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    }
+
+    /// A generation metric of model `long` (`pjrt_actors_generate_{name}`), from `/metrics`.
+    pub fn generate_metric(port: u16, name: &str) -> u64 {
+        let (status, _, body) = http(port, "GET", "/metrics", &[], b"");
+        assert_eq!(status, 200);
+        let prefix = format!("pjrt_actors_generate_{name}{{model=\"long\"}} ");
+        let text = String::from_utf8(body).unwrap();
+        (text.lines())
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in {text}"))
+            .trim()
+            .parse::<f64>()
+            .unwrap() as u64
+    }
+
+    /// The cancelled count once it reaches `want`, or what it is after 10 s.
+    fn cancelled_within(port: u16, want: u64) -> u64 {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let n = generate_metric(port, "cancelled_total");
+            if n >= want || std::time::Instant::now() > deadline {
+                return n;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 
     fn cases() -> Vec<(Vec<i64>, Vec<i64>)> {
@@ -217,21 +285,25 @@ mod served {
         assert_eq!(status("lm", "not json"), 400);
         assert_eq!(status("lm", "{\"input_ids\": [64]}"), 400);
         assert_eq!(status("other", "{\"input_ids\": [1]}"), 404);
-        // A client that leaves mid-stream frees its slot: four long streams dropped, then a
+        // A client that leaves mid-stream frees its slot: four long streams dropped (on `long`,
+        // where each could run 4093 steps), each counted cancelled and its slot free, then a
         // request still finishes.
+        let before = generate_metric(server.http, "cancelled_total");
         for _ in 0..4 {
             let s = post(
                 server.http,
-                "/v2/models/lm/generate_stream",
+                "/v2/models/long/generate_stream",
                 "{\"input_ids\": [5, 6, 7], \"max_tokens\": 100000, \"stop\": []}",
             );
-            let mut first = String::new();
+            let mut line = String::new();
             let mut r = BufReader::new(s);
-            while !first.starts_with("data: ") {
-                first.clear();
-                r.read_line(&mut first).unwrap();
+            while !line.starts_with("data: ") {
+                line.clear();
+                r.read_line(&mut line).unwrap();
             }
         }
+        assert_eq!(cancelled_within(server.http, before + 4), before + 4);
+        assert_eq!(generate_metric(server.http, "running"), 0);
         let (prompt, want) = &cases()[1];
         let body = format!("{{\"input_ids\": {prompt:?}}}");
         let (status, json) = generated(server.http, "lm", &body);
@@ -279,14 +351,106 @@ mod served {
         let _ = std::fs::remove_dir_all(&repo);
     }
 
+    /// A folder's optional files are absent or regular files: `generation.json` or the weights
+    /// as a FIFO or a folder are refused at start, not skipped; and a config value that would
+    /// break every request is refused naming its key and value.
+    #[test]
+    fn a_generation_folder_with_bad_files_or_values_is_refused_at_start() {
+        let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/exported/generate");
+        let folder =
+            std::env::temp_dir().join(format!("pjrt-actors-gen-bad-{}", std::process::id()));
+        let fresh = || {
+            let _ = std::fs::remove_dir_all(&folder);
+            std::fs::create_dir_all(&folder).unwrap();
+            for f in [
+                "prefill_8.exported",
+                "prefill_16.exported",
+                "insert.exported",
+                "decode.exported",
+                "weights.safetensors",
+            ] {
+                std::fs::copy(src.join(f), folder.join(f)).unwrap();
+            }
+        };
+        let start = || {
+            Server::start(&["--generation".into(), format!("lm={}", folder.display())])
+                .err()
+                .unwrap_or_else(|| "started".into())
+        };
+        for (file, kind) in [
+            ("generation.json", "FIFO"),
+            ("generation.json", "directory"),
+            ("weights.safetensors", "FIFO"),
+            ("weights.safetensors", "directory"),
+        ] {
+            fresh();
+            let _ = std::fs::remove_file(folder.join(file));
+            match kind {
+                "FIFO" => assert!(
+                    Command::new("mkfifo")
+                        .arg(folder.join(file))
+                        .status()
+                        .unwrap()
+                        .success()
+                ),
+                _ => std::fs::create_dir(folder.join(file)).unwrap(),
+            }
+            let err = start();
+            assert!(
+                err.contains(&format!("not a regular file (a {kind})")),
+                "{file} as a {kind}: {err}"
+            );
+        }
+        for (config, says) in [
+            (r#"{"max_tokens": 0}"#, "`max_tokens` 0"),
+            (r#"{"max_queued": 0}"#, "`max_queued` 0"),
+            (r#"{"max_sequence": 0}"#, "`max_sequence` 0"),
+            (
+                r#"{"max_sequence": 40}"#,
+                "max_sequence 40 is past the cache",
+            ),
+            (r#"{"stop_tokens": [-1]}"#, "`stop_tokens` has -1"),
+            (r#"{"stop_tokens": [999]}"#, "`stop_tokens` has 999"),
+        ] {
+            fresh();
+            std::fs::write(folder.join("generation.json"), config).unwrap();
+            let err = start();
+            assert!(err.contains(says), "{config}: {err}");
+        }
+        // No max_sequence at all: the cache's 32 positions bound a sequence (40 asked, 30 made).
+        fresh();
+        std::fs::write(folder.join("generation.json"), "{}").unwrap();
+        let server =
+            Server::start(&["--generation".into(), format!("lm={}", folder.display())]).unwrap();
+        let (status, json) = generated(
+            server.http,
+            "lm",
+            r#"{"input_ids": [5, 6, 7], "max_tokens": 40}"#,
+        );
+        assert_eq!(status, 200, "{json}");
+        assert_eq!(json["output_ids"].as_array().unwrap().len(), 30, "{json}");
+        assert_eq!(json["finish_reason"], "length");
+        drop(server);
+        let _ = std::fs::remove_dir_all(&folder);
+    }
+
     #[test]
     fn tritonclients_grpc_stream_gets_a_response_per_token_and_a_closed_stream_frees_its_slot() {
         let server = serve();
         let summary = triton_script(
             "triton_generate.py",
-            &[server.grpc.to_string(), data("greedy.json"), "64".into()],
+            &[
+                server.grpc.to_string(),
+                data("greedy.json"),
+                "64".into(),
+                "long".into(),
+            ],
         );
         assert_eq!(summary["ok"], true, "{summary}");
         assert_eq!(summary["streams"], 64, "{summary}");
+        // The four streams the script's client left on `long` were cancelled by its going (each
+        // could run 4093 steps), and no slot is held.
+        assert_eq!(cancelled_within(server.http, 4), 4);
+        assert_eq!(generate_metric(server.http, "running"), 0);
     }
 }

@@ -42,6 +42,18 @@ struct Active {
     last_at: Instant,
 }
 
+/// Ends a sequence's stream with why it ended, counted.
+fn send_done(
+    counters: &Counters,
+    events: &mpsc::UnboundedSender<Result<TokenEvent>>,
+    finish: Finish,
+) {
+    if finish == Finish::Cancelled {
+        counters.cancelled.fetch_add(1, Relaxed);
+    }
+    let _ = events.send(Ok(TokenEvent::Done(finish)));
+}
+
 pub(super) struct Engine {
     model: GenerationModel,
     config: GeneratorConfig,
@@ -198,7 +210,7 @@ impl Engine {
             last_at: Instant::now(),
         };
         if let Some(finish) = self.emit(&mut active, token) {
-            let _ = active.events.send(Ok(TokenEvent::Done(finish)));
+            send_done(&self.counters, &active.events, finish);
             return Ok(());
         }
         let slot_index = m.device.put(&[slot as i32], &[])?;
@@ -211,6 +223,7 @@ impl Engine {
         };
         self.cache = m.insert.call_arrays(&args, &donate)?;
         self.slots[slot] = Some(active);
+        self.counters.running.fetch_add(1, Relaxed);
         Ok(())
     }
 
@@ -278,7 +291,9 @@ impl Engine {
             a.position += 1;
             match self.emit(&mut a, token) {
                 Some(finish) => {
-                    let _ = a.events.send(Ok(TokenEvent::Done(finish)));
+                    // The slot counts free before the client hears its sequence ended.
+                    self.counters.running.fetch_sub(1, Relaxed);
+                    send_done(&self.counters, &a.events, finish);
                 }
                 None => self.slots[k] = Some(a),
             }
@@ -297,7 +312,8 @@ impl Engine {
                 _ => continue,
             };
             if let Some(a) = slot.take() {
-                let _ = a.events.send(Ok(TokenEvent::Done(finish)));
+                self.counters.running.fetch_sub(1, Relaxed);
+                send_done(&self.counters, &a.events, finish);
             }
         }
         let before = self.waiting.len();
@@ -314,11 +330,12 @@ impl Engine {
 
     fn end_all(&mut self, finish: Finish) {
         for a in self.slots.iter_mut().filter_map(Option::take) {
-            let _ = a.events.send(Ok(TokenEvent::Done(finish)));
+            self.counters.running.fetch_sub(1, Relaxed);
+            send_done(&self.counters, &a.events, finish);
         }
         for s in self.waiting.drain(..) {
             self.queued.fetch_sub(1, Relaxed);
-            let _ = s.events.send(Ok(TokenEvent::Done(finish)));
+            send_done(&self.counters, &s.events, finish);
         }
     }
 
@@ -326,6 +343,7 @@ impl Engine {
     /// zeros (a failed donating step may have consumed it). Waiting requests stay queued.
     fn fail_all(&mut self, e: Error) {
         for a in self.slots.iter_mut().filter_map(Option::take) {
+            self.counters.running.fetch_sub(1, Relaxed);
             let _ = a.events.send(Err(e.clone()));
         }
         match self.model.empty_cache() {

@@ -140,7 +140,8 @@ pub struct GeneratorConfig {
     /// Most requests waiting for a slot; past it, `Error::Busy` at once.
     pub max_queued: usize,
     /// The cache's length in positions: a sequence ends (`Finish::CacheFull`) before a step
-    /// would write past it. `None`: the exports' own concern.
+    /// would write past it. `None`: read from decode's cache shapes
+    /// ([`GenerationModel::cache_length`]); one past the cache is refused at start.
     pub max_sequence: Option<usize>,
     /// Continuous batching (requests join free slots between steps, the default) or static
     /// (a batch of up to `slots` requests runs until its longest member ends; for comparison).
@@ -178,6 +179,11 @@ pub struct GeneratorStats {
     pub inter_token: Duration,
     /// Gaps between tokens counted.
     pub inter_tokens: u64,
+    /// Sequences running in decode slots now.
+    pub running: u64,
+    /// Sequences ended because their stream was dropped or cancelled (a client gone), each
+    /// freeing its slot.
+    pub cancelled: u64,
 }
 
 #[derive(Default)]
@@ -191,6 +197,8 @@ struct Counters {
     first_tokens: AtomicU64,
     inter_token_ns: AtomicU64,
     inter_tokens: AtomicU64,
+    running: AtomicU64,
+    cancelled: AtomicU64,
 }
 
 /// A request on its way to the engine.
@@ -235,6 +243,15 @@ impl Generator {
     /// Starts the engine on a thread of its own (`generate-engine`), with a zero cache on the
     /// model's device.
     pub fn start(model: GenerationModel, config: GeneratorConfig) -> Result<Generator> {
+        let config = GeneratorConfig {
+            max_sequence: Some(model.max_sequence(config.max_sequence)?),
+            ..config
+        };
+        if config.max_queued == 0 {
+            return Err(Error::InvalidArgument(
+                "generation model: max_queued is 0, which refuses every request".into(),
+            ));
+        }
         let (mail, inbox) = crossbeam_channel::unbounded();
         let counters = Arc::new(Counters::default());
         let queued = Arc::new(AtomicU64::new(0));
@@ -288,7 +305,11 @@ impl Generator {
         if let Err(why) = request.sampling.check() {
             return bad(why);
         }
-        if self.inner.queued.fetch_add(1, Relaxed) >= self.inner.config.max_queued as u64 {
+        // A request a free slot will take is not waiting: the bound is past the free slots.
+        let free =
+            (self.inner.slots as u64).saturating_sub(self.inner.counters.running.load(Relaxed));
+        let bound = self.inner.config.max_queued as u64 + free;
+        if self.inner.queued.fetch_add(1, Relaxed) >= bound {
             self.inner.queued.fetch_sub(1, Relaxed);
             return Err(Error::Busy { what: "generator" });
         }
@@ -335,6 +356,8 @@ impl Generator {
             first_tokens: c.first_tokens.load(Relaxed),
             inter_token: Duration::from_nanos(c.inter_token_ns.load(Relaxed)),
             inter_tokens: c.inter_tokens.load(Relaxed),
+            running: c.running.load(Relaxed),
+            cancelled: c.cancelled.load(Relaxed),
         }
     }
 }

@@ -27,6 +27,8 @@ pub struct GenerationModel {
     pub(super) vocab: usize,
     /// The cache's leaves, as decode takes them.
     pub(super) cache_types: Vec<ArrayType>,
+    /// One sequence's cache entry's leaves, as prefill returns them.
+    pub(super) entry_types: Vec<ArrayType>,
     /// Whether insert and decode donate the cache (exported with `donate_argnums`).
     pub(super) donates: (bool, bool),
     pub(super) device: Device,
@@ -59,6 +61,25 @@ impl GenerationModel {
     /// `client`'s first device, prefill and decode with `params` (a weights file's bytes, as
     /// [`ExportedModel::load_params`] reads them) when given, and checks that they fit.
     pub fn load(
+        client: &Client,
+        prefills: &[&[u8]],
+        insert: &[u8],
+        decode: &[u8],
+        params: Option<&[u8]>,
+    ) -> Result<GenerationModel> {
+        // Without weights, decode's and prefill's first argument is left to each call, and
+        // every signature check below fails on it: say so, not only which check failed.
+        Self::load_checked(client, prefills, insert, decode, params).map_err(|e| match e {
+            Error::InvalidArgument(why) if params.is_none() && why.starts_with("generation model:") => {
+                Error::InvalidArgument(format!(
+                    "{why} (no weights were given, so prefill's and decode's weights are left as arguments: give the weights file, `--params` or a served folder's weights.safetensors)"
+                ))
+            }
+            e => e,
+        })
+    }
+
+    fn load_checked(
         client: &Client,
         prefills: &[&[u8]],
         insert: &[u8],
@@ -179,8 +200,78 @@ impl GenerationModel {
             slots,
             vocab,
             cache_types,
+            entry_types: entry,
             device,
         })
+    }
+
+    /// The cache's length in positions, as its shapes say it: the axis after the slot axis
+    /// (the one insert adds to an entry), as JetStream's and our exports lay a cache out
+    /// (`[.., slots, positions, ..]`), when it holds the largest prompt; else the one length of
+    /// an entry's axes that holds it. `Err` lists the candidates where the shapes leave it open.
+    pub fn cache_length(&self) -> std::result::Result<usize, Vec<usize>> {
+        let largest = self.buckets().last().copied().unwrap_or(0);
+        let mut candidates: Vec<usize> = (self.entry_types.iter())
+            .flat_map(|t| t.dims.iter().map(|d| *d as usize))
+            .filter(|d| *d >= largest)
+            .collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        let after_slot_axis = |(cache, entry): (&ArrayType, &ArrayType)| {
+            let c = &cache.dims;
+            (0..c.len()).find_map(|axis| {
+                let mut without = c.clone();
+                let slots = without.remove(axis);
+                (slots as usize == self.slots && without == entry.dims)
+                    .then(|| c.get(axis + 1).map(|d| *d as usize))
+                    .flatten()
+            })
+        };
+        let by_layout: Option<Vec<usize>> = (self.cache_types.iter())
+            .zip(&self.entry_types)
+            .map(after_slot_axis)
+            .collect();
+        match by_layout {
+            Some(lengths)
+                if !lengths.is_empty()
+                    && lengths.iter().all(|l| *l == lengths[0])
+                    && candidates.contains(&lengths[0]) =>
+            {
+                Ok(lengths[0])
+            }
+            _ if candidates.len() == 1 => Ok(candidates[0]),
+            _ => Err(candidates),
+        }
+    }
+
+    /// The positions a sequence may use: `asked` (a config's `max_sequence`) where it is within
+    /// the cache, else the cache's length; refused past the cache (XLA would clamp the write
+    /// index, and every later token be wrong), at 0, or where the shapes leave the length open
+    /// and none is asked.
+    pub fn max_sequence(&self, asked: Option<usize>) -> Result<usize> {
+        match (asked, self.cache_length()) {
+            (Some(0), _) => Err(refused("max_sequence is 0".into())),
+            (Some(m), Ok(t)) if m > t => Err(refused(format!(
+                "max_sequence {m} is past the cache, which holds {t} positions (decode's cache shapes {})",
+                self.cache_shapes()
+            ))),
+            (Some(m), Err(c)) if c.last().is_none_or(|t| m > *t) => Err(refused(format!(
+                "max_sequence {m} is past every axis of the cache entry that could hold positions ({c:?})"
+            ))),
+            (Some(m), _) => Ok(m),
+            (None, Ok(t)) => Ok(t),
+            (None, Err(c)) => Err(refused(format!(
+                "the cache's length cannot be read from its shapes ({}; an entry axis of {c:?} could hold the positions): give max_sequence",
+                self.cache_shapes()
+            ))),
+        }
+    }
+
+    fn cache_shapes(&self) -> String {
+        let shapes: Vec<String> = (self.cache_types.iter())
+            .map(|t| format!("{}{:?}", t.dtype, t.dims))
+            .collect();
+        shapes.join(", ")
     }
 
     /// Decode slots: how many sequences one step runs.

@@ -101,13 +101,22 @@ fn a_dropped_stream_frees_its_slot_and_bad_requests_are_refused() {
     let client = Client::open().unwrap();
     let generator = Generator::start(load_model(&client), GeneratorConfig::default()).unwrap();
     let (cases, stop, max_new) = greedy_cases();
-    // Four long runs fill the slots; each is dropped after its first token.
-    for (prompt, _) in cases.iter().take(4) {
+    // Four long runs fill the slots; each is dropped after its first token. A prompt of one
+    // token runs 31 steps before the cache ends it: the drop, not the cache, must free it.
+    for first in 1..5 {
         let mut s = generator
-            .submit(GenerateRequest::greedy(prompt.clone(), 10_000))
+            .submit(GenerateRequest::greedy(vec![first], 10_000))
             .unwrap();
         assert!(matches!(s.next_blocking(), Some(Ok(TokenEvent::Token(_)))));
     }
+    // Each drop ended its sequence as cancelled and freed its slot.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while generator.stats().cancelled < 4 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let stats = generator.stats();
+    assert_eq!((stats.cancelled, stats.running), (4, 0), "{stats:?}");
+    assert!(stats.tokens < 4 * 31, "{stats:?}");
     // A request behind them still runs: the dropped streams' slots were freed.
     let (prompt, want) = &cases[5];
     let (got, _) = generator.generate(request(prompt, stop, max_new)).unwrap();
@@ -123,14 +132,14 @@ fn a_dropped_stream_frees_its_slot_and_bad_requests_are_refused() {
         last = Some(e.unwrap());
     }
     assert_eq!(last, Some(TokenEvent::Done(Finish::Cancelled)));
-    // A deadline ends a sequence with what it has.
+    // A deadline ends a sequence with what it has, before the cache's 30 positions would.
     let r = GenerateRequest {
-        deadline: Some(Instant::now() + Duration::from_millis(30)),
+        deadline: Some(Instant::now() + Duration::from_millis(3)),
         ..GenerateRequest::greedy(vec![3, 4], 1_000_000)
     };
     let (got, finish) = generator.generate(r).unwrap();
     assert_eq!(finish, Finish::Deadline);
-    assert!(!got.is_empty() && got.len() < 1_000_000);
+    assert!(got.len() < 30, "{got:?}");
     // Refused at once.
     let refused = |r: GenerateRequest| generator.submit(r).err().unwrap();
     assert!(matches!(
@@ -193,4 +202,70 @@ fn a_seed_repeats_its_sampled_tokens_and_max_sequence_ends_a_sequence() {
         .unwrap();
     assert_eq!(finish, Finish::CacheFull);
     assert_eq!(got.len(), 20 - 15 + 1);
+}
+
+/// The cache's length is read from decode's cache shapes (32 positions here): with no
+/// `max_sequence` a sequence ends at the cache's end (XLA would clamp the write index past it,
+/// and every later token differ from JAX's), and one past the cache, or 0, is refused at start.
+#[test]
+fn the_cache_length_comes_from_its_shapes_and_no_sequence_runs_past_it() {
+    let client = Client::open().unwrap();
+    let model = load_model(&client);
+    assert_eq!(model.cache_length(), Ok(32));
+    for (bad, says) in [
+        (Some(33), "past the cache, which holds 32 positions"),
+        (Some(0), "max_sequence is 0"),
+    ] {
+        let config = GeneratorConfig {
+            max_sequence: bad,
+            ..Default::default()
+        };
+        match Generator::start(load_model(&client), config) {
+            Err(Error::InvalidArgument(why)) => assert!(why.contains(says), "{why}"),
+            other => panic!("{bad:?}: {:?}", other.map(|_| ())),
+        }
+    }
+    let no_queue = GeneratorConfig {
+        max_queued: 0,
+        ..Default::default()
+    };
+    assert!(matches!(
+        Generator::start(load_model(&client), no_queue),
+        Err(Error::InvalidArgument(_))
+    ));
+    let generator = Generator::start(model, GeneratorConfig::default()).unwrap();
+    let (got, finish) = generator
+        .generate(GenerateRequest::greedy(vec![5, 6, 7], 40))
+        .unwrap();
+    assert_eq!(finish, Finish::CacheFull);
+    assert_eq!(got.len(), 32 - 3 + 1);
+}
+
+/// `max_queued` bounds requests waiting for a slot, not those a free slot takes: on an idle
+/// model with 4 slots and `max_queued` 1, a burst of 4 is taken whole (it was refused from the
+/// second: 28 of 40 such bursts got 503), and a burst far past slots and queue is refused in part.
+#[test]
+fn max_queued_counts_only_requests_no_free_slot_takes() {
+    let client = Client::open().unwrap();
+    let config = GeneratorConfig {
+        max_queued: 1,
+        ..Default::default()
+    };
+    let generator = Generator::start(load_model(&client), config).unwrap();
+    for _ in 0..3 {
+        let burst: Vec<_> = (0..4)
+            .map(|k| generator.submit(GenerateRequest::greedy(vec![k + 1], 4)))
+            .collect();
+        for s in burst {
+            let (tokens, _) = s.unwrap().collect_blocking().unwrap();
+            assert_eq!(tokens.len(), 4);
+        }
+    }
+    let burst: Vec<_> = (0..12)
+        .map(|k| generator.submit(GenerateRequest::greedy(vec![k + 1], 4)))
+        .collect();
+    let busy = (burst.iter())
+        .filter(|s| matches!(s, Err(Error::Busy { .. })))
+        .count();
+    assert!(busy > 0 && busy <= 12 - 5, "{busy} of 12 refused");
 }

@@ -39,6 +39,91 @@ struct GenerationConfig {
     max_queued: Option<usize>,
 }
 
+impl GenerationConfig {
+    /// Refuses a value that would break every request, naming its key and value: a limit of 0,
+    /// a stop token outside the vocabulary (it could never be made).
+    fn check(&self, name: &str, vocab: usize) -> Result<()> {
+        let refuse = |key: &str, value: String, why: &str| {
+            Err(usage(format!(
+                "generation model `{name}`: generation.json: `{key}` {value} {why}"
+            )))
+        };
+        for (key, value) in [
+            ("max_tokens", self.max_tokens),
+            ("max_queued", self.max_queued),
+            ("max_sequence", self.max_sequence),
+        ] {
+            if value == Some(0) {
+                return refuse(key, "0".into(), "would refuse or end every request");
+            }
+        }
+        if self.stop_tokens.len() > MAX_STOP_TOKENS {
+            return refuse(
+                "stop_tokens",
+                format!("has {} ids", self.stop_tokens.len()),
+                &format!("past the bound of {MAX_STOP_TOKENS}"),
+            );
+        }
+        if let Some(t) = (self.stop_tokens.iter()).find(|&&t| t < 0 || t as usize >= vocab) {
+            return refuse(
+                "stop_tokens",
+                format!("has {t}"),
+                &format!("outside the vocabulary of {vocab} tokens"),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Most stop tokens a config or a request may name: each is looked at for every token made.
+pub const MAX_STOP_TOKENS: usize = 1024;
+
+/// Most prompt ids a request may carry, past any bucket an export has: the list is refused as
+/// it is read, before it is held whole.
+pub const MAX_PROMPT_IDS: usize = 1 << 20;
+
+/// A list of token ids of at most `MAX` entries, refused at the first one past it (serde reads
+/// the rest of the body no further).
+fn bounded_ids<'de, D: serde::Deserializer<'de>, const MAX: usize>(
+    d: D,
+    what: &'static str,
+) -> std::result::Result<Vec<i32>, D::Error> {
+    struct Ids<const MAX: usize>(&'static str);
+    impl<'de, const MAX: usize> serde::de::Visitor<'de> for Ids<MAX> {
+        type Value = Vec<i32>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a list of at most {MAX} token ids")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> std::result::Result<Vec<i32>, A::Error> {
+            let mut ids = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(MAX).min(4096));
+            while let Some(id) = seq.next_element()? {
+                if ids.len() == MAX {
+                    return Err(serde::de::Error::custom(format!(
+                        "`{}` has more than {MAX} ids",
+                        self.0
+                    )));
+                }
+                ids.push(id);
+            }
+            Ok(ids)
+        }
+    }
+    d.deserialize_seq(Ids::<MAX>(what))
+}
+
+fn prompt_ids<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<i32>, D::Error> {
+    bounded_ids::<D, MAX_PROMPT_IDS>(d, "input_ids")
+}
+
+fn stop_ids<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<Vec<i32>>, D::Error> {
+    bounded_ids::<D, MAX_STOP_TOKENS>(d, "stop").map(Some)
+}
+
 /// Loads the generation model in `dir` as `name`.
 pub fn load(client: &Client, name: &str, dir: &Path) -> Result<ServedGeneration> {
     // Each file read as the other models' are: a regular file only, opened without blocking.
@@ -58,13 +143,16 @@ pub fn load(client: &Client, name: &str, dir: &Path) -> Result<ServedGeneration>
         .map(|p| read(p))
         .collect::<Result<Vec<_>>>()?;
     let prefills: Vec<&[u8]> = prefills.iter().map(|p| p.as_slice()).collect();
+    // An optional file is absent or a regular file: one of another kind (a folder, a FIFO) is
+    // refused by `read`, never skipped as if absent.
+    let present = |p: &Path| std::fs::symlink_metadata(p).is_ok();
     let weights = ["weights.safetensors", "weights.npz"]
         .iter()
         .map(|w| dir.join(w))
-        .find(|p| p.is_file());
+        .find(|p| present(p));
     let params = weights.as_deref().map(read).transpose()?;
     let config: GenerationConfig = match dir.join("generation.json") {
-        p if p.is_file() => serde_json::from_slice(&read(&p)?)
+        p if present(&p) => serde_json::from_slice(&read(&p)?)
             .map_err(|e| usage(format!("generation model `{name}`: generation.json: {e}")))?,
         _ => GenerationConfig::default(),
     };
@@ -75,6 +163,7 @@ pub fn load(client: &Client, name: &str, dir: &Path) -> Result<ServedGeneration>
         &read(&dir.join("decode.exported"))?,
         params.as_deref(),
     )?;
+    config.check(name, model.vocab())?;
     let generator = Generator::start(
         model,
         GeneratorConfig {
@@ -82,7 +171,15 @@ pub fn load(client: &Client, name: &str, dir: &Path) -> Result<ServedGeneration>
             max_sequence: config.max_sequence,
             ..Default::default()
         },
-    )?;
+    )
+    .map_err(|e| match e {
+        pjrt_actors::Error::InvalidArgument(why) => usage(why.replacen(
+            "generation model:",
+            &format!("generation model `{name}`:"),
+            1,
+        )),
+        e => e,
+    })?;
     Ok(ServedGeneration {
         generator,
         stop_tokens: config.stop_tokens,
@@ -99,6 +196,7 @@ pub struct Asked {
     pub top_k: Option<usize>,
     pub top_p: Option<f32>,
     pub seed: Option<u64>,
+    #[serde(default, deserialize_with = "stop_ids")]
     pub stop: Option<Vec<i32>>,
     /// Triton's generate extension's streaming flag (the endpoint decides; accepted).
     pub stream: Option<bool>,
@@ -109,6 +207,7 @@ pub struct Asked {
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct GenerateBody {
+    #[serde(deserialize_with = "prompt_ids")]
     pub input_ids: Vec<i32>,
     #[serde(default)]
     pub id: Option<String>,
@@ -117,6 +216,7 @@ pub struct GenerateBody {
     pub top_k: Option<usize>,
     pub top_p: Option<f32>,
     pub seed: Option<u64>,
+    #[serde(default, deserialize_with = "stop_ids")]
     pub stop: Option<Vec<i32>>,
     pub stream: Option<bool>,
     #[serde(default)]
@@ -164,6 +264,8 @@ impl ServedGeneration {
                 .stop
                 .clone()
                 .unwrap_or_else(|| self.stop_tokens.clone()),
+            // The stop list is bounded as it is read (`stop_ids`); gRPC's is checked in its
+            // reader the same way.
             deadline: Some(Instant::now() + limit),
         })
     }
@@ -199,7 +301,7 @@ pub fn render_metrics(
         .map(|(name, m)| (name.as_str(), m.generator.stats()))
         .collect();
     type Get = fn(&pjrt_actors::generate::GeneratorStats) -> f64;
-    let families: [(&str, &str, Get); 8] = [
+    let families: [(&str, &str, Get); 9] = [
         (
             "pjrt_actors_generate_requests_total",
             "Requests prefilled.",
@@ -240,11 +342,21 @@ pub fn render_metrics(
             "Gaps between a sequence's tokens counted.",
             |s| s.inter_tokens as f64,
         ),
+        (
+            "pjrt_actors_generate_cancelled_total",
+            "Sequences ended because their client went away or cancelled, each freeing its slot.",
+            |s| s.cancelled as f64,
+        ),
     ];
     for (family, help, get) in families {
         page.family(family, Kind::Counter, help);
         for (model, s) in &stats {
             page.sample(family, &[("model", model)], get(s));
         }
+    }
+    let running = "pjrt_actors_generate_running";
+    page.family(running, Kind::Gauge, "Sequences in decode slots now.");
+    for (model, s) in &stats {
+        page.sample(running, &[("model", model)], s.running as f64);
     }
 }

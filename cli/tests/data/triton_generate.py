@@ -1,9 +1,10 @@
 """tritonclient's gRPC streaming client against `pjrt-actors serve` with a generation model:
 every prompt of greedy.json sent on one stream (`start_stream`, `async_stream_infer`, a
 response per token and an empty final one), the tokens compared with JAX's; then a stream
-closed after its first token, and a request after it that must still finish (its slot freed);
+closed after its first token (on LONG_MODEL, default `lm`: a model whose cache lets a sequence
+run far longer than the test), and a request after it that must still finish (its slot freed);
 and bad requests on a stream, each answered with its error.
-Prints one JSON line. `python triton_generate.py GRPC_PORT GREEDY_JSON COUNT`"""
+Prints one JSON line. `python triton_generate.py GRPC_PORT GREEDY_JSON COUNT [LONG_MODEL]`"""
 import json
 import queue
 import sys
@@ -13,7 +14,7 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 
 
-def main(port, greedy_path, count):
+def main(port, greedy_path, count, long_model="lm"):
     greedy = json.load(open(greedy_path))
     cases = greedy["cases"][:count]
     url = f"127.0.0.1:{port}"
@@ -57,7 +58,7 @@ def main(port, greedy_path, count):
     for k in range(4):
         x = grpcclient.InferInput("input_ids", [1, 3], "INT32")
         x.set_data_from_numpy(np.array([[5, 6, 7]], dtype=np.int32))
-        gone.async_stream_infer("lm", [x], request_id=f"long{k}", parameters={"max_tokens": 100000})
+        gone.async_stream_infer(long_model, [x], request_id=f"long{k}", parameters={"max_tokens": 100000})
     first.get(timeout=60)
     gone.stop_stream(cancel_requests=True)
     gone.close()
@@ -109,4 +110,4 @@ def main(port, greedy_path, count):
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]))
+    main(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), *sys.argv[4:5])

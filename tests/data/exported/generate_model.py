@@ -13,7 +13,12 @@ Also its weights (weights.safetensors, by dotted path), the config `serve` reads
 (greedy.json): 64 prompts of 1 to 16 tokens, each generated alone (slot 0) for up to 12 tokens
 or until the stop token 0, with the margin between the best and second-best logit at each step.
 Prompts where a step's margin is under 1e-3 are drawn again, so that an XLA build's last-bit
-differences cannot flip a token."""
+differences cannot flip a token.
+
+With a cache length as its second argument (`generate_model.py generate_long 4096`) it writes
+only the exports and weights of the same model with that cache, and a generation.json with no
+max_sequence: a sequence there runs thousands of steps before its cache ends it, which the
+tests that a client's going frees its slot need."""
 import json
 import os
 import sys
@@ -126,7 +131,10 @@ def spec_of(tree):
     return jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), tree)
 
 
-def main(out):
+def main(out, cache=None):
+    global T
+    if cache is not None:
+        T = cache
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(11)
     params = init(rng)
@@ -147,6 +155,11 @@ def main(out):
     flat = jax.tree_util.tree_flatten_with_path(params)[0]
     dotted = lambda p: ".".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in p)
     write_safetensors(os.path.join(out, "weights.safetensors"), {dotted(p): v for p, v in flat})
+    if cache is not None:
+        json.dump({"stop_tokens": [STOP], "max_tokens": MAX_NEW},
+                  open(os.path.join(out, "generation.json"), "w"))
+        print(f"generate: the exports with a cache of {T} positions in {out}", file=sys.stderr)
+        return
 
     # JAX's greedy generations, each alone in slot 0 of the decode batch.
     jit_insert = jax.jit(insert, donate_argnums=0)
@@ -194,4 +207,5 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "generate")
+    main(sys.argv[1] if len(sys.argv) > 1 else "generate",
+         int(sys.argv[2]) if len(sys.argv) > 2 else None)
