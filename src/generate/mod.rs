@@ -181,6 +181,8 @@ pub struct GeneratorStats {
     pub inter_tokens: u64,
     /// Sequences running in decode slots now.
     pub running: u64,
+    /// Requests waiting for a slot now.
+    pub waiting: u64,
     /// Sequences ended because their stream was dropped or cancelled (a client gone), each
     /// freeing its slot.
     pub cancelled: u64,
@@ -357,6 +359,7 @@ impl Generator {
             inter_token: Duration::from_nanos(c.inter_token_ns.load(Relaxed)),
             inter_tokens: c.inter_tokens.load(Relaxed),
             running: c.running.load(Relaxed),
+            waiting: self.inner.queued.load(Relaxed),
             cancelled: c.cancelled.load(Relaxed),
         }
     }

@@ -15,6 +15,9 @@ pub enum ServeError {
     /// A request, or the answer it asks for, past the server's size bounds (413, OUT_OF_RANGE:
     /// what tonic answers for a message past its limit).
     TooLarge(String),
+    /// A request in a form the server does not take: a body encoding other than gzip or
+    /// deflate (415, UNIMPLEMENTED).
+    Unsupported(String),
     /// The model's queue is full, or the server is draining (503, UNAVAILABLE).
     Unavailable(String),
     /// The request's deadline passed before it ran, or the server's time limit (504,
@@ -30,6 +33,7 @@ impl ServeError {
             ServeError::NotFound(_) => 404,
             ServeError::Invalid(_) => 400,
             ServeError::TooLarge(_) => 413,
+            ServeError::Unsupported(_) => 415,
             ServeError::Unavailable(_) => 503,
             ServeError::Expired(_) => 504,
             ServeError::Internal(_) => 500,
@@ -41,6 +45,7 @@ impl ServeError {
             ServeError::NotFound(_) => tonic::Code::NotFound,
             ServeError::Invalid(_) => tonic::Code::InvalidArgument,
             ServeError::TooLarge(_) => tonic::Code::OutOfRange,
+            ServeError::Unsupported(_) => tonic::Code::Unimplemented,
             ServeError::Unavailable(_) => tonic::Code::Unavailable,
             ServeError::Expired(_) => tonic::Code::DeadlineExceeded,
             ServeError::Internal(_) => tonic::Code::Internal,
@@ -52,6 +57,7 @@ impl ServeError {
             ServeError::NotFound(m)
             | ServeError::Invalid(m)
             | ServeError::TooLarge(m)
+            | ServeError::Unsupported(m)
             | ServeError::Unavailable(m)
             | ServeError::Expired(m)
             | ServeError::Internal(m) => m,
@@ -64,6 +70,7 @@ impl ServeError {
             ServeError::NotFound(_) => "not_found",
             ServeError::Invalid(_) => "invalid",
             ServeError::TooLarge(_) => "too_large",
+            ServeError::Unsupported(_) => "unsupported",
             ServeError::Unavailable(_) => "unavailable",
             ServeError::Expired(_) => "expired",
             ServeError::Internal(_) => "failed",

@@ -2,18 +2,22 @@
 //! request on the stream (`input_ids`, INT32; `max_tokens`, `temperature`, `top_k`, `top_p`,
 //! `seed` as parameters) gets one response per token (`output_ids`, INT32 [1]) and a last one
 //! with no outputs and `triton_final_response` true. A client that closes the stream cancels
-//! its sequences, which free their decode slots at the next step.
+//! its sequences, which free their decode slots at the next step. Each stream's answers wait in
+//! a bounded queue (no request is read while it is full), an idle stream is closed, and in a
+//! drain each running sequence ends with a final response that says so.
 // tonic's `Status` (176 bytes) is what every gRPC method returns: the protocol's error type.
 #![allow(clippy::result_large_err)]
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use pjrt_actors::generate::{Finish, TokenEvent, TokenStream};
+use pjrt_actors::generate::{TokenEvent, TokenStream};
 use tokio::sync::mpsc;
 use tonic::Status;
 use tonic::codec::ProstCodec;
-use tonic::codegen::tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::codegen::tokio_stream::wrappers::ReceiverStream;
 use tonic::codegen::{BoxFuture, http};
 
 use super::error::ServeError;
@@ -22,7 +26,48 @@ use super::kserve::{ServerState, VERSION};
 use super::wire::messages::*;
 use super::wire::shown;
 
-type Answers = mpsc::UnboundedSender<Result<ModelStreamInferResponse, Status>>;
+type Answers = mpsc::Sender<Result<ModelStreamInferResponse, Status>>;
+
+/// Answers one stream may have waiting for its client: past it, the server reads no further
+/// request from the stream and its sequences wait to send (each within its time limit), so a
+/// client that does not read holds this many answers, not all it asked for.
+pub const STREAM_ANSWERS: usize = 64;
+
+/// Sequences one stream may have running at once: the next request on it is read when one
+/// ends. The answers queue alone would not hold a stream back: the server reads requests far
+/// faster than sequences answer, so a client that reads nothing could start every request it
+/// sends before the first answer waits.
+pub const STREAM_SEQUENCES: usize = 16;
+
+/// The sequences a stream has running, and since when it has had none: a stream with none
+/// for the idle time is closed.
+struct Running {
+    count: AtomicUsize,
+    idle_since: Mutex<Instant>,
+}
+
+impl Running {
+    fn start(self: &Arc<Self>) -> RunningGuard {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        RunningGuard(self.clone())
+    }
+
+    fn idle_deadline(&self, idle: Duration) -> Option<Instant> {
+        match self.count.load(Ordering::SeqCst) {
+            0 => Some(*self.idle_since.lock().unwrap_or_else(|p| p.into_inner()) + idle),
+            _ => None,
+        }
+    }
+}
+
+struct RunningGuard(Arc<Running>);
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        *self.0.idle_since.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        self.0.count.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 /// Serves one `ModelStreamInfer` call.
 pub fn stream_infer<B>(
@@ -49,7 +94,7 @@ struct StreamInfer {
 
 impl tonic::server::StreamingService<ModelInferRequest> for StreamInfer {
     type Response = ModelStreamInferResponse;
-    type ResponseStream = UnboundedReceiverStream<Result<ModelStreamInferResponse, Status>>;
+    type ResponseStream = ReceiverStream<Result<ModelStreamInferResponse, Status>>;
     type Future = BoxFuture<tonic::Response<Self::ResponseStream>, Status>;
 
     fn call(
@@ -58,30 +103,97 @@ impl tonic::server::StreamingService<ModelInferRequest> for StreamInfer {
     ) -> Self::Future {
         let models = self.models.clone();
         Box::pin(async move {
-            let (answers, out) = mpsc::unbounded_channel();
-            let mut incoming = request.into_inner();
-            tokio::spawn(async move {
-                // Each request runs on its own task; the stream ends when the client closes it.
-                while let Ok(Some(r)) = incoming.message().await {
-                    let (model, id) = (r.model_name.clone(), r.id.clone());
-                    match start(&models, r) {
-                        Ok(stream) => {
-                            tokio::spawn(forward(stream, model, id, answers.clone()));
-                        }
-                        Err(e) => {
-                            let failed = ModelStreamInferResponse {
-                                error_message: e.message().to_string(),
-                                infer_response: None,
-                            };
-                            if answers.send(Ok(failed)).is_err() {
-                                break;
-                            }
-                        }
-                    }
-                }
-            });
-            Ok(tonic::Response::new(UnboundedReceiverStream::new(out)))
+            let (answers, out) = mpsc::channel(STREAM_ANSWERS);
+            tokio::spawn(read_requests(models, request.into_inner(), answers));
+            Ok(tonic::Response::new(ReceiverStream::new(out)))
         })
+    }
+}
+
+/// Reads a stream's requests, each started on a task of its own, until the client closes it,
+/// a message cannot be read (answered, then the stream ends with its non-OK status), the
+/// stream is idle past the idle time (no sequence running, no request), or the server drains.
+async fn read_requests(
+    models: Arc<ServerState>,
+    mut incoming: tonic::Streaming<ModelInferRequest>,
+    answers: Answers,
+) {
+    let idle = models.limits.idle_time;
+    let mut stop = models.stopping.subscribe();
+    let running = Arc::new(Running {
+        count: AtomicUsize::new(0),
+        idle_since: Mutex::new(Instant::now()),
+    });
+    let sequences = Arc::new(tokio::sync::Semaphore::new(STREAM_SEQUENCES));
+    let timer = tokio::time::sleep(idle);
+    tokio::pin!(timer);
+    loop {
+        // A sequence's place and room for one answer first: while the client reads none, no
+        // request is read.
+        let place = tokio::select! {
+            place = sequences.clone().acquire_owned() => match place {
+                Ok(place) => place,
+                Err(_) => return,
+            },
+            _ = stopped(&mut stop) => return,
+        };
+        let room = tokio::select! {
+            room = answers.reserve() => match room {
+                Ok(room) => room,
+                Err(_) => return,
+            },
+            _ = stopped(&mut stop) => return,
+        };
+        let message = tokio::select! {
+            message = incoming.message() => message,
+            // In a drain the stream reads nothing more; its sequences end themselves.
+            _ = stopped(&mut stop) => return,
+            _ = timer.as_mut() => {
+                let now = Instant::now();
+                match running.idle_deadline(idle) {
+                    Some(at) if at <= now => {
+                        room.send(Err(Status::deadline_exceeded(format!(
+                            "the stream had no request running for {idle:?} (--idle-timeout)"
+                        ))));
+                        return;
+                    }
+                    Some(at) => timer.as_mut().reset(at.into()),
+                    None => timer.as_mut().reset((now + idle).into()),
+                }
+                continue;
+            }
+        };
+        let r = match message {
+            Ok(Some(r)) => r,
+            Ok(None) => return,
+            // An oversized or undecodable message: the stream cannot be read past it.
+            Err(status) => {
+                room.send(Err(Status::new(
+                    status.code(),
+                    format!(
+                        "a request on the stream could not be read: {}",
+                        status.message()
+                    ),
+                )));
+                return;
+            }
+        };
+        let (model, id) = (r.model_name.clone(), r.id.clone());
+        match start(&models, r) {
+            Ok(stream) => {
+                drop(room);
+                let forwarding = forward(stream, model, id, answers.clone(), stop.clone());
+                let guard = running.start();
+                tokio::spawn(async move {
+                    forwarding.await;
+                    drop((guard, place));
+                });
+            }
+            Err(e) => room.send(Ok(ModelStreamInferResponse {
+                error_message: e.message().to_string(),
+                infer_response: None,
+            })),
+        }
     }
 }
 
@@ -171,11 +283,15 @@ fn start(models: &ServerState, r: ModelInferRequest) -> Result<TokenStream, Serv
     Ok(g.generator.submit(request)?)
 }
 
+fn final_response(model: &str, id: &str, finish: &str) -> ModelStreamInferResponse {
+    response(model, id, None, Some(finish))
+}
+
 fn response(
     model: &str,
     id: &str,
     token: Option<i32>,
-    finish: Option<Finish>,
+    finish: Option<&str>,
 ) -> ModelStreamInferResponse {
     let param = |choice| InferParameter {
         choice: Some(choice),
@@ -188,7 +304,7 @@ fn response(
     if let Some(f) = finish {
         parameters.insert(
             "finish_reason".into(),
-            param(ParameterChoice::String(f.as_str().into())),
+            param(ParameterChoice::String(f.into())),
         );
     }
     let (outputs, raw) = match token {
@@ -216,12 +332,27 @@ fn response(
 }
 
 /// Sends a sequence's tokens as responses until it ends or the client goes away (dropping the
-/// stream then cancels the sequence).
-async fn forward(mut stream: TokenStream, model: String, id: String, answers: Answers) {
-    while let Some(event) = stream.next().await {
+/// stream then cancels the sequence). In a drain it ends at once with a final response whose
+/// `finish_reason` is `shutdown`.
+async fn forward(
+    mut stream: TokenStream,
+    model: String,
+    id: String,
+    answers: Answers,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let event = tokio::select! {
+            event = stream.next() => event,
+            _ = stopped(&mut stop) => {
+                let _ = answers.send(Ok(final_response(&model, &id, SHUTDOWN))).await;
+                return;
+            }
+        };
+        let Some(event) = event else { return };
         let (answer, last) = match event {
             Ok(TokenEvent::Token(t)) => (response(&model, &id, Some(t), None), false),
-            Ok(TokenEvent::Done(f)) => (response(&model, &id, None, Some(f)), true),
+            Ok(TokenEvent::Done(f)) => (final_response(&model, &id, f.as_str()), true),
             Err(e) => (
                 ModelStreamInferResponse {
                     error_message: ServeError::from(e).message().to_string(),
@@ -230,8 +361,21 @@ async fn forward(mut stream: TokenStream, model: String, id: String, answers: An
                 true,
             ),
         };
-        if answers.send(Ok(answer)).is_err() || last {
+        // A client that reads nothing leaves this waiting; in a drain it is let go.
+        let sent = tokio::select! {
+            sent = answers.send(Ok(answer)) => sent.is_ok(),
+            _ = stopped(&mut stop) => false,
+        };
+        if !sent || last {
             return;
         }
     }
 }
+
+/// Until the server drains (or, its sender gone, ends).
+pub async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// The `finish_reason` a sequence ended by a drain reports.
+pub const SHUTDOWN: &str = "shutdown";

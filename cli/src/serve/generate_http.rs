@@ -1,7 +1,8 @@
 //! Triton's generate extension over HTTP: `POST /v2/models/{m}/generate` answers one JSON
 //! object with every token, `/generate_stream` one server-sent event per token as it is made
 //! and a last one with the finish reason. A client that goes away mid-stream drops the body,
-//! which cancels the sequence and frees its decode slot at the next step.
+//! which cancels the sequence and frees its decode slot at the next step; in a drain a stream
+//! ends at once with a last event whose finish reason is `shutdown`.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -15,10 +16,12 @@ use axum::response::{IntoResponse, Response};
 use pjrt_actors::generate::{TokenEvent, TokenStream};
 use serde_json::json;
 
+use super::body::read_held_body;
 use super::error::ServeError;
 use super::generation::GenerateBody;
-use super::http::{error, json_body, read_held_body};
+use super::http::{error, json_body};
 use super::kserve::{ServerState, VERSION};
+use super::limits::{OFF_THREAD_BYTES, off_thread};
 
 type App = Arc<ServerState>;
 
@@ -43,8 +46,11 @@ async fn start(
     app.check_ready()?;
     let g = app.generation(model)?;
     let (bytes, body_held) = read_held_body(app, headers, body).await?;
-    let body: GenerateBody = serde_json::from_slice(&bytes)
-        .map_err(|e| ServeError::Invalid(format!("generate request: {e}")))?;
+    // A large body is parsed on a blocking thread, as /infer's is: never on the two runtime
+    // threads that answer every connection. Its lists are bounded as they are read.
+    let big = bytes.len() >= OFF_THREAD_BYTES;
+    let parsed = off_thread(big, move || serde_json::from_slice::<GenerateBody>(&bytes)).await?;
+    let body = parsed.map_err(|e| ServeError::Invalid(format!("generate request: {e}")))?;
     drop(body_held);
     let request = g.request(
         body.input_ids.clone(),
@@ -101,11 +107,13 @@ pub async fn generate_stream(
     let answer = start(&app, &model, &headers, body)
         .await
         .map(|(stream, id)| {
+            let mut stop = app.stopping.subscribe();
             let events = Events {
                 stream,
                 model: model.clone(),
                 id,
                 done: false,
+                stop: Box::pin(async move { super::generate_grpc::stopped(&mut stop).await }),
             };
             (
                 StatusCode::OK,
@@ -129,6 +137,8 @@ struct Events {
     model: String,
     id: Option<String>,
     done: bool,
+    /// Ready once the server drains.
+    stop: Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
 }
 
 /// An answer's fields with the model, its version and the request's id (if it gave one).
@@ -158,6 +168,11 @@ impl http_body::Body for Events {
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
         if self.done {
             return Poll::Ready(None);
+        }
+        if self.stop.as_mut().poll(cx).is_ready() {
+            self.done = true;
+            let last = json!({ "output_ids": [], "finish_reason": super::generate_grpc::SHUTDOWN });
+            return Poll::Ready(Some(Ok(http_body::Frame::data(self.event(last)))));
         }
         let data = match std::task::ready!(self.stream.poll_event(cx)) {
             Some(Ok(TokenEvent::Token(t))) => self.event(json!({ "output_ids": [t] })),

@@ -354,9 +354,23 @@ pub fn render_metrics(
             page.sample(family, &[("model", model)], get(s));
         }
     }
-    let running = "pjrt_actors_generate_running";
-    page.family(running, Kind::Gauge, "Sequences in decode slots now.");
-    for (model, s) in &stats {
-        page.sample(running, &[("model", model)], s.running as f64);
+    type Now = fn(&pjrt_actors::generate::GeneratorStats) -> u64;
+    let gauges: [(&str, &str, Now); 2] = [
+        (
+            "pjrt_actors_generate_running",
+            "Sequences in decode slots now.",
+            |s| s.running,
+        ),
+        (
+            "pjrt_actors_generate_waiting",
+            "Requests waiting for a decode slot now.",
+            |s| s.waiting,
+        ),
+    ];
+    for (family, help, get) in gauges {
+        page.family(family, Kind::Gauge, help);
+        for (model, s) in &stats {
+            page.sample(family, &[("model", model)], get(s) as f64);
+        }
     }
 }

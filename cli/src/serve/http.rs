@@ -247,58 +247,6 @@ async fn infer_at(
     answer.unwrap_or_else(error)
 }
 
-/// A `Content-Length` the client declared, if any.
-fn declared_length(headers: &HeaderMap) -> Result<Option<usize>, ServeError> {
-    match headers.get(header::CONTENT_LENGTH) {
-        None => Ok(None),
-        Some(v) => (v.to_str().ok().and_then(|s| s.trim().parse().ok()))
-            .map(Some)
-            .ok_or_else(|| ServeError::Invalid("Content-Length is not a length".into())),
-    }
-}
-
-/// A request's body within `--max-body-bytes`, held against the in-flight memory budget (the
-/// permit comes back with it; dropping it gives the room back). A declared `Content-Length`
-/// past the bound is refused before any of the body is read, so before hyper says
-/// `100 Continue`.
-pub(super) async fn read_held_body(
-    app: &ServerState,
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<(Bytes, tokio::sync::OwnedSemaphorePermit), ServeError> {
-    let limit = app.limits.body_bytes;
-    let declared = declared_length(headers)?;
-    if declared.is_some_and(|n| n > limit) {
-        return Err(past_body_limit(limit));
-    }
-    let held = (app.memory)
-        .reserve(declared.unwrap_or(limit), "the request body")
-        .await?;
-    Ok((read_body(body, limit).await?, held))
-}
-
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, ServeError> {
-    use http_body_util::BodyExt;
-    match http_body_util::Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e)
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            Err(past_body_limit(limit))
-        }
-        Err(e) => Err(ServeError::Invalid(format!(
-            "the request body could not be read: {e}"
-        ))),
-    }
-}
-
-fn past_body_limit(limit: usize) -> ServeError {
-    ServeError::TooLarge(format!(
-        "the request body is larger than the server's {limit} bytes (--max-body-bytes)"
-    ))
-}
-
 async fn answer(
     app: &App,
     model: &str,
@@ -308,7 +256,7 @@ async fn answer(
 ) -> Result<Response, ServeError> {
     app.check_ready()?;
     let m = app.model(model, version)?;
-    let (bytes, body_held) = read_held_body(app, headers, body).await?;
+    let (bytes, body_held) = super::body::read_held_body(app, headers, body).await?;
     let json_len = match headers.get(HEADER_LENGTH) {
         Some(v) => (v.to_str().ok().and_then(|s| s.trim().parse::<usize>().ok()))
             .filter(|&n| n <= bytes.len())

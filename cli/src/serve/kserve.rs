@@ -89,6 +89,8 @@ pub struct ServerState {
     pub memory: MemoryBudget,
     /// The generation models, by name (set once at start, before serving).
     pub generations: BTreeMap<String, super::generation::ServedGeneration>,
+    /// Set once the server drains: streams subscribe, to end themselves cleanly.
+    pub stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl ServerState {
@@ -106,6 +108,7 @@ impl ServerState {
             limits,
             memory,
             generations: BTreeMap::new(),
+            stopping: tokio::sync::watch::Sender::new(false),
         }
     }
 

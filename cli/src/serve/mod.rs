@@ -2,6 +2,7 @@
 //! own batcher, served over the KServe v2 protocol on HTTP (axum) and gRPC (tonic) from one
 //! tokio runtime; SIGTERM or SIGINT drains what is in flight, then stops, within a bound.
 
+mod body;
 mod config;
 mod error;
 mod files;
@@ -258,6 +259,8 @@ pub fn serve(cli: &GlobalArgs, spec: &ServeArgs) -> Result<()> {
         let signal = wait_for_signal().await;
         eprintln!("pjrt-actors: {signal}: draining in-flight requests");
         models.ready.store(false, Ordering::Release);
+        // Streams first: each ends with its final answer, so its connection can close.
+        models.stopping.send_replace(true);
         let _ = stop_tx.send(true);
         let _ = accepting.await;
         // Idle connections close at once; the rest finish what they have, within the bound.
