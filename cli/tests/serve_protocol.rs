@@ -283,6 +283,10 @@ fn outputs_named_twice_versions_ids_and_classification_follow_triton() {
         {"method": "ModelReady", "model": "m", "version": "1"},
         // A 100 KB unknown name: NOT_FOUND, its message short (it was RESOURCE_EXHAUSTED).
         {"model": "x", "repeat": 100_000, "inputs": []},
+        // A 100,000-dim shape: INVALID_ARGUMENT, the shape cut (it was RESOURCE_EXHAUSTED,
+        // "metadata size exceeds hard limit").
+        {"model": "m", "inputs": [{"name": "input0", "datatype": "FP32", "shape": vec![1; 100_000],
+            "contents": {"fp32_contents": [1]}}]},
     ]);
     let a = grpc_cases(&server, &cases);
     assert_eq!(a[0]["code"], "INVALID_ARGUMENT", "{}", a[0]);
@@ -312,6 +316,27 @@ fn outputs_named_twice_versions_ids_and_classification_follow_triton() {
         long.len() < 300 && long.contains("(100000 bytes)"),
         "{long}"
     );
+    assert_eq!(a[8]["code"], "INVALID_ARGUMENT", "{}", a[8]);
+    let shape = a[8]["message"].as_str().unwrap();
+    assert!(
+        shape.len() < 400 && shape.contains("(100000 dims)"),
+        "{shape}"
+    );
+    // The same over HTTP: 400, a short body.
+    let ones = vec!["1"; 100_000].join(",");
+    let body = format!(
+        r#"{{"inputs":[{{"name":"input0","datatype":"FP32","shape":[{ones}],"data":[1]}}]}}"#
+    );
+    let (status, _, answer) = common::server::http(
+        server.http,
+        "POST",
+        "/v2/models/m/infer",
+        &[],
+        body.as_bytes(),
+    );
+    assert_eq!(status, 400);
+    assert!(answer.len() < 1200, "{} bytes", answer.len());
+    assert!(String::from_utf8_lossy(&answer).contains("(100000 dims)"));
 }
 
 #[test]

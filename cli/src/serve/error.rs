@@ -5,6 +5,9 @@ use std::time::Duration;
 
 use pjrt_actors::Error;
 
+/// Characters of an error message the protocol carries; the rest is cut.
+pub const MESSAGE_CHARS: usize = 1024;
+
 /// An error as the protocol reports it.
 #[derive(Debug)]
 pub enum ServeError {
@@ -52,8 +55,11 @@ impl ServeError {
         }
     }
 
-    pub fn message(&self) -> &str {
-        match self {
+    /// The message as the protocol carries it: cut past [`MESSAGE_CHARS`] (a quoted value
+    /// can be any size: a 100,000-dim shape made a 300 KB HTTP error and overflowed gRPC's
+    /// metadata limit, turning INVALID_ARGUMENT into RESOURCE_EXHAUSTED).
+    pub fn message(&self) -> std::borrow::Cow<'_, str> {
+        let m = match self {
             ServeError::NotFound(m)
             | ServeError::Invalid(m)
             | ServeError::TooLarge(m)
@@ -61,6 +67,10 @@ impl ServeError {
             | ServeError::Unavailable(m)
             | ServeError::Expired(m)
             | ServeError::Internal(m) => m,
+        };
+        match m.char_indices().nth(MESSAGE_CHARS) {
+            None => std::borrow::Cow::Borrowed(m),
+            Some((cut, _)) => format!("{}… (cut: {} bytes in all)", &m[..cut], m.len()).into(),
         }
     }
 

@@ -24,7 +24,7 @@ use super::error::ServeError;
 use super::generation::Asked;
 use super::kserve::{ServerState, VERSION};
 use super::wire::messages::*;
-use super::wire::shown;
+use super::wire::{shown, shown_dims};
 
 type Answers = mpsc::Sender<Result<ModelStreamInferResponse, Status>>;
 
@@ -241,8 +241,8 @@ fn prompt(r: &ModelInferRequest) -> Result<Vec<i32>, ServeError> {
     let n: i64 = input.shape.iter().product();
     if !matches!(input.shape.as_slice(), [_] | [1, _]) || n < 0 {
         return Err(invalid(format!(
-            "input_ids has shape {:?}; it takes [n] or [1, n]",
-            input.shape
+            "input_ids has shape {}; it takes [n] or [1, n]",
+            shown_dims(&input.shape)
         )));
     }
     let ids: Vec<i32> = match (r.raw_input_contents.first(), &input.contents) {
@@ -259,9 +259,9 @@ fn prompt(r: &ModelInferRequest) -> Result<Vec<i32>, ServeError> {
     match ids.len() as i64 == n {
         true => Ok(ids),
         false => Err(invalid(format!(
-            "input_ids has {} values for shape {:?}",
+            "input_ids has {} values for shape {}",
             ids.len(),
-            input.shape
+            shown_dims(&input.shape)
         ))),
     }
 }

@@ -331,9 +331,10 @@ fn read_inputs(
                 match at.len() == want {
                     true => Ok(body[at.clone()].to_vec()),
                     false => Err(format!(
-                        "an input has {} bytes of binary data; {}{shape:?} is {want}",
+                        "an input has {} bytes of binary data; {}{} is {want}",
                         at.len(),
-                        datatype_name(dtype).unwrap_or("?")
+                        datatype_name(dtype).unwrap_or("?"),
+                        super::wire::shown_dims(shape)
                     )),
                 }
             }

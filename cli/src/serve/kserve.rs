@@ -241,9 +241,9 @@ impl ServedModel {
                     let (h, spec) = (in_model_order[input], &self.inputs[input]);
                     let dims: Vec<String> = spec.dims.iter().map(|d| d.to_string()).collect();
                     format!(
-                        "input `{}` has shape {:?}; the model takes [rows, {}]",
+                        "input `{}` has shape {}; the model takes [rows, {}]",
                         spec.name,
-                        h.shape,
+                        super::wire::shown_dims(&h.shape),
                         dims.join(", ")
                     )
                 }

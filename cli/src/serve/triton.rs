@@ -296,7 +296,8 @@ pub fn rename(
                         return Err(refused(
                             model,
                             format!(
-                                "{what}[{k}].dims is {v}; the model's are {:?} (without the rows)",
+                                "{what}[{k}].dims is {}; the model's are {:?} (without the rows)",
+                                super::wire::shown(&v.to_string()),
                                 spec.dims
                             ),
                         ));

@@ -51,6 +51,18 @@ pub fn shown(text: &str) -> String {
     }
 }
 
+/// A shape as an error quotes it: its first dims, then how many there are in all.
+pub fn shown_dims(dims: &[i64]) -> String {
+    const SHOWN_DIMS: usize = 8;
+    match dims.len() > SHOWN_DIMS {
+        false => format!("{dims:?}"),
+        true => {
+            let first: Vec<String> = dims[..SHOWN_DIMS].iter().map(i64::to_string).collect();
+            format!("[{}, … ({} dims)]", first.join(", "), dims.len())
+        }
+    }
+}
+
 /// One input as a request declares it, before its data is read.
 pub struct InputHead {
     pub name: String,

@@ -124,12 +124,14 @@ impl Scanner<'_, '_> {
         let n = self.list("`data`", |s, n| {
             if s.peek() == Some(b'[') {
                 return Err(format!(
-                    "`data` mixes lists and values (value {n} is a list); give it flat, or nested as the shape {dims:?}"
+                    "`data` mixes lists and values (value {n} is a list); give it flat, or nested as the shape {}",
+                    super::shown_dims(dims)
                 ));
             }
             if n == count {
                 return Err(format!(
-                    "`data` holds more than the {count} values of the shape {dims:?}"
+                    "`data` holds more than the {count} values of the shape {}",
+                    super::shown_dims(dims)
                 ));
             }
             s.value()
@@ -137,7 +139,8 @@ impl Scanner<'_, '_> {
         match n == count {
             true => Ok(()),
             false => Err(format!(
-                "`data` holds {n} values; the shape {dims:?} holds {count}"
+                "`data` holds {n} values; the shape {} holds {count}",
+                super::shown_dims(dims)
             )),
         }
     }
