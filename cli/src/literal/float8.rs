@@ -72,6 +72,12 @@ impl Float8 {
         self.decode(self.max_bits())
     }
 
+    /// Half the step between the largest finite value and the one below it: a value less
+    /// than this past the largest rounds to it.
+    pub fn half_last_step(self) -> f64 {
+        (self.max() - self.decode(self.max_bits() - 1)) / 2.0
+    }
+
     /// Whether the format has infinities.
     pub fn has_infinity(self) -> bool {
         self.ieee

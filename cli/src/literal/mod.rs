@@ -12,7 +12,7 @@ mod float8;
 mod half;
 
 use float8::Float8;
-use half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+use half::{bf16_to_f32, f16_to_f32, f64_to_bf16, f64_to_f16};
 
 /// An f16's value, from its bits.
 pub fn f16_value(bits: u16) -> f64 {
@@ -57,14 +57,26 @@ pub fn parse_value(
             false => Ok(v),
         }
     };
-    // The narrow types: the value read as f64 (exactly, for every literal these types hold),
-    // then checked against the type's largest finite value.
-    let narrow = |max: f64| {
+    // One rule for every float type: a value that rounds to a finite value of the type is
+    // that value; one that rounds past the largest is out of range (unless spelled infinite).
+    // The narrow types read the value as f64 (exactly, for every literal these types hold) and
+    // round it once to the type.
+    let rounded_16 = |round: fn(f64) -> u16, max: f64| {
         let v = float()?;
-        if v.is_finite() && v.abs() > max {
+        let bits = round(v);
+        let infinite = bits & 0x7fff == round(f64::INFINITY) & 0x7fff;
+        match v.is_finite() && infinite {
+            true => Err(out_of_range(max)),
+            false => Ok(bits),
+        }
+    };
+    // An 8-bit float rounds to its largest up to half its last step past it.
+    let narrow = |max: f64, half_step: f64| {
+        let v = float()?;
+        if v.is_finite() && v.abs() >= max + half_step {
             return Err(out_of_range(max));
         }
-        Ok::<f64, String>(v)
+        Ok::<f64, String>(v) // encode rounds it, saturating at the largest
     };
     macro_rules! push_int {
         ($ty:ty) => {{
@@ -87,9 +99,9 @@ pub fn parse_value(
         U16 => push_int!(u16),
         U32 => push_int!(u32),
         U64 => push_int!(u64),
-        F16 => out.extend_from_slice(&f32_to_f16(narrow(65504.0)? as f32).to_le_bytes()),
+        F16 => out.extend_from_slice(&rounded_16(f64_to_f16, 65504.0)?.to_le_bytes()),
         BF16 => {
-            out.extend_from_slice(&f32_to_bf16(narrow(3.3895313892515355e38)? as f32).to_le_bytes())
+            out.extend_from_slice(&rounded_16(f64_to_bf16, 3.3895313892515355e38)?.to_le_bytes())
         }
         // Read as f32 directly: through f64 a value would be rounded twice.
         F32 => {
@@ -102,7 +114,7 @@ pub fn parse_value(
         F64 => out.extend_from_slice(&float()?.to_le_bytes()),
         F8E5M2 | F8E4M3FN => {
             let format = Float8::of(dtype).expect("an 8-bit float");
-            let v = narrow(format.max())?;
+            let v = narrow(format.max(), format.half_last_step())?;
             if v.is_infinite() && !format.has_infinity() {
                 return Err(format!("`{t}`: {dtype} has no infinity"));
             }
@@ -451,6 +463,62 @@ mod tests {
         }
         for (dtype, text) in [(ElementType::F32, "-inf"), (ElementType::F64, "Infinity")] {
             assert!(read(dtype, text).is_ok(), "{dtype} {text}");
+        }
+    }
+
+    /// One rule for every float type: a value that rounds to a finite value of the type is that
+    /// value, one that rounds past the largest is refused. FP16 took 65504 but refused 65519;
+    /// BF16 wrote its largest as `3.3895314e38` and refused that very text back, and 3.39e38.
+    #[test]
+    fn a_value_that_rounds_to_a_finite_value_is_that_value_in_every_float_type() {
+        let read = |dtype: ElementType, text: &str| {
+            let mut out = Vec::new();
+            parse_value(dtype, text, &mut out).map(|()| out)
+        };
+        let u16_of = |b: Vec<u8>| u16::from_le_bytes(b.try_into().unwrap());
+        for (dtype, text, bits) in [
+            (ElementType::F16, "65504", 0x7bff),
+            (ElementType::F16, "65519", 0x7bff),
+            (ElementType::F16, "-65519.9", 0xfbff),
+            (ElementType::F16, "2049", 0x6800),
+            (ElementType::BF16, "3.3895313892515355e38", 0x7f7f),
+            (ElementType::BF16, "3.3895314e38", 0x7f7f),
+            (ElementType::BF16, "3.39e38", 0x7f7f),
+            (ElementType::BF16, "-3.39e38", 0xff7f),
+        ] {
+            assert_eq!(u16_of(read(dtype, text).unwrap()), bits, "{dtype} {text}");
+        }
+        for (dtype, text) in [
+            (ElementType::F16, "65520"),
+            (ElementType::BF16, "3.3961776e38"),
+            (ElementType::F32, "3.4028236e38"),
+            (ElementType::F8E4M3FN, "464"),
+            (ElementType::F8E5M2, "61440"),
+        ] {
+            let err = read(dtype, text).unwrap_err();
+            assert!(err.contains("out of the range"), "{dtype} {text}: {err}");
+        }
+        // Within half a step of an 8-bit float's largest: that largest.
+        for (dtype, text, max) in [
+            (ElementType::F8E4M3FN, "463", 448.0),
+            (ElementType::F8E5M2, "61439", 57344.0),
+        ] {
+            let bytes = read(dtype, text).unwrap();
+            let format = Float8::of(dtype).unwrap();
+            assert_eq!(format.decode(bytes[0]), max, "{dtype} {text}");
+        }
+        // Every largest value, written as JSON answers write it, reads back as itself.
+        for (dtype, bytes) in [
+            (ElementType::F16, 0x7bffu16.to_le_bytes().to_vec()),
+            (ElementType::BF16, 0x7f7fu16.to_le_bytes().to_vec()),
+            (ElementType::F32, f32::MAX.to_le_bytes().to_vec()),
+        ] {
+            let h = HostArray {
+                dtype,
+                dims: vec![1],
+                bytes: bytes.clone(),
+            };
+            assert_eq!(read_back(dtype, &json_values(&h)), bytes, "{dtype}");
         }
     }
 }
