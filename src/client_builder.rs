@@ -117,8 +117,9 @@ impl ClientBuilder {
         self
     }
 
-    /// Compile programs that use an op and dtype this plugin build is known to compute wrong
-    /// (the known-defect table; each refused by default with `Error::KnownDefect`). The
+    /// Compile programs as written where they use an op this plugin build is known to compute
+    /// wrong (the known-defect table: by default such a program gets the entry's fix, the
+    /// compile options that avoid it, or, with none known, `Error::KnownDefect`). The
     /// environment can set it too: `PJRT_ACTORS_ALLOW_KNOWN_DEFECTS=1`.
     pub fn allow_known_defects(mut self, allow: bool) -> Self {
         self.config.allow_known_defects = allow;

@@ -20,8 +20,9 @@ pub struct GlobalArgs {
     /// `memory_fraction=0.5`, `allocator=platform`, `visible_devices=0,1`); repeatable.
     #[arg(long = "option", global = true)]
     pub options: Vec<String>,
-    /// Compile programs that use an op and dtype this plugin build is known to compute wrong
-    /// (refused by default, naming a plugin that computes it right).
+    /// Compile programs as written where they use an op this plugin build is known to compute
+    /// wrong (by default such a program gets the compile options that avoid the defect, or,
+    /// with none known, is refused naming a plugin that computes it right).
     #[arg(long, global = true)]
     pub allow_known_defects: bool,
     /// Print tracing output (RUST_LOG refines it).

@@ -216,6 +216,11 @@ fn main() -> ExitCode {
     match dispatch(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // Whose call failed (a source location) is for -v, not a user's error line.
+            let e = match cli.global.verbose {
+                0 => e.without_context(),
+                _ => e,
+            };
             eprintln!("pjrt-actors: error: {e}");
             ExitCode::FAILURE
         }

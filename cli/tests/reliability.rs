@@ -136,6 +136,25 @@ fn a_worker_memory_limit_of_0_is_none_and_one_too_small_is_said_so() {
                 && !line.contains("this program"),
             "{line}"
         );
+        // Enough to start, too little to compile: the crash names the limit and what to do
+        // (it read as the program's crash, "exited with status 127"), and the error line
+        // names no source location (`(in cli/src/run.rs:228)` is for -v).
+        let o = cli_in(&dir, &[("PJRT_ACTORS_COMPILE_WORKER_MEMORY", "1G")], &run);
+        if !o.status.success() {
+            let line = error_line(&o);
+            assert!(
+                line.contains("under an address-space limit of 1073741824 bytes")
+                    && line.contains("PJRT_ACTORS_COMPILE_WORKER_MEMORY"),
+                "{line}"
+            );
+            assert!(!line.contains("(in "), "{line}");
+            let verbose = cli_in(
+                &dir,
+                &[("PJRT_ACTORS_COMPILE_WORKER_MEMORY", "1G")],
+                &["-v", "run", "add.mlir", "--input", "4xf32=1"],
+            );
+            assert!(error_line(&verbose).contains("(in cli/src/run.rs"));
+        }
     }
 }
 

@@ -157,7 +157,7 @@ pub enum Error {
     /// known-defect table, `known_defects.tsv`): refused before the plugin compiles it.
     /// `CompileOptions::allow_known_defects` (or the client builder's) runs it anyway.
     #[error(
-        "this plugin computes `{op}` on {dtype} wrong (its conformance case {case} fails): {plugin}; it is computed right on {right_on}. Run it there, or allow known defects (CompileOptions::allow_known_defects, PJRT_ACTORS_ALLOW_KNOWN_DEFECTS=1, --allow-known-defects) to run it anyway"
+        "this plugin computes `{op}` on {dtype} wrong (its conformance case {case} fails), and no compile option is known to avoid it: {plugin}; it is computed right on {right_on}. Run it there, or allow known defects (CompileOptions::allow_known_defects, PJRT_ACTORS_ALLOW_KNOWN_DEFECTS=1, --allow-known-defects) to run it anyway"
     )]
     KnownDefect {
         op: String,
@@ -241,6 +241,18 @@ impl Error {
             {
                 *context = Some(caller());
             }
+            _ => {}
+        }
+        self
+    }
+
+    /// The error without whose request it was (a call site such as `cli/src/run.rs:228`):
+    /// what a command line shows its user unless asked to be verbose.
+    pub fn without_context(mut self) -> Self {
+        match &mut self {
+            Error::Pjrt { context, .. }
+            | Error::CompilerCrashed { context, .. }
+            | Error::BadArgument { context, .. } => *context = None,
             _ => {}
         }
         self

@@ -59,11 +59,16 @@ impl Plan {
         mut config: BatcherConfig,
     ) -> Result<Plan> {
         let name = model.name.clone();
-        if config.max_batch_size == 0 || config.max_queued == 0 {
-            return Err(bad_model(
-                &name,
-                "max_batch_size and max_queued must be at least 1".into(),
-            ));
+        for (key, value) in [
+            ("max_batch_size", config.max_batch_size),
+            ("max_queued", config.max_queued),
+        ] {
+            if value == 0 {
+                return Err(bad_model(
+                    &name,
+                    format!("{key} is 0; it must be at least 1"),
+                ));
+            }
         }
         if let Some(size) = model.only_size {
             // One program, fixed at export: every batch is padded to its size.

@@ -122,6 +122,12 @@ pub fn batcher_config(
                     policy.default_timeout = (us > 0).then(|| Duration::from_micros(us));
                 }
                 ("allow_timeout_override", Value::Bool(b)) => policy.allow_timeout_override = *b,
+                ("allow_timeout_override", other) => {
+                    return Err(refused(
+                        name,
+                        format!("allow_timeout_override is true or false, not {other}"),
+                    ));
+                }
                 ("max_queue_size", v) => {
                     let n = v
                         .as_u64()

@@ -13,7 +13,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use pjrt_actors::generate::{TokenEvent, TokenStream};
+use pjrt_actors::generate::{Finish, TokenEvent, TokenStream};
 use serde_json::json;
 
 use super::body::read_held_body;
@@ -67,7 +67,12 @@ fn counted(
     answer: Result<Response, ServeError>,
 ) -> Response {
     let outcome = answer.as_ref().map_or_else(|e| e.outcome(), |_| "ok");
-    (app.metrics).record(app.label(model), "http", outcome, started.elapsed());
+    (app.metrics).record(
+        app.generation_label(model),
+        "http",
+        outcome,
+        started.elapsed(),
+    );
     answer.unwrap_or_else(error)
 }
 
@@ -85,6 +90,13 @@ pub async fn generate(
         while let Some(event) = stream.next().await {
             match event? {
                 TokenEvent::Token(t) => tokens.push(t),
+                // Past its deadline before its first token, a request has nothing to give: 504,
+                // as /infer answers. One that made tokens answers them, finish_reason deadline.
+                TokenEvent::Done(Finish::Deadline) if tokens.is_empty() => {
+                    return Err(ServeError::Expired(
+                        "the request's deadline passed before its first token".into(),
+                    ));
+                }
                 TokenEvent::Done(finish) => {
                     let v = json!({ "output_ids": tokens, "finish_reason": finish.as_str() });
                     return Ok(json_body(&stamped(v, &model, id.as_deref())).into_response());

@@ -128,11 +128,23 @@ impl ServerState {
     /// The model named, at `version` when one is named (empty: the latest, the only one).
     pub fn model(&self, name: &str, version: &str) -> Result<&ServedModel, ServeError> {
         let m = self.by_name.get(name).ok_or_else(|| {
-            ServeError::NotFound(format!(
-                "unknown model `{}`; this server serves {}",
-                shown(name),
-                self.by_name.keys().cloned().collect::<Vec<_>>().join(", ")
-            ))
+            let served: Vec<&str> = self.by_name.keys().map(String::as_str).collect();
+            let generation: Vec<&str> = self.generations.keys().map(String::as_str).collect();
+            let mut says = format!("unknown model `{}`", shown(name));
+            if self.generations.contains_key(name) {
+                says = format!(
+                    "`{}` is a generation model: use /generate, /generate_stream or ModelStreamInfer",
+                    shown(name)
+                );
+            } else if !served.is_empty() {
+                says += &format!("; this server serves {}", served.join(", "));
+            } else {
+                says += &format!(
+                    "; this server serves only generation models ({})",
+                    generation.join(", ")
+                );
+            }
+            ServeError::NotFound(says)
         })?;
         if !version.is_empty() && version != VERSION {
             return Err(ServeError::NotFound(format!(
@@ -145,6 +157,15 @@ impl ServerState {
 
     /// The metrics label for a model a request named: its name when served, else one label
     /// for all unknown names (a client cannot grow the metrics without bound).
+    /// The label for a generation request: the name only where it is a generation model (a
+    /// batched model's statistics never count a /generate it cannot answer).
+    pub fn generation_label(&self, name: &str) -> String {
+        match self.generations.contains_key(name) {
+            true => name.to_string(),
+            false => "(unknown)".into(),
+        }
+    }
+
     pub fn label(&self, name: &str) -> String {
         match self.by_name.contains_key(name) || self.generations.contains_key(name) {
             true => name.to_string(),

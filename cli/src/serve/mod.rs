@@ -43,13 +43,13 @@ pub struct ServeArgs {
     /// A model: NAME=PATH of an `.exported` artifact or an MLIR program (text); repeatable.
     #[arg(long = "model")]
     pub models: Vec<String>,
-    /// NAME=FILE: a model's weights (`.safetensors` or `.npz`); repeatable.
     /// A generation model: `NAME=DIR`, a folder of JetStream's exports (`prefill*.exported`,
     /// `insert.exported`, `decode.exported`), optional `weights.safetensors` (or `.npz`) and
     /// `generation.json`; served by Triton's generate extension and gRPC `ModelStreamInfer`.
     /// Repeatable. A model repository's folders holding `decode.exported` are the same.
     #[arg(long = "generation")]
     pub generations: Vec<String>,
+    /// NAME=FILE: a model's weights (`.safetensors` or `.npz`); repeatable.
     #[arg(long = "params")]
     pub params: Vec<String>,
     /// NAME=FILE: a model's config (JSON, Triton's terms: max_batch_size,

@@ -41,9 +41,10 @@ pub struct CompileOptions {
     /// `compile(compiler_options=...)` passes them: the plugin applies each over its own
     /// defaults. They override [`JAX_DEBUG_OPTIONS`].
     pub xla_options: Vec<(String, XlaOption)>,
-    /// Compile even where the program uses an op and dtype this plugin build is known to
-    /// compute wrong (`compile::known_defects`); by default such a program is refused with
-    /// `Error::KnownDefect` before the plugin sees it.
+    /// Compile as written where the program uses an op this plugin build is known to compute
+    /// wrong (`compile::known_defects`); by default such a program gets the options that avoid
+    /// the defect or, with none known, is refused with `Error::KnownDefect` before the plugin
+    /// sees it.
     pub allow_known_defects: bool,
 }
 
