@@ -8,6 +8,7 @@ use pjrt_actors::export::ExportedModel;
 use pjrt_actors::host_data::HostArray;
 use pjrt_actors::{Array, Client, LoadedExecutable, Result, ShardedArray};
 
+use crate::common::{GlobalArgs, open, spawn_worker, usage, worker_count};
 use crate::run::{check_inputs, is_export, load_module, read_inputs, upload, zeros, zeros_for};
 
 /// What one worker runs: a program on one device, an SPMD program over its devices, or a
@@ -36,27 +37,13 @@ impl Prepared {
     }
 }
 
-/// An SPMD program's global zeros: each parameter's shard, times its tiles.
-fn global_zeros(
-    exe: &LoadedExecutable,
-    shardings: &[pjrt_actors::Sharding],
-) -> Result<Vec<pjrt_actors::host_data::HostArray>> {
-    let shards = zeros_for(exe)?;
-    Ok((shards.into_iter().zip(shardings))
-        .map(|(mut h, s)| {
-            let n: usize = s.tiles().iter().product();
-            h.dims = h
-                .dims
-                .iter()
-                .zip(s.tiles())
-                .map(|(&d, &t)| d * t as i64)
-                .collect();
-            h.bytes = vec![0; h.bytes.len() * n];
-            h
-        })
-        .collect())
+/// An SPMD program's global zeros, each capped as a whole (the cap applied to each shard let a
+/// 16-way program make 1 GiB of zeros under a 64 MiB cap).
+fn global_zeros(exe: &LoadedExecutable) -> Result<Vec<pjrt_actors::host_data::HostArray>> {
+    (exe.global_parameter_types().iter().enumerate())
+        .map(|(i, t)| zeros(&format!("parameter {i}"), t))
+        .collect()
 }
-use crate::common::{GlobalArgs, open, spawn_worker, usage, worker_count};
 
 /// A module on each of `workers` devices, or an SPMD one once over its devices, with its
 /// inputs (the ones given, or zeros) uploaded.
@@ -72,7 +59,7 @@ fn prepare_module(
         Some(shardings) => {
             let data = match &parsed {
                 Some(parsed) => check_inputs(&first, inputs, parsed.clone())?,
-                None => global_zeros(&first, &shardings)?,
+                None => global_zeros(&first)?,
             };
             let args = (data.iter().zip(&shardings))
                 .map(|(h, s)| client.put_sharded(h, s))

@@ -92,6 +92,39 @@ fn bench_runs_an_spmd_program_over_its_devices() {
     );
 }
 
+/// Zeros for an SPMD program's inputs are capped as a whole: a parameter of 128 MiB split four
+/// ways (32 MiB a shard) is refused, asking for a file (each shard was checked alone, and
+/// a 16-way program made 1 GiB of zeros under the 64 MiB cap).
+#[test]
+fn bench_caps_an_spmd_programs_zeros_as_a_whole() {
+    let dir = std::env::temp_dir().join(format!("pjrt-actors-spmd-zeros-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let t = "tensor<8192x4096xf32>";
+    let s = r#"{sdy.sharding = #sdy.sharding<@mesh, [{"d"}, {}]>}"#;
+    let program = format!(
+        "module @big attributes {{mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32}} {{\n  sdy.mesh @mesh = <[\"d\"=4]>\n  func.func public @main(%arg0: {t} {s}) -> ({t} {s}) {{\n    return %arg0 : {t}\n  }}\n}}\n"
+    );
+    let path = dir.join("big.mlir");
+    std::fs::write(&path, program).unwrap();
+    let o = cli(&[
+        "bench".into(),
+        path.display().to_string(),
+        "--requests".into(),
+        "1".into(),
+    ]);
+    assert!(
+        !o.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let line = common::error_line(&o);
+    assert!(
+        line.contains("134217728 bytes") && line.contains("at most 64 MiB"),
+        "{line}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn the_whole_spmd_corpus_runs_through_run_on_four_devices_and_matches_jax() {
     let manifest: serde_json::Value =
