@@ -516,6 +516,10 @@ fn cache_clear_deletes_only_our_keys_and_takes_the_namespace_literally(kind: Kin
     {
         let _: () = conn.set(&k, "v").unwrap();
     }
+    // A key under the prefix that is not UTF-8 (one Latin-1 byte): not ours, and no reason for
+    // stats or clear to fail (its decoding failed the whole SCAN, and nothing was cleared).
+    let latin1: &[u8] = b"myns:exe:caf\xe9";
+    let _: () = conn.set(latin1, "v").unwrap();
     let exists =
         |conn: &mut redis_cluster::AnyConnection, k: &str| -> bool { conn.exists(k).unwrap() };
     // A namespace of `*` is a namespace named `*` (it deleted every key on the server).
@@ -532,6 +536,8 @@ fn cache_clear_deletes_only_our_keys_and_takes_the_namespace_literally(kind: Kin
     for k in &ours {
         assert!(!exists(&mut conn, k), "{k} was kept");
     }
+    let kept: bool = conn.exists(latin1).unwrap();
+    assert!(kept, "the Latin-1 key was deleted");
 }
 
 fn a_lease_holder_killed_mid_compile_is_taken_over_by_the_next_process(kind: Kind) {

@@ -61,8 +61,14 @@ async fn scan(
                 .arg(&pattern)
                 .arg("COUNT")
                 .arg(1000);
-            let (next, found): (u64, Vec<String>) = scan.query_async(c).await?;
-            keys.extend(found.into_iter().filter(|k| is_ours(k, &prefix)));
+            // As bytes: one key that is not UTF-8 under the prefix (not ours: ours are ASCII)
+            // would fail the whole answer's decoding, and with it stats and clear.
+            let (next, found): (u64, Vec<Vec<u8>>) = scan.query_async(c).await?;
+            keys.extend(
+                (found.into_iter())
+                    .filter_map(|k| String::from_utf8(k).ok())
+                    .filter(|k| is_ours(k, &prefix)),
+            );
             if next == 0 {
                 break;
             }
