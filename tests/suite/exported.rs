@@ -316,7 +316,10 @@ mod cpu_plugin {
         let out = model.call(&[npy("mlp.input3.npy")]).unwrap();
         let want = crate::jax_lapack::values(&npy("mlp.output1.npy"));
         let got = crate::jax_lapack::values(&out[1]);
-        assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-5));
+        assert!(
+            got.len() == want.len() && got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-5),
+            "{got:?} against JAX's {want:?}"
+        );
         let compressed = std::fs::read(data_dir().join("mlp_compressed.npz")).unwrap();
         let err = model.load_params(&compressed).unwrap_err();
         assert!(err.to_string().contains("np.savez_compressed"), "{err}");

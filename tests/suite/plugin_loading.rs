@@ -136,24 +136,32 @@ fn the_plugin_is_loaded_once_and_shared() {
 
 /// `scripts/test` names the plugin each of its suite runs is meant to be on
 /// (`PJRT_ACTORS_SUITE_PLUGIN`, the PJRT C API minor version): the run checks it is, so a
-/// missing 0.115 plugin cannot quietly make both runs the 0.81 one. Run by hand, with no plugin
-/// named, the default is checked instead: the 0.115 plugin wherever bootstrap installed it.
+/// missing 0.115 plugin cannot quietly make both runs the 0.81 one. Run by hand with a plugin
+/// named by `PJRT_PLUGIN_PATH`, that very file is the one opened; with none named, the default:
+/// the 0.115 plugin bootstrap installs.
 #[test]
 fn the_suite_runs_on_the_plugin_it_is_meant_to() {
-    let (_, minor) = pjrt_actors::Client::open().unwrap().plugin_api_version();
+    let client = pjrt_actors::Client::open().unwrap();
+    let (_, minor) = client.plugin_api_version();
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|e| panic!("{p:?}: {e}"));
     match std::env::var("PJRT_ACTORS_SUITE_PLUGIN") {
         Ok(meant) => assert_eq!(
             minor.to_string(),
             meant.trim_start_matches("0."),
             "this run is meant for the PJRT C API {meant} plugin"
         ),
-        Err(_) => {
-            let installed = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join(".pjrt/xla_cpu_0115/pjrt_c_api_cpu_plugin.so")
-                .is_file();
-            if installed && std::env::var_os("PJRT_PLUGIN_PATH").is_none() {
+        Err(_) => match std::env::var_os("PJRT_PLUGIN_PATH") {
+            Some(named) => assert_eq!(
+                canonical(client.plugin_path()),
+                canonical(Path::new(&named)),
+                "PJRT_PLUGIN_PATH names the plugin opened"
+            ),
+            None => {
+                let default = Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join(".pjrt/xla_cpu_0115/pjrt_c_api_cpu_plugin.so");
+                assert_eq!(canonical(client.plugin_path()), canonical(&default));
                 assert_eq!(minor, 115, "the default plugin is the 0.115 one");
             }
-        }
+        },
     }
 }

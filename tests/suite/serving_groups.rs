@@ -89,6 +89,36 @@ fn a_tensor_parallel_model_serves_with_its_weights_split_across_the_group() {
     // The weights' columns split over the pair: each device holds half of them, once.
     let columns = template("{replicated}", "{devices=[1,2]0,1}", "{devices=[1,2]0,1}");
     let batcher = start(&client, "columns", columns, vec![vec![1, 0]]);
+    // Resident now: on device 1 (the group's first) the weights' first two columns, on device
+    // 0 the last two, each a 4x2 array; the whole 4x4 is held nowhere.
+    let w = weights();
+    let half = |first: usize| -> Vec<f32> {
+        (0..4)
+            .flat_map(|r| (first..first + 2).map(move |c| (r, c)))
+            .map(|(r, c)| w[r * 4 + c])
+            .collect()
+    };
+    let resident: Vec<(i32, Vec<i64>, Vec<f32>)> = (client.live_arrays().unwrap().iter())
+        .filter(|a| a.dtype() == ElementType::F32)
+        .map(|a| {
+            (
+                a.device().id(),
+                a.dims().to_vec(),
+                a.to_vec::<f32>().unwrap(),
+            )
+        })
+        .collect();
+    for (device, first) in [(1, 0), (0, 2)] {
+        let on: Vec<_> = (resident.iter())
+            .filter(|(d, dims, _)| *d == device && dims == &[4, 2])
+            .collect();
+        assert_eq!(on.len(), 1, "device {device}: {resident:?}");
+        assert_eq!(on[0].2, half(first), "device {device}");
+    }
+    assert!(
+        !resident.iter().any(|(_, dims, _)| dims == &[4, 4]),
+        "{resident:?}"
+    );
     serve_and_check(&batcher);
 }
 
