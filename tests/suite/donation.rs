@@ -165,10 +165,10 @@ fn an_array_in_use_or_awaited_by_queued_work_is_not_donated() {
         }),
     );
     let small = client.devices()[0].put(&[1f32; 4], &[4]).unwrap();
+    // A read alone is queued that will use the cache: donating it now is refused (tested
+    // apart from a queued run, which alone refuses too and would hide a read not counted).
     let busy = slow.execute_async(&[&small]);
     let read = cache.to_bytes_async();
-    let queued = exe.execute_async(&[&cache, &x]);
-    // A read and a run are queued that will use the cache: donating it now is refused.
     assert_refused(
         exe.execute_donating(&[&cache, &x], &[0]),
         0,
@@ -177,12 +177,23 @@ fn an_array_in_use_or_awaited_by_queued_work_is_not_donated() {
     pjrt_actors::wait(busy).unwrap();
     let bytes = pjrt_actors::wait(read).unwrap();
     assert_eq!(bytes.len(), 4 * N as usize);
+    assert!(!cache.is_deleted());
+    // A run alone is queued that will use the cache: refused too.
+    let busy = slow.execute_async(&[&small]);
+    let queued = exe.execute_async(&[&cache, &x]);
+    assert_refused(
+        exe.execute_donating(&[&cache, &x], &[0]),
+        0,
+        "work queued on its device",
+    );
+    pjrt_actors::wait(busy).unwrap();
     assert_eq!(
         pjrt_actors::wait(queued).unwrap()[0]
             .to_vec::<f32>()
             .unwrap()[0],
         3.0
     );
+    assert!(!cache.is_deleted());
     // Async donation sent after queued work takes the buffer when its turn comes, in order.
     let busy = slow.execute_async(&[&small]);
     let read = cache.to_bytes_async();
