@@ -22,6 +22,7 @@ struct Report {
     compute_infer_us: u64,
 }
 
+/// The number after `key` in `text` (perf_analyzer's report, or one section of it).
 fn number_after(text: &str, key: &str) -> f64 {
     let at = text
         .find(key)
@@ -52,12 +53,20 @@ fn perf_analyzer(url: &str, protocol: &str) -> Report {
         "{text}\n{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // The server's breakdown is its own section (`Server:`), its phases one `+`-joined list:
+    // `(overhead N usec + queue N usec + compute input N usec + compute infer N usec + ...)`.
+    let server = &text[text
+        .find("Server:")
+        .unwrap_or_else(|| panic!("no server section:\n{text}"))..];
+    let phases = &server[server
+        .find("(overhead")
+        .unwrap_or_else(|| panic!("no server breakdown:\n{server}"))..];
     Report {
         throughput: number_after(&text, "Throughput:"),
-        server_inferences: number_after(&text, "Inference count:") as u64,
-        latency_us: number_after(&text, "Avg request latency:") as u64,
-        queue_us: number_after(&text, "queue") as u64,
-        compute_infer_us: number_after(&text, "compute infer") as u64,
+        server_inferences: number_after(server, "Inference count:") as u64,
+        latency_us: number_after(server, "Avg request latency:") as u64,
+        queue_us: number_after(phases, "+ queue") as u64,
+        compute_infer_us: number_after(phases, "+ compute infer") as u64,
     }
 }
 
@@ -125,4 +134,24 @@ fn a_model_config_renames_its_tensors_for_triton_and_inference() {
     .err()
     .expect("a wrong rename is refused");
     assert!(err.contains("input[0].dims is [9]"), "{err}");
+    // The same renames over gRPC: metadata, config and inference (tritonclient's protos).
+    let answers = common::server::grpc_cases(
+        &server,
+        &json!([
+            {"method": "ModelMetadata", "model": "lm"},
+            {"method": "ModelConfig", "model": "lm"},
+            {"model": "lm", "inputs": [{"name": "input_ids", "datatype": "INT32", "shape": [1, 8],
+                "contents": {"int_contents": [1, 2, 3, 4, 5, 6, 7, 8]}}]},
+            {"model": "lm", "inputs": [{"name": "tokens", "datatype": "INT32", "shape": [1, 8],
+                "contents": {"int_contents": [1, 2, 3, 4, 5, 6, 7, 8]}}]},
+        ]),
+    );
+    assert_eq!(answers[0]["inputs"], json!(["input_ids"]), "{}", answers[0]);
+    assert_eq!(answers[0]["outputs"], json!(["logits"]), "{}", answers[0]);
+    assert_eq!(answers[1]["inputs"], json!(["input_ids"]), "{}", answers[1]);
+    assert_eq!(answers[1]["outputs"], json!(["logits"]), "{}", answers[1]);
+    assert_eq!(answers[2]["code"], "OK", "{}", answers[2]);
+    assert_eq!(answers[2]["outputs"][0]["name"], "logits", "{}", answers[2]);
+    assert_eq!(answers[2]["outputs"][0]["shape"], json!([1, 64]));
+    assert_eq!(answers[3]["code"], "INVALID_ARGUMENT", "{}", answers[3]);
 }

@@ -61,7 +61,13 @@ def run(case):
         if method == "ModelMetadata":
             a = stub.ModelMetadata(service_pb2.ModelMetadataRequest(
                 name=case["model"], version=case.get("version", "")))
-            return {"code": "OK", "name": a.name, "versions": list(a.versions)}
+            return {"code": "OK", "name": a.name, "versions": list(a.versions),
+                    "inputs": [t.name for t in a.inputs], "outputs": [t.name for t in a.outputs]}
+        if method == "ModelConfig":
+            a = stub.ModelConfig(service_pb2.ModelConfigRequest(
+                name=case["model"], version=case.get("version", "")))
+            return {"code": "OK", "inputs": [t.name for t in a.config.input],
+                    "outputs": [t.name for t in a.config.output]}
         raise ValueError(method)
     except grpc.RpcError as e:
         return {"code": e.code().name, "message": e.details() or ""}
