@@ -326,6 +326,12 @@ impl MemorySpace {
         self.shared.state().memory_held(self.index)
     }
 
+    /// How many async uploads wait for room under this memory space's budget now, in arrival
+    /// order, their callers still waiting (the memory-space actor, which owns them, answers).
+    pub fn waiting_uploads(&self) -> Result<usize> {
+        wait(self.shared.memory(self.index).waiting_uploads())
+    }
+
     /// The budget set on this memory space, if any.
     pub fn budget(&self) -> Option<u64> {
         self.shared.state().memory_budget(self.index)

@@ -75,7 +75,14 @@ fn half_sent_heads_and_idle_connections_are_closed_and_shutdown_drops_idle_ones(
     let mut half = TcpStream::connect(("127.0.0.1", server.http)).unwrap();
     half.write_all(b"GET /v2/health/live HTTP/1.1\r\nHo")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    // Taken by the server (open beside the connection asking): not still in the backlog.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while open_connections(server.http) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the half-sent head was never taken"
+        );
+    }
     let (status, took) = server.terminate(Duration::from_secs(15));
     assert!(status.success(), "{status:?}");
     assert!(took < Duration::from_secs(5), "exited after {took:?}");
@@ -93,12 +100,15 @@ fn connections_past_the_cap_wait_to_be_accepted_until_idle_ones_close() {
         "2".into(),
     ])
     .unwrap();
-    // Two connections that send nothing take both places (the accept loop takes them in turn).
-    let _held: Vec<TcpStream> = [server.http, server.grpc]
+    // Two gRPC connections that send nothing take both places (the accept loop takes them in
+    // turn); each is known taken when the server's HTTP/2 SETTINGS frame comes.
+    let mut held: Vec<TcpStream> = [server.grpc, server.grpc]
         .iter()
         .map(|&p| TcpStream::connect(("127.0.0.1", p)).unwrap())
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    for s in &mut held {
+        assert!(grpc_served_within(s, Duration::from_secs(10)));
+    }
     // A third waits in the backlog, unanswered, until an idle one is closed at 2 s; then it
     // is served. (Without the cap it was served at once; with no idle timeout, never.)
     let start = Instant::now();
@@ -109,6 +119,18 @@ fn connections_past_the_cap_wait_to_be_accepted_until_idle_ones_close() {
         waited >= Duration::from_millis(1200) && waited < Duration::from_secs(20),
         "answered after {waited:?}"
     );
+}
+
+/// The server's open connections (`/metrics`), this one asking among them.
+fn open_connections(port: u16) -> u64 {
+    let (_, _, body) = http(port, "GET", "/metrics", &[], b"");
+    let text = String::from_utf8_lossy(&body);
+    (text.lines())
+        .find_map(|l| l.strip_prefix("pjrt_actors_server_connections "))
+        .unwrap_or_else(|| panic!("no connections gauge: {text}"))
+        .trim()
+        .parse::<f64>()
+        .unwrap() as u64
 }
 
 /// Whether the gRPC port has taken `s`: hyper's HTTP/2 server writes its SETTINGS frame as

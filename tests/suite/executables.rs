@@ -462,7 +462,12 @@ fn cancelled_requests_leave_the_queue_without_compiling() {
                 .load()
         })
     };
-    std::thread::sleep(Duration::from_millis(20));
+    // Queued behind the slow one: two requests queued or running.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while client.compile_queue_len() < 2 {
+        assert!(Instant::now() < deadline, "the waiter never queued");
+        std::thread::yield_now();
+    }
     let cancelled_at = Instant::now();
     token.cancel();
     assert!(matches!(

@@ -3,7 +3,6 @@
 //! once and allocates nothing, and an async upload waits, in order, until room frees.
 
 use std::future::Future;
-use std::time::Duration;
 
 use pjrt_actors::{Client, CompileOptions, ElementType, Error, HostBuffer, wait};
 
@@ -114,22 +113,18 @@ fn an_async_upload_past_the_budget_waits_for_room_in_order() {
     // Each is sent (polled once) here, so they queue in this order.
     let (mut first, mut second) = (Box::pin(upload(&[16])), Box::pin(upload(&[8])));
     assert!(first.as_mut().poll(noop).is_pending() && second.as_mut().poll(noop).is_pending());
+    // Both wait for room, as the memory-space actor that holds them says (the abandoned one
+    // not among them); their threads cannot have an answer before it admits them.
+    assert_eq!(memory.waiting_uploads().unwrap(), 2);
     let first = std::thread::spawn(move || wait(first));
     let second = std::thread::spawn(move || wait(second));
-    std::thread::sleep(Duration::from_millis(100));
-    assert!(
-        !first.is_finished() && !second.is_finished(),
-        "both wait for room"
-    );
     assert_eq!(memory.bytes_held(), 64);
     drop(a);
     let first = first.join().unwrap().unwrap();
     assert_eq!(first.to_vec::<f32>().unwrap(), SIXTEEN);
-    std::thread::sleep(Duration::from_millis(50));
-    assert!(
-        !second.is_finished(),
-        "the later one waits behind the room the first took"
-    );
+    // The later one waits behind the room the first took.
+    assert_eq!(memory.waiting_uploads().unwrap(), 1);
+    assert!(!second.is_finished());
     assert_eq!(memory.bytes_held(), 64);
     // Raising the budget lets it in.
     memory.set_budget(Some(96)).unwrap();

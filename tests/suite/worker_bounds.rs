@@ -32,6 +32,14 @@ pub fn worker_pids(parent: u32) -> Vec<u32> {
 }
 
 /// Whether `pid` is gone (or a zombie nobody reaped: it holds no memory and runs nothing).
+/// Bytes process `pid` has read through read(2) and its kind (`rchar` of `/proc/PID/io`).
+fn bytes_read(pid: u32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
+    (io.lines().find_map(|l| l.strip_prefix("rchar:")))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 fn gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
@@ -289,15 +297,19 @@ fn slow_program() -> String {
 #[ignore = "a child process of a_worker_dies_with_a_client_killed_by_sigkill"]
 fn orphan_parent_child() {
     let client = memory_limited(0);
-    std::thread::spawn(move || client.compile_and_load(slow_program(), &CompileOptions::default()));
-    assert!(eventually(Duration::from_secs(20), || !worker_pids(
-        std::process::id()
-    )
-    .is_empty()));
-    // Let the request reach the worker, so it is compiling (not waiting on its pipe) when the
-    // client dies: an idle worker ends anyway when its stdin closes.
-    std::thread::sleep(Duration::from_millis(500));
-    println!("worker {}", worker_pids(std::process::id())[0]);
+    // A first compile starts the worker; it then waits on its pipe, its reads counted.
+    (client.compile_and_load(crate::common::add_f32x4(), &CompileOptions::default())).unwrap();
+    let worker = worker_pids(std::process::id())[0];
+    let read_before = bytes_read(worker);
+    let program = slow_program();
+    let len = program.len() as u64;
+    std::thread::spawn(move || client.compile_and_load(program, &CompileOptions::default()));
+    // The request has reached the worker once it has read the program: it is compiling (not
+    // waiting on its pipe) when the client dies; an idle worker ends anyway when its stdin
+    // closes.
+    assert!(eventually(Duration::from_secs(20), || bytes_read(worker)
+        >= read_before + len));
+    println!("worker {worker}");
     std::thread::sleep(Duration::from_secs(120));
 }
 
@@ -344,12 +356,16 @@ fn the_last_drop_waits_for_a_running_compile_no_longer_than_the_shutdown_timeout
     let (program, _) = distinct_module(734, 4_000);
     let compiling = client.compile_and_load_async(program, &CompileOptions::default());
     let mut compiling = Box::pin(compiling);
-    // Polled once, so the compile is queued; then under way on the compile thread.
+    // Polled once, so the compile is queued; then under way on the compile thread once the
+    // compile service counts its miss.
     let waker = std::task::Waker::noop();
     let _ = compiling
         .as_mut()
         .poll(&mut std::task::Context::from_waker(waker));
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(eventually(Duration::from_secs(20), || client
+        .compile_cache_stats()
+        .misses
+        > 0));
     let start = Instant::now();
     drop(compiling);
     drop(client);

@@ -91,6 +91,9 @@ pub struct ServerState {
     pub generations: BTreeMap<String, super::generation::ServedGeneration>,
     /// Set once the server drains: streams subscribe, to end themselves cleanly.
     pub stopping: tokio::sync::watch::Sender<bool>,
+    /// One permit a connection (both ports), held for the connection's life: the cap, and
+    /// what `/metrics` reports open.
+    pub connection_slots: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl ServerState {
@@ -109,6 +112,7 @@ impl ServerState {
             memory,
             generations: BTreeMap::new(),
             stopping: tokio::sync::watch::Sender::new(false),
+            connection_slots: std::sync::Arc::new(tokio::sync::Semaphore::new(limits.connections)),
         }
     }
 
@@ -177,6 +181,18 @@ impl ServerState {
     pub fn metrics_text(&self) -> String {
         let mut page = Exposition::new();
         self.metrics.render(&mut page);
+        let open = "pjrt_actors_server_connections";
+        page.family(
+            open,
+            pjrt_actors::prometheus::Kind::Gauge,
+            "Connections open now, both ports (at most --max-connections).",
+        );
+        let free = self.connection_slots.available_permits();
+        page.sample(
+            open,
+            &[],
+            self.limits.connections.saturating_sub(free) as f64,
+        );
         let batchers: Vec<&Batcher> = self.by_name.values().map(|m| &m.batcher).collect();
         let mut generation = Exposition::new();
         super::generation::render_metrics(&self.generations, &mut generation);

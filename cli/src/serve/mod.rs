@@ -28,7 +28,6 @@ use std::time::Duration;
 
 use pjrt_actors::Result;
 use pjrt_actors::serving::ShutdownMode;
-use tokio::sync::Semaphore;
 
 use crate::bench::seconds_flag;
 use crate::common::{GlobalArgs, open, usage};
@@ -235,7 +234,7 @@ pub fn serve(cli: &GlobalArgs, spec: &ServeArgs) -> Result<()> {
         let grpc_listener =
             tokio::net::TcpListener::from_std(grpc_listener).map_err(|e| usage(e.to_string()))?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let slots = Arc::new(Semaphore::new(limits.connections));
+        let slots = models.connection_slots.clone();
         let http_app = http::router(models.clone()).merge(generate_http::router(models.clone()));
         let grpc_app = grpc::InferenceService {
             models: models.clone(),

@@ -138,6 +138,21 @@ impl Actor for MemorySpaceActor {
     type Context = Context<Self>;
 }
 
+/// How many async uploads wait for room now (their callers still waiting): the budget's queue.
+#[derive(Message)]
+#[rtype(result = "Result<usize>")]
+pub(crate) struct WaitingUploads;
+
+impl Handler<WaitingUploads> for MemorySpaceActor {
+    type Result = Result<usize>;
+
+    fn handle(&mut self, _: WaitingUploads, _: &mut Context<Self>) -> Self::Result {
+        Ok((self.waiting.iter())
+            .filter(|r| !r.reply.is_closed())
+            .count())
+    }
+}
+
 /// Asks the plugin again for the memory space's description and the ids of its devices.
 #[derive(Message)]
 #[rtype(result = "Result<(MemoryDescription, Vec<i32>)>")]
@@ -256,5 +271,10 @@ impl MemoryHandle<'_> {
     /// Sets or clears the space's budget.
     pub fn set_budget(self, budget: Option<u64>) -> impl Future<Output = Result<()>> + use<> {
         ask(self.addr, SetBudget(budget))
+    }
+
+    /// How many async uploads wait for room under the budget now.
+    pub fn waiting_uploads(self) -> impl Future<Output = Result<usize>> + use<> {
+        ask(self.addr, WaitingUploads)
     }
 }
