@@ -386,3 +386,46 @@ fn an_spmd_executable_compiled_in_a_worker_comes_back_from_the_disk_cache_whole(
     assert_first_output_is_jaxs(&out, &c);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A program jax exported with `donate_argnums` over 4 devices (tests/data/spmd/donate.py):
+/// donating its cache through `execute_sharded_donating` gives JAX's output, deletes every
+/// shard of the cache (and nothing of `x`), the memory held stays as it was (the cache's bytes
+/// gone, the output's come), and the deleted cache cannot be donated again. (No other test
+/// donated a shard.)
+#[test]
+fn an_spmd_export_made_with_donate_argnums_donates_every_shard() {
+    let client = Client::open().unwrap();
+    let code = std::fs::read(data_dir().join("donated_step.mlir")).unwrap();
+    let exe = client
+        .compile_and_load(&code, &CompileOptions::default())
+        .unwrap();
+    let shardings = exe.parameter_shardings().expect("an SPMD program");
+    let file = |name: &str| npy(&Value::from(name));
+    let (cache, x) = (file("donated_step.in0.npy"), file("donated_step.in1.npy"));
+    let cache = client.put_sharded(&cache, &shardings[0]).unwrap();
+    let x = client.put_sharded(&x, &shardings[1]).unwrap();
+    assert_eq!(cache.shards().len(), 4);
+    let held = |c: &Client| -> u64 {
+        (c.devices().iter())
+            .map(|d| d.default_memory_space().unwrap().bytes_held())
+            .sum()
+    };
+    let before = held(&client);
+    let out = exe.execute_sharded_donating(&[&cache, &x], &[0]).unwrap();
+    assert!(
+        cache.shards().iter().all(|s| s.is_deleted()),
+        "a shard kept"
+    );
+    assert!(x.shards().iter().all(|s| !s.is_deleted()), "x was donated");
+    // The cache's bytes went as the output's came.
+    assert_eq!(held(&client), before);
+    let got = values(&out[0].to_host().unwrap());
+    let want = values(&file("donated_step.out0.npy"));
+    assert_eq!(got.len(), want.len());
+    assert!(
+        got.iter().zip(&want).all(|(g, w)| (g - w).abs() < 1e-6),
+        "{got:?} against JAX's {want:?}"
+    );
+    let again = exe.execute_sharded_donating(&[&cache, &x], &[0]);
+    assert!(again.is_err(), "a deleted cache was donated again");
+}
