@@ -269,6 +269,7 @@ impl Client {
             redis_wakeups: get(&s.redis_wakeups),
             redis_stores: get(&s.redis_stores),
             redis_too_large: get(&s.redis_too_large),
+            redis_skips: get(&s.redis_skips),
         }
     }
 
@@ -392,4 +393,7 @@ pub struct CompileCacheStats {
     pub redis_stores: u64,
     /// Entries over the size limit: not stored, or refused and deleted on load.
     pub redis_too_large: u64,
+    /// Round trips not tried because Redis (a cluster: the key's master) failed within the
+    /// last second: each lookup compiled, each store kept, locally.
+    pub redis_skips: u64,
 }

@@ -75,20 +75,38 @@ fn a_master_killed_mid_run_fails_over_and_the_fleet_uses_the_cluster_again() {
     );
     // After: the same clients store every new module and load each other's, on every master.
     // A round is 24 new modules client 0 compiles; it counts once client 0 stored all 24 and
-    // client 1 then loaded all 24 without compiling. Client 1 may still skip a master for a
-    // second after its own last error there (the skip policy), so rounds go on until one
-    // counts, within 20 s.
+    // client 1 then loaded all 24 without compiling. Why a round right after the failover falls
+    // short (1-10 of 24 in a third of runs here): the skip policy. A client skips the failed
+    // master for a second after its own last error there, so client 0 keeps some modules
+    // local (its lookup and then its store skipped: 22 stored and 4 skips, 14 and 20, 21 and 7
+    // were seen), and client 1 would compile some. Every round checks that this is the whole
+    // of it: each module not stored or not loaded was skipped (counted), and no round trip
+    // failed and no entry went missing. Rounds go on until one is whole.
     let back = Instant::now();
     let (mut stored_all, mut loaded_all, mut rounds) = (None, None, 0);
     let mut first = 1000;
     let mut last = None;
     while back.elapsed() < Duration::from_secs(20) && loaded_all.is_none() {
-        let before = clients[0].compile_cache_stats().redis_stores;
+        let before = clients[0].compile_cache_stats();
         for n in first..first + 24 {
             compile_and_check(&clients[0], n);
         }
         rounds += 1;
-        if clients[0].compile_cache_stats().redis_stores - before == 24 {
+        let after = clients[0].compile_cache_stats();
+        let stored = after.redis_stores - before.redis_stores;
+        let (erred, skipped) = (
+            after.redis_errors - before.redis_errors,
+            after.redis_skips - before.redis_skips,
+        );
+        eprintln!(
+            "failover: round {rounds} at {:?}: client 0 stored {stored}, erred {erred}, skipped {skipped}",
+            killed_at.elapsed(),
+        );
+        assert!(
+            erred == 0 && skipped >= 24 - stored,
+            "round {rounds}: each module client 0 kept local was skipped, none failed"
+        );
+        if stored == 24 {
             stored_all.get_or_insert(killed_at.elapsed());
             let before = clients[1].compile_cache_stats();
             for n in first..first + 24 {
@@ -102,15 +120,22 @@ fn a_master_killed_mid_run_fails_over_and_the_fleet_uses_the_cluster_again() {
             if got == (0, 24) {
                 loaded_all = Some(killed_at.elapsed());
             }
-            // Each round's outcome, so a partial one says whether its entries were skipped or
-            // errored (client 1's policy) or missing (lost): not yet seen in a printed run.
+            let (missed, erred, skipped) = (
+                after.redis_misses - before.redis_misses,
+                after.redis_errors - before.redis_errors,
+                after.redis_skips - before.redis_skips,
+            );
             eprintln!(
-                "failover: round {rounds} at {:?}: client 1 compiled {}, hit {}, missed {}, erred {}",
+                "failover: round {rounds} at {:?}: client 1 compiled {}, hit {}, missed {missed}, erred {erred}, skipped {skipped}",
                 killed_at.elapsed(),
                 got.0,
                 got.1,
-                after.redis_misses - before.redis_misses,
-                after.redis_errors - before.redis_errors
+            );
+            // A skipped lookup's module is compiled here and its store skipped too: at least one
+            // skip each.
+            assert!(
+                missed == 0 && erred == 0 && skipped >= got.0,
+                "round {rounds}: client 1's local compiles are its skipped lookups, no entry missing or unreachable"
             );
             last = Some((got, after));
         }

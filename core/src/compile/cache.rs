@@ -61,6 +61,9 @@ pub struct CacheStats {
     pub redis_wakeups: AtomicU64,
     pub redis_stores: AtomicU64,
     pub redis_too_large: AtomicU64,
+    /// Lookups and stores not tried because Redis (a cluster: the key's master) failed within
+    /// the last second (the skip policy): each compiled or kept locally.
+    pub redis_skips: AtomicU64,
 }
 
 pub(crate) fn bump(c: &AtomicU64) {

@@ -156,6 +156,7 @@ impl RedisTier {
         F: Future<Output = redis::RedisResult<T>> + Send + 'static,
     {
         if !self.skips.lock().allows(slot, Instant::now()) {
+            bump(&self.stats.redis_skips);
             return Err("skipped after a recent failure".into());
         }
         let conn = self.connection()?;
@@ -180,6 +181,7 @@ impl RedisTier {
     /// The shared connection, made on first use (it reconnects by itself after).
     fn connection(&self) -> std::result::Result<RedisConnection, String> {
         if !self.skips.lock().allows(None, Instant::now()) {
+            bump(&self.stats.redis_skips);
             return Err("skipped after a recent failure".into());
         }
         let mut slot = self.conn.lock();
