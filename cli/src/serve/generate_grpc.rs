@@ -21,10 +21,9 @@ use tonic::codegen::tokio_stream::wrappers::ReceiverStream;
 use tonic::codegen::{BoxFuture, http};
 
 use super::error::ServeError;
-use super::generation::Asked;
 use super::kserve::{ServerState, VERSION};
+use super::wire::generate_request;
 use super::wire::messages::*;
-use super::wire::{shown, shown_dims};
 
 type Answers = mpsc::Sender<Result<ModelStreamInferResponse, Status>>;
 
@@ -201,85 +200,12 @@ fn invalid(why: String) -> ServeError {
     ServeError::Invalid(format!("generate request: {why}"))
 }
 
-/// A parameter as a whole number from 0, or a number, if given.
-fn whole(params: &HashMap<String, InferParameter>, name: &str) -> Result<Option<u64>, ServeError> {
-    match params.get(name).and_then(|p| p.choice.as_ref()) {
-        None => Ok(None),
-        Some(ParameterChoice::Int64(n)) if *n >= 0 => Ok(Some(*n as u64)),
-        Some(ParameterChoice::Uint64(n)) => Ok(Some(*n)),
-        Some(_) => Err(invalid(format!(
-            "parameter `{name}` takes a whole number from 0"
-        ))),
-    }
-}
-
-fn number(params: &HashMap<String, InferParameter>, name: &str) -> Result<Option<f32>, ServeError> {
-    match params.get(name).and_then(|p| p.choice.as_ref()) {
-        None => Ok(None),
-        Some(ParameterChoice::Double(d)) => Ok(Some(*d as f32)),
-        Some(ParameterChoice::Int64(n)) => Ok(Some(*n as f32)),
-        Some(ParameterChoice::Uint64(n)) => Ok(Some(*n as f32)),
-        Some(_) => Err(invalid(format!("parameter `{name}` takes a number"))),
-    }
-}
-
-/// The prompt of a request: its one input, `input_ids`, INT32 of shape [n] or [1, n].
-fn prompt(r: &ModelInferRequest) -> Result<Vec<i32>, ServeError> {
-    let [input] = r.inputs.as_slice() else {
-        return Err(invalid(format!(
-            "a generation model takes one input, input_ids; {} given",
-            r.inputs.len()
-        )));
-    };
-    if input.name != "input_ids" || input.datatype != "INT32" {
-        return Err(invalid(format!(
-            "the input is `{}` {}; the model takes input_ids, INT32",
-            shown(&input.name),
-            shown(&input.datatype)
-        )));
-    }
-    let n: i64 = input.shape.iter().product();
-    if !matches!(input.shape.as_slice(), [_] | [1, _]) || n < 0 {
-        return Err(invalid(format!(
-            "input_ids has shape {}; it takes [n] or [1, n]",
-            shown_dims(&input.shape)
-        )));
-    }
-    let ids: Vec<i32> = match (r.raw_input_contents.first(), &input.contents) {
-        (Some(raw), None) if raw.len() % 4 == 0 => (raw.chunks_exact(4))
-            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
-        (None, Some(c)) => c.int_contents.clone(),
-        _ => {
-            return Err(invalid(
-                "input_ids needs its raw contents or int_contents".into(),
-            ));
-        }
-    };
-    match ids.len() as i64 == n {
-        true => Ok(ids),
-        false => Err(invalid(format!(
-            "input_ids has {} values for shape {}",
-            ids.len(),
-            shown_dims(&input.shape)
-        ))),
-    }
-}
-
 fn start(models: &ServerState, r: ModelInferRequest) -> Result<TokenStream, ServeError> {
     models.check_ready()?;
     let g = models.generation(&r.model_name)?;
-    let p = &r.parameters;
-    let asked = Asked {
-        max_tokens: whole(p, "max_tokens")?.map(|n| n as usize),
-        temperature: number(p, "temperature")?,
-        top_k: whole(p, "top_k")?.map(|n| n as usize),
-        top_p: number(p, "top_p")?,
-        seed: whole(p, "seed")?,
-        stop: None,
-        stream: None,
-    };
-    let request = g.request(prompt(&r)?, &asked, models.limits.request_time)?;
+    let asked = generate_request::asked_of(&r.parameters).map_err(invalid)?;
+    let prompt = generate_request::prompt_of(&r).map_err(invalid)?;
+    let request = g.request(prompt, &asked, models.limits.request_time)?;
     Ok(g.generator.submit(request)?)
 }
 

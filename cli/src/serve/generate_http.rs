@@ -18,10 +18,10 @@ use serde_json::json;
 
 use super::body::read_held_body;
 use super::error::ServeError;
-use super::generation::GenerateBody;
 use super::http::{error, json_body};
 use super::kserve::{ServerState, VERSION};
 use super::limits::{OFF_THREAD_BYTES, off_thread};
+use super::wire::generate_request::GenerateBody;
 
 type App = Arc<ServerState>;
 

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use crate::common::usage;
 
 use super::error::ServeError;
+use super::wire::generate_request::{Asked, MAX_STOP_TOKENS};
 
 /// A generation model as served.
 pub struct ServedGeneration {
@@ -73,55 +74,6 @@ impl GenerationConfig {
         }
         Ok(())
     }
-}
-
-/// Most stop tokens a config or a request may name: each is looked at for every token made.
-pub const MAX_STOP_TOKENS: usize = 1024;
-
-/// Most prompt ids a request may carry, past any bucket an export has: the list is refused as
-/// it is read, before it is held whole.
-pub const MAX_PROMPT_IDS: usize = 1 << 20;
-
-/// A list of token ids of at most `MAX` entries, refused at the first one past it (serde reads
-/// the rest of the body no further).
-fn bounded_ids<'de, D: serde::Deserializer<'de>, const MAX: usize>(
-    d: D,
-    what: &'static str,
-) -> std::result::Result<Vec<i32>, D::Error> {
-    struct Ids<const MAX: usize>(&'static str);
-    impl<'de, const MAX: usize> serde::de::Visitor<'de> for Ids<MAX> {
-        type Value = Vec<i32>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            write!(f, "a list of at most {MAX} token ids")
-        }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(
-            self,
-            mut seq: A,
-        ) -> std::result::Result<Vec<i32>, A::Error> {
-            let mut ids = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(MAX).min(4096));
-            while let Some(id) = seq.next_element()? {
-                if ids.len() == MAX {
-                    return Err(serde::de::Error::custom(format!(
-                        "`{}` has more than {MAX} ids",
-                        self.0
-                    )));
-                }
-                ids.push(id);
-            }
-            Ok(ids)
-        }
-    }
-    d.deserialize_seq(Ids::<MAX>(what))
-}
-
-fn prompt_ids<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<i32>, D::Error> {
-    bounded_ids::<D, MAX_PROMPT_IDS>(d, "input_ids")
-}
-
-fn stop_ids<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> std::result::Result<Option<Vec<i32>>, D::Error> {
-    bounded_ids::<D, MAX_STOP_TOKENS>(d, "stop").map(Some)
 }
 
 /// Loads the generation model in `dir` as `name`.
@@ -187,58 +139,6 @@ pub fn load(client: &Client, name: &str, dir: &Path) -> Result<ServedGeneration>
     })
 }
 
-/// What a request asks besides its prompt; each field optional.
-#[derive(Deserialize, Default, Clone, Debug)]
-#[serde(deny_unknown_fields)]
-pub struct Asked {
-    pub max_tokens: Option<usize>,
-    pub temperature: Option<f32>,
-    pub top_k: Option<usize>,
-    pub top_p: Option<f32>,
-    pub seed: Option<u64>,
-    #[serde(default, deserialize_with = "stop_ids")]
-    pub stop: Option<Vec<i32>>,
-    /// Triton's generate extension's streaming flag (the endpoint decides; accepted).
-    pub stream: Option<bool>,
-}
-
-/// The HTTP generate body: Triton's generate extension, with the prompt as token ids; the
-/// fields of [`Asked`] at the top or inside `parameters` (the top wins).
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
-pub struct GenerateBody {
-    #[serde(deserialize_with = "prompt_ids")]
-    pub input_ids: Vec<i32>,
-    #[serde(default)]
-    pub id: Option<String>,
-    pub max_tokens: Option<usize>,
-    pub temperature: Option<f32>,
-    pub top_k: Option<usize>,
-    pub top_p: Option<f32>,
-    pub seed: Option<u64>,
-    #[serde(default, deserialize_with = "stop_ids")]
-    pub stop: Option<Vec<i32>>,
-    pub stream: Option<bool>,
-    #[serde(default)]
-    pub parameters: Option<Asked>,
-}
-
-impl GenerateBody {
-    /// The fields asked, from the top and from `parameters`.
-    pub fn asked(&self) -> Asked {
-        let top = Asked {
-            max_tokens: self.max_tokens,
-            temperature: self.temperature,
-            top_k: self.top_k,
-            top_p: self.top_p,
-            seed: self.seed,
-            stop: self.stop.clone(),
-            stream: self.stream,
-        };
-        merged(&top, self.parameters.as_ref())
-    }
-}
-
 impl ServedGeneration {
     /// The request for `prompt` as asked, ending by `limit` from now.
     pub fn request(
@@ -268,22 +168,6 @@ impl ServedGeneration {
             // reader the same way.
             deadline: Some(Instant::now() + limit),
         })
-    }
-}
-
-/// Both places a body may give [`Asked`]'s fields, the top winning.
-pub fn merged(top: &Asked, nested: Option<&Asked>) -> Asked {
-    let Some(n) = nested else {
-        return top.clone();
-    };
-    Asked {
-        max_tokens: top.max_tokens.or(n.max_tokens),
-        temperature: top.temperature.or(n.temperature),
-        top_k: top.top_k.or(n.top_k),
-        top_p: top.top_p.or(n.top_p),
-        seed: top.seed.or(n.seed),
-        stop: top.stop.clone().or_else(|| n.stop.clone()),
-        stream: top.stream.or(n.stream),
     }
 }
 

@@ -3,6 +3,7 @@
 //! data, gRPC's messages and typed contents. Nothing here touches the runtime or the network,
 //! so the fuzz target `serve_requests` builds this folder alone (by path).
 
+pub mod generate_request;
 pub mod grpc_contents;
 pub mod json_request;
 pub mod messages;
