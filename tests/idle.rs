@@ -8,17 +8,15 @@ mod common;
 
 use std::time::Duration;
 
-use pjrt_actors::{Client, CompileOptions, wait};
+use pjrt_actors::{Array, Client, CompileOptions, Device, LoadedExecutable, wait};
 
 /// This process's CPU time in ms: the binary holds this one test, so it is the test's own.
 fn process_cpu_ms() -> f64 {
     common::cpu::process_cpu_ns() as f64 / 1e6
 }
 
-/// A look that never ended would cost a core a thread; `cargo bench --bench execute` measures
-/// what an idle client costs (`idle_cpu_ms_per_10s`: well under 1 ms).
-#[test]
-fn an_idle_clients_actor_threads_sleep() {
+/// A client, its first device, `a + b` compiled for it, and an array of ones there.
+fn adding_on_the_first_device() -> (Client, Device, LoadedExecutable, Array) {
     let client = Client::open().unwrap();
     let device = client.devices()[0].clone();
     let options = CompileOptions {
@@ -29,6 +27,14 @@ fn an_idle_clients_actor_threads_sleep() {
         .compile_and_load(common::add_f32x4(), &options)
         .unwrap();
     let a = device.put(&[1f32; 4], &[4]).unwrap();
+    (client, device, exe, a)
+}
+
+/// A look that never ended would cost a core a thread; `cargo bench --bench execute` measures
+/// what an idle client costs (`idle_cpu_ms_per_10s`: well under 1 ms).
+#[test]
+fn an_idle_clients_actor_threads_sleep() {
+    let (client, device, exe, a) = adding_on_the_first_device();
     // Work through the device, client and memory-space actors, so each thread has looked.
     for _ in 0..100 {
         let out = wait(exe.execute_async(&[&a, &a])).unwrap();
@@ -60,16 +66,7 @@ fn an_idle_clients_actor_threads_sleep() {
 /// checks only that the look ends.)
 #[test]
 fn round_trips_in_a_row_find_the_actor_thread_still_looking() {
-    let client = Client::open().unwrap();
-    let device = client.devices()[0].clone();
-    let options = CompileOptions {
-        devices: Some(vec![device.id()]),
-        ..Default::default()
-    };
-    let exe = client
-        .compile_and_load(common::add_f32x4(), &options)
-        .unwrap();
-    let a = device.put(&[1f32; 4], &[4]).unwrap();
+    let (_client, device, exe, a) = adding_on_the_first_device();
     let before = pjrt_actors_core::runtime::spin_hits();
     for _ in 0..2000 {
         device.memory_stats().unwrap();

@@ -165,6 +165,15 @@ mod served {
         .unwrap()
     }
 
+    /// A generation folder's exports and weights (generation.json aside).
+    const EXPORTS: [&str; 5] = [
+        "prefill_8.exported",
+        "prefill_16.exported",
+        "insert.exported",
+        "decode.exported",
+        "weights.safetensors",
+    ];
+
     fn post(port: u16, path: &str, body: &str) -> TcpStream {
         let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
         write!(
@@ -319,14 +328,7 @@ mod served {
         let folder = repo.join("chat");
         std::fs::create_dir_all(&folder).unwrap();
         let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/exported/generate");
-        for f in [
-            "prefill_8.exported",
-            "prefill_16.exported",
-            "insert.exported",
-            "decode.exported",
-            "weights.safetensors",
-            "generation.json",
-        ] {
+        for f in EXPORTS.iter().chain(&["generation.json"]) {
             std::fs::copy(src.join(f), folder.join(f)).unwrap();
         }
         let server =
@@ -362,13 +364,7 @@ mod served {
         let fresh = || {
             let _ = std::fs::remove_dir_all(&folder);
             std::fs::create_dir_all(&folder).unwrap();
-            for f in [
-                "prefill_8.exported",
-                "prefill_16.exported",
-                "insert.exported",
-                "decode.exported",
-                "weights.safetensors",
-            ] {
+            for f in EXPORTS {
                 std::fs::copy(src.join(f), folder.join(f)).unwrap();
             }
         };

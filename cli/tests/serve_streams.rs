@@ -32,20 +32,9 @@ fn script(name: &str) -> PathBuf {
 
 /// Runs stream_hostile.py MODE against the server's gRPC port: its JSON line.
 fn hostile(server: &Server, mode: &str, model: &str, arg: Option<usize>) -> Value {
-    let mut cmd = Command::new(triton_python());
-    cmd.arg(script("stream_hostile.py"))
-        .args([mode, &server.grpc.to_string(), model]);
-    if let Some(a) = arg {
-        cmd.arg(a.to_string());
-    }
-    let o = cmd.output().unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
+    let mut args = vec![mode.to_string(), server.grpc.to_string(), model.to_string()];
+    args.extend(arg.map(|a| a.to_string()));
+    common::server::triton_script("stream_hostile.py", &args)
 }
 
 /// A generation counter of `model` from `/metrics`.
