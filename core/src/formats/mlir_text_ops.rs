@@ -10,6 +10,10 @@ use super::mlir_bytecode_ops::shaped_element;
 /// reads as unknown (`?`), never a loop.
 const MAX_ALIAS_DEPTH: usize = 16;
 
+/// The most characters one op's resolved types may grow to: an alias naming itself twice
+/// doubles at every level (hostile text found by the fuzz target `read_ops` grew past memory).
+const MAX_RESOLVED: usize = 1 << 16;
+
 /// The element type of a result the reader could not resolve.
 pub const UNKNOWN: &str = "?";
 
@@ -25,9 +29,18 @@ pub fn uses_op(text: &str, op: &str) -> bool {
 pub fn ops_used(text: &str) -> Vec<(String, String)> {
     let aliases = aliases(text);
     let mut found = Vec::new();
+    // Every op's types are scanned from the op on; unbalanced brackets could make each scan run
+    // to the text's end. All the scans together read at most this much; past it, types read as
+    // unknown (linear work, whatever the text).
+    let mut scan_budget = 8 * text.len() + 4096;
     for (name, after) in op_sites(text) {
-        let types = result_types(&text[after..]);
-        let mut elements = element_types(&resolve(types, &aliases, 0));
+        let types = result_types(&text[after..], &mut scan_budget);
+        let mut room = MAX_RESOLVED;
+        let resolved = resolve(types, &aliases, 0, &mut room);
+        let mut elements = match room {
+            0 => Vec::new(),
+            _ => element_types(&resolved),
+        };
         if elements.is_empty() {
             elements.push(UNKNOWN.to_string());
         }
@@ -130,12 +143,16 @@ fn string_end(bytes: &[u8], mut at: usize) -> usize {
 /// The result types of the op whose text follows `rest`: its statement runs to the first line
 /// break outside brackets and strings once a `:` has been seen outside them (a type broken over
 /// lines stays inside `<…>`); the types are those after its last `->` there, else after its `:`.
-fn result_types(rest: &str) -> &str {
+fn result_types<'t>(rest: &'t str, budget: &mut usize) -> &'t str {
     let bytes = rest.as_bytes();
     let (mut depth, mut colon, mut arrow) = (0i32, None, None);
     let mut i = 0;
     let mut end = bytes.len();
     while i < bytes.len() {
+        if *budget == 0 {
+            return "";
+        }
+        *budget -= 1;
         match bytes[i] {
             b'"' => i = string_end(bytes, i + 1),
             b'-' if bytes.get(i + 1) == Some(&b'>') => {
@@ -197,24 +214,36 @@ fn aliases(text: &str) -> HashMap<&str, &str> {
 }
 
 /// `types` with each `!alias` replaced by what it names, recursively; an unknown or too-deep
-/// alias becomes [`UNKNOWN`].
-fn resolve(types: &str, aliases: &HashMap<&str, &str>, depth: usize) -> String {
-    let mut out = String::with_capacity(types.len());
+/// alias becomes [`UNKNOWN`]. At most `room` characters are written: past it, `room` is 0 and
+/// what was resolved is not to be read.
+fn resolve(types: &str, aliases: &HashMap<&str, &str>, depth: usize, room: &mut usize) -> String {
+    let mut out = String::new();
+    let mut push = |out: &mut String, s: &str, room: &mut usize| match s.len() <= *room {
+        true => {
+            *room -= s.len();
+            out.push_str(s);
+        }
+        false => *room = 0,
+    };
     let mut rest = types;
     while let Some(at) = rest.find('!') {
-        out.push_str(&rest[..at]);
+        push(&mut out, &rest[..at], room);
         let after = &rest[at + 1..];
         let len = after.bytes().take_while(|&b| is_ident(b)).count();
         let name = &after[..len];
         match aliases.get(name) {
-            Some(value) if depth < MAX_ALIAS_DEPTH => {
-                out.push_str(&resolve(value, aliases, depth + 1))
+            Some(value) if depth < MAX_ALIAS_DEPTH && *room > 0 => {
+                let inner = resolve(value, aliases, depth + 1, room);
+                out.push_str(&inner);
             }
-            _ => out.push_str(UNKNOWN),
+            _ => push(&mut out, UNKNOWN, room),
+        }
+        if *room == 0 {
+            return String::new();
         }
         rest = &after[len..];
     }
-    out.push_str(rest);
+    push(&mut out, rest, room);
     out
 }
 
@@ -321,6 +350,23 @@ mod tests {
         for (text, want) in table {
             assert_eq!(ops_used(text), pairs(want), "{text}");
         }
+    }
+
+    /// Hostile text costs linear work: an alias naming itself twice (it doubled at each of 16
+    /// levels, past memory: found by the fuzz target `read_ops`), and ops whose brackets never
+    /// close (each scan ran to the text's end).
+    #[test]
+    fn hostile_aliases_and_brackets_cost_bounded_work() {
+        let doubling = "!t = tensor<!t x !t>\n%0 = chlo.atan %a : !t\n";
+        assert_eq!(
+            ops_used(doubling),
+            [("chlo.atan".to_string(), "?".to_string())]
+        );
+        // 20,000 ops each opening a bracket: quadratic, this was 4 * 10^9 bytes scanned.
+        let unclosed = "%0 = a.b %x : tensor<\n".repeat(20_000);
+        let ops = ops_used(&unclosed);
+        assert_eq!(ops.len(), 20_000);
+        assert!(ops.iter().all(|(op, _)| op == "a.b"));
     }
 
     #[test]
