@@ -218,7 +218,7 @@ fn aliases(text: &str) -> HashMap<&str, &str> {
 /// what was resolved is not to be read.
 fn resolve(types: &str, aliases: &HashMap<&str, &str>, depth: usize, room: &mut usize) -> String {
     let mut out = String::new();
-    let mut push = |out: &mut String, s: &str, room: &mut usize| match s.len() <= *room {
+    let push = |out: &mut String, s: &str, room: &mut usize| match s.len() <= *room {
         true => {
             *room -= s.len();
             out.push_str(s);
