@@ -45,8 +45,7 @@ pub struct ClientConfig {
     pub cache_redis: Option<crate::compile::redis_cache::RedisCacheConfig>,
     /// The key-value store of a multi-process client (`ClientBuilder::distributed`).
     pub kv_store: Option<KvStoreHandle>,
-    /// Compile as written what `compile::known_defects` fixes or refuses; also env
-    /// `PJRT_ACTORS_ALLOW_KNOWN_DEFECTS=1`.
+    /// Compile as written what `compile::known_defects` fixes or refuses (or env var set).
     pub allow_known_defects: bool,
 }
 

@@ -335,27 +335,17 @@ impl CompileWorker {
         })
     }
 
-    /// How the worker ended, once its pipe broke. Under an address-space limit the end may be
-    /// the limit's, not the program's (an allocation the plugin cannot make ends it with status
-    /// 127 or an abort): the limit is named with what to do.
+    /// How the worker ended, once its pipe broke; under an address-space limit (whose failed
+    /// allocations end it with status 127 or an abort) the limit is named with what to do.
     fn crash(&mut self) -> Error {
-        match (self.ended(true), self.memory_limit) {
-            (
-                Error::CompilerCrashed {
-                    signal,
-                    how,
-                    context,
-                },
-                Some(bytes),
-            ) => Error::CompilerCrashed {
-                signal,
-                how: format!(
-                    "{how}, under an address-space limit of {bytes} bytes that may be too small for this compile: raise {COMPILE_WORKER_MEMORY_ENV} or ClientBuilder::compile_worker_memory, 0 for no limit"
-                ),
-                context,
-            },
-            (other, _) => other,
+        let mut crashed = self.ended(true);
+        if let (Error::CompilerCrashed { how, .. }, Some(bytes)) = (&mut crashed, self.memory_limit)
+        {
+            *how = format!(
+                "{how}, under an address-space limit of {bytes} bytes that may be too small for this compile: raise {COMPILE_WORKER_MEMORY_ENV} or ClientBuilder::compile_worker_memory, 0 for no limit"
+            );
         }
+        crashed
     }
 
     /// How the worker ended: killed first, or (`kill` false) waited for as it exits.
