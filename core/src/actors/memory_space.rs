@@ -147,9 +147,11 @@ impl Handler<WaitingUploads> for MemorySpaceActor {
     type Result = Result<usize>;
 
     fn handle(&mut self, _: WaitingUploads, _: &mut Context<Self>) -> Self::Result {
-        Ok((self.waiting.iter())
-            .filter(|r| !r.reply.is_closed())
-            .count())
+        guarded("count waiting uploads", || {
+            Ok((self.waiting.iter())
+                .filter(|r| !r.reply.is_closed())
+                .count())
+        })
     }
 }
 
