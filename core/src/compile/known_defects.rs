@@ -205,7 +205,7 @@ pub fn check_known_defects(code: &[u8], plugin: &PluginIdentity<'_>) -> Result<(
 }
 
 /// The entries for `plugin`'s versions whose op `code` runs (by name, whatever its types) and,
-/// with `dtype`, on that result type (an unreadable type counts as any), on its very build.
+/// with `by_dtype`, on that result type (an unreadable type counts as any), on its very build.
 fn entries_used<'t>(
     code: &[u8],
     plugin: &PluginIdentity<'_>,
@@ -214,20 +214,30 @@ fn entries_used<'t>(
     sha256: impl Fn(&Path) -> Option<String>,
 ) -> Vec<&'t KnownDefect> {
     let candidates: Vec<&KnownDefect> = table.filter(|d| plugin.matches_versions(d)).collect();
-    // Cheap first: an op's short name absent from the bytes (text or bytecode's string table)
-    // is not used, and most programs use none.
-    let mentioned = |op: &str| {
-        let short = op.rsplit('.').next().unwrap_or(op).as_bytes();
-        !short.is_empty() && code.windows(short.len()).any(|w| w == short)
+    // Cheap first, and it runs on every compile (a memory-cache hit too, since the fix is part
+    // of the key): an op's short name absent from the bytes (text, or bytecode's string table)
+    // is not used, and most programs use none. Each distinct name is looked for once.
+    let mut mentioned: Vec<(&'t str, bool)> = Vec::new();
+    let mut is_mentioned = |op: &'t str| {
+        let short = op.rsplit('.').next().unwrap_or(op);
+        if let Some((_, seen)) = mentioned.iter().find(|(s, _)| *s == short) {
+            return *seen;
+        }
+        let seen = !short.is_empty() && memchr::memmem::find(code, short.as_bytes()).is_some();
+        mentioned.push((short, seen));
+        seen
     };
-    let candidates: Vec<&KnownDefect> = candidates
-        .into_iter()
-        .filter(|d| mentioned(&d.op))
+    let candidates: Vec<&KnownDefect> = (candidates.into_iter())
+        .filter(|d| is_mentioned(d.op.as_str()))
         .collect();
     if candidates.is_empty() {
         return candidates;
     }
-    let used = ops_used(code);
+    // A fix needs the op's name only; a refusal reads its result types too.
+    let used = match by_dtype {
+        true => ops_used(code),
+        false => op_names(code),
+    };
     candidates
         .into_iter()
         .filter(|d| match &used {
@@ -304,6 +314,25 @@ pub fn ops_used(code: &[u8]) -> Option<Vec<(String, String)>> {
         );
     }
     Some(mlir_text_ops::ops_used(&String::from_utf8_lossy(code)))
+}
+
+/// The ops a program runs, by name only, each with the unknown type: from its text in one pass,
+/// or its MLIR bytecode's IR. `None` for bytecode that cannot be read to its end.
+fn op_names(code: &[u8]) -> Option<Vec<(String, String)>> {
+    let unknown = || mlir_text_ops::UNKNOWN.to_string();
+    if code.starts_with(b"ML\xefR") {
+        return Some(
+            (ops_with_result_types(code)?.into_iter())
+                .map(|op| (stablehlo_name(&op.name), unknown()))
+                .collect(),
+        );
+    }
+    let text = String::from_utf8_lossy(code);
+    Some(
+        mlir_text_ops::op_names(&text)
+            .map(|n| (n.to_string(), unknown()))
+            .collect(),
+    )
 }
 
 /// A portable artifact's op under its StableHLO name: `vhlo.atan2_v1` is `stablehlo.atan2`.

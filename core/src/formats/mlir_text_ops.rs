@@ -17,10 +17,11 @@ const MAX_RESOLVED: usize = 1 << 16;
 /// The element type of a result the reader could not resolve.
 pub const UNKNOWN: &str = "?";
 
-/// Whether `text` runs the operation `op` (`chlo.atan`): as an op, not as a string (a composite's
-/// name, whose decomposition runs instead), a symbol (`@chlo.atan`), an alias or an attribute.
-pub fn uses_op(text: &str, op: &str) -> bool {
-    op_sites(text).any(|(name, _)| name == op)
+/// The names of the ops `text` runs, in order, each time it runs one (`chlo.atan`): an op, not a
+/// string (a composite's name, whose decomposition runs instead), a symbol (`@chlo.atan`), an
+/// alias or an attribute. One pass, no type read: what a known defect's fix asks.
+pub fn op_names(text: &str) -> impl Iterator<Item = &str> {
+    op_sites(text).map(|(name, _)| name)
 }
 
 /// Every op `text` runs, with the element types of its results: those after its `->`, or, with
@@ -367,6 +368,10 @@ mod tests {
         let ops = ops_used(&unclosed);
         assert_eq!(ops.len(), 20_000);
         assert!(ops.iter().all(|(op, _)| op == "a.b"));
+    }
+
+    fn uses_op(text: &str, op: &str) -> bool {
+        op_names(text).any(|name| name == op)
     }
 
     #[test]
