@@ -9,9 +9,7 @@
 #![allow(clippy::result_large_err)]
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use pjrt_actors::generate::{TokenEvent, TokenStream};
 use tokio::sync::mpsc;
@@ -22,6 +20,7 @@ use tonic::codegen::{BoxFuture, http};
 
 use super::error::ServeError;
 use super::kserve::{ServerState, VERSION};
+use super::listen::{Activity, InFlight, stopped};
 use super::wire::generate_request;
 use super::wire::messages::*;
 
@@ -37,36 +36,6 @@ pub const STREAM_ANSWERS: usize = 64;
 /// faster than sequences answer, so a client that reads nothing could start every request it
 /// sends before the first answer waits.
 pub const STREAM_SEQUENCES: usize = 16;
-
-/// The sequences a stream has running, and since when it has had none: a stream with none
-/// for the idle time is closed.
-struct Running {
-    count: AtomicUsize,
-    idle_since: Mutex<Instant>,
-}
-
-impl Running {
-    fn start(self: &Arc<Self>) -> RunningGuard {
-        self.count.fetch_add(1, Ordering::SeqCst);
-        RunningGuard(self.clone())
-    }
-
-    fn idle_deadline(&self, idle: Duration) -> Option<Instant> {
-        match self.count.load(Ordering::SeqCst) {
-            0 => Some(*self.idle_since.lock().unwrap_or_else(|p| p.into_inner()) + idle),
-            _ => None,
-        }
-    }
-}
-
-struct RunningGuard(Arc<Running>);
-
-impl Drop for RunningGuard {
-    fn drop(&mut self) {
-        *self.0.idle_since.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
-        self.0.count.fetch_sub(1, Ordering::SeqCst);
-    }
-}
 
 /// Serves one `ModelStreamInfer` call.
 pub fn stream_infer<B>(
@@ -119,10 +88,8 @@ async fn read_requests(
 ) {
     let idle = models.limits.idle_time;
     let mut stop = models.stopping.subscribe();
-    let running = Arc::new(Running {
-        count: AtomicUsize::new(0),
-        idle_since: Mutex::new(Instant::now()),
-    });
+    // Its sequences in flight, as a connection's requests are: idle when none runs.
+    let running = Activity::new();
     let sequences = Arc::new(tokio::sync::Semaphore::new(STREAM_SEQUENCES));
     let timer = tokio::time::sleep(idle);
     tokio::pin!(timer);
@@ -148,16 +115,14 @@ async fn read_requests(
             // In a drain the stream reads nothing more; its sequences end themselves.
             _ = stopped(&mut stop) => return,
             _ = timer.as_mut() => {
-                let now = Instant::now();
-                match running.idle_deadline(idle) {
-                    Some(at) if at <= now => {
+                match running.next_idle_check(idle) {
+                    None => {
                         room.send(Err(Status::deadline_exceeded(format!(
                             "the stream had no request running for {idle:?} (--idle-timeout)"
                         ))));
                         return;
                     }
                     Some(at) => timer.as_mut().reset(at.into()),
-                    None => timer.as_mut().reset((now + idle).into()),
                 }
                 continue;
             }
@@ -182,7 +147,7 @@ async fn read_requests(
             Ok(stream) => {
                 drop(room);
                 let forwarding = forward(stream, model, id, answers.clone(), stop.clone());
-                let guard = running.start();
+                let guard = InFlight::start(&running);
                 tokio::spawn(async move {
                     forwarding.await;
                     drop((guard, place));
@@ -296,11 +261,6 @@ async fn forward(
             return;
         }
     }
-}
-
-/// Until the server drains (or, its sender gone, ends).
-pub async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
 }
 
 /// The `finish_reason` a sequence ended by a drain reports.

@@ -125,7 +125,7 @@ pub async fn generate_stream(
                 model: model.clone(),
                 id,
                 done: false,
-                stop: Box::pin(async move { super::generate_grpc::stopped(&mut stop).await }),
+                stop: Box::pin(async move { super::listen::stopped(&mut stop).await }),
             };
             (
                 StatusCode::OK,

@@ -22,37 +22,50 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use super::infer::HeldMemory;
 use super::limits::Limits;
 
-/// Whether a connection has a request in flight, and since when it has had none. Requests
-/// only write it: the connection's task reads it when its idle timer fires (a wake-up and a
-/// new timer per request cost the served path more than the request's own parsing).
-struct Activity {
+/// Whether a connection (or a `ModelStreamInfer` stream) has a request in flight, and since
+/// when it has had none. Requests only write it: the owner's task reads it when its idle timer
+/// fires (a wake-up and a new timer per request cost the served path more than the request's
+/// own parsing).
+pub(super) struct Activity {
     in_flight: AtomicUsize,
     idle_since: Mutex<Instant>,
 }
 
 impl Activity {
-    fn new() -> Arc<Activity> {
+    pub(super) fn new() -> Arc<Activity> {
         Arc::new(Activity {
             in_flight: AtomicUsize::new(0),
             idle_since: Mutex::new(Instant::now()),
         })
     }
 
-    /// When the connection's idle time runs out, if it has no request in flight.
+    /// When the idle time runs out, if no request is in flight.
     fn idle_deadline(&self, idle: Duration) -> Option<Instant> {
         match self.in_flight.load(Ordering::SeqCst) {
             0 => Some(*self.idle_since.lock().unwrap_or_else(|p| p.into_inner()) + idle),
             _ => None,
         }
     }
+
+    /// When the idle timer is next to fire: at the idle deadline with no request in flight,
+    /// else one idle time on (a request in flight may outlast it); `None` once the idle time
+    /// has run out.
+    pub(super) fn next_idle_check(&self, idle: Duration) -> Option<Instant> {
+        let now = Instant::now();
+        match self.idle_deadline(idle) {
+            Some(at) if at <= now => None,
+            Some(at) => Some(at),
+            None => Some(now + idle),
+        }
+    }
 }
 
 /// A request in flight on its connection, from its head's arrival until its answer's body has
-/// been handed to the connection in full (or dropped).
-struct InFlight(Arc<Activity>);
+/// been handed to the connection in full (or dropped); or a stream's sequence, until it ends.
+pub(super) struct InFlight(Arc<Activity>);
 
 impl InFlight {
-    fn start(a: &Arc<Activity>) -> InFlight {
+    pub(super) fn start(a: &Arc<Activity>) -> InFlight {
         a.in_flight.fetch_add(1, Ordering::SeqCst);
         InFlight(a.clone())
     }
@@ -188,20 +201,16 @@ async fn drive<C: Graceful>(
                     return;
                 }
             }
-            _ = timer.as_mut() => {
-                let now = Instant::now();
-                match activity.idle_deadline(idle) {
-                    Some(at) if at <= now => return,
-                    Some(at) => timer.as_mut().reset(at.into()),
-                    None => timer.as_mut().reset((now + idle).into()),
-                }
-            }
+            _ = timer.as_mut() => match activity.next_idle_check(idle) {
+                None => return,
+                Some(at) => timer.as_mut().reset(at.into()),
+            },
         }
     }
 }
 
-/// Until the server stops.
-async fn stopped(stop: &mut watch::Receiver<bool>) {
+/// Until the server stops (or, its sender gone, ends): connections and streams alike.
+pub(super) async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
