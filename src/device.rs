@@ -149,6 +149,19 @@ impl Device {
         wait(self.actor()?.poison())
     }
 
+    /// Test support: keeps the device actor busy until the returned hold is dropped (at most
+    /// 30 s), so that work sent to the device meanwhile waits in its actor's mailbox.
+    #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
+    pub fn hold_actor(&self) -> Result<ActorHold> {
+        let (release, held) = crossbeam_channel::bounded(1);
+        Ok(ActorHold {
+            _release: release,
+            // Kept: a request whose answer nobody waits for is skipped by the actor.
+            _request: Box::pin(self.actor()?.hold(held)),
+        })
+    }
+
     /// The device allocator's statistics, asked of the device actor; `None` where the plugin
     /// keeps none (the CPU plugin).
     pub fn memory_stats(&self) -> Result<Option<DeviceMemoryStats>> {
@@ -383,4 +396,13 @@ impl fmt::Display for MemorySpace {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.display_string())
     }
+}
+
+/// Test support: a device actor held busy ([`Device::hold_actor`]) until this is dropped.
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub struct ActorHold {
+    // Dropped first: the actor is released before its answer is let go.
+    _release: crossbeam_channel::Sender<()>,
+    _request: std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send>>,
 }

@@ -2,11 +2,11 @@
 //! parameter marked `tf.aliasing_output`) given its input's buffer for its output, the donated
 //! array deleted and the memory accounts right, and every refusal leaving every array live.
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
 use pjrt_actors::{Array, Client, CompileOptions, Error, LoadedExecutable};
 
-use crate::callbacks::{load_around, pure_map};
+use crate::callbacks::pure_map;
 
 const N: i64 = 1 << 16;
 
@@ -156,37 +156,33 @@ fn an_array_in_use_or_awaited_by_queued_work_is_not_donated() {
     let client = Client::open().unwrap();
     let exe = load(&client, true);
     let (cache, x) = (filled(&client, 1.0), filled(&client, 2.0));
-    // A slow program keeps the device's actor busy, so work sent after it waits in its queue.
-    let slow = load_around(
-        &client,
-        pure_map("slow", 4, |v| {
-            std::thread::sleep(Duration::from_millis(60));
-            v
-        }),
-    );
-    let small = client.devices()[0].put(&[1f32; 4], &[4]).unwrap();
+    let device = &client.devices()[0];
+    let small = device.put(&[1f32; 4], &[4]).unwrap();
+    // The device's actor is held busy, so work sent to it waits in its mailbox until the hold
+    // is dropped. (A slow program did not do it: the plugin runs a program off the actor's
+    // thread, so the actor could serve the read before the donation was asked for.)
     // A read alone is queued that will use the cache: donating it now is refused (tested
     // apart from a queued run, which alone refuses too and would hide a read not counted).
-    let busy = slow.execute_async(&[&small]);
+    let hold = device.hold_actor().unwrap();
     let read = cache.to_bytes_async();
     assert_refused(
         exe.execute_donating(&[&cache, &x], &[0]),
         0,
         "work queued on its device",
     );
-    pjrt_actors::wait(busy).unwrap();
+    drop(hold);
     let bytes = pjrt_actors::wait(read).unwrap();
     assert_eq!(bytes.len(), 4 * N as usize);
     assert!(!cache.is_deleted());
     // A run alone is queued that will use the cache: refused too.
-    let busy = slow.execute_async(&[&small]);
+    let hold = device.hold_actor().unwrap();
     let queued = exe.execute_async(&[&cache, &x]);
     assert_refused(
         exe.execute_donating(&[&cache, &x], &[0]),
         0,
         "work queued on its device",
     );
-    pjrt_actors::wait(busy).unwrap();
+    drop(hold);
     assert_eq!(
         pjrt_actors::wait(queued).unwrap()[0]
             .to_vec::<f32>()
@@ -195,10 +191,10 @@ fn an_array_in_use_or_awaited_by_queued_work_is_not_donated() {
     );
     assert!(!cache.is_deleted());
     // Async donation sent after queued work takes the buffer when its turn comes, in order.
-    let busy = slow.execute_async(&[&small]);
+    let hold = device.hold_actor().unwrap();
     let read = cache.to_bytes_async();
     let donated = exe.execute_donating_async(&[&cache, &x], &[0]);
-    pjrt_actors::wait(busy).unwrap();
+    drop(hold);
     assert_eq!(pjrt_actors::wait(read).unwrap().len(), 4 * N as usize);
     let out = pjrt_actors::wait(donated).unwrap();
     assert!(cache.is_deleted());
@@ -208,7 +204,7 @@ fn an_array_in_use_or_awaited_by_queued_work_is_not_donated() {
     let held = filled(&client, 5.0);
     let exe2 = exe.clone();
     let (held2, x2) = (held.clone(), x.clone());
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let seen = Arc::new(Mutex::new(None));
     let seen2 = seen.clone();
     let holder = client
         .compile_request(format!(

@@ -235,10 +235,7 @@ async fn forward(
     loop {
         let event = tokio::select! {
             event = stream.next() => event,
-            _ = stopped(&mut stop) => {
-                let _ = answers.send(Ok(final_response(&model, &id, SHUTDOWN))).await;
-                return;
-            }
+            _ = stopped(&mut stop) => return drained(&answers, &model, &id).await,
         };
         let Some(event) = event else { return };
         let (answer, last) = match event {
@@ -252,15 +249,28 @@ async fn forward(
                 true,
             ),
         };
-        // A client that reads nothing leaves this waiting; in a drain it is let go.
+        // A client that reads nothing leaves this waiting; in a drain it is let go. An answer
+        // with room goes first (a random pick between the two lost the drain's final answer
+        // when the stop and the room came together).
         let sent = tokio::select! {
+            biased;
             sent = answers.send(Ok(answer)) => sent.is_ok(),
-            _ = stopped(&mut stop) => false,
+            _ = stopped(&mut stop) => return drained(&answers, &model, &id).await,
         };
         if !sent || last {
             return;
         }
     }
+}
+
+/// How long a drain's final answer waits for room in its stream's queue.
+const DRAIN_FINAL_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Sends a sequence's final answer in a drain: a client that reads is given it, one that does
+/// not is let go.
+async fn drained(answers: &Answers, model: &str, id: &str) {
+    let last = Ok(final_response(model, id, SHUTDOWN));
+    let _ = tokio::time::timeout(DRAIN_FINAL_WAIT, answers.send(last)).await;
 }
 
 /// The `finish_reason` a sequence ended by a drain reports.

@@ -170,9 +170,16 @@ where
     }
 }
 
-/// Runs one connection until it ends or goes idle too long. When the server stops, one with
-/// no request in flight is dropped at once; one with requests is told to finish them and
-/// close (it is not dropped when they end: the last answer may still be on its way out).
+/// How long a stopping server's connection with nothing in flight has to close itself before
+/// it is dropped: its last answer may still be on its way out (a stream's final response,
+/// ended by the drain just before the connection saw it), and a well-behaved client closes
+/// within a round trip.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// Runs one connection until it ends or goes idle too long. When the server stops, each
+/// connection is told to finish what it has and close; from then its idle time is
+/// [`CLOSE_GRACE`] (dropping one with nothing in flight at once lost the last answer of a
+/// stream the drain had just ended: its trailers were still in the connection's buffers).
 async fn drive<C: Graceful>(
     conn: C,
     activity: Arc<Activity>,
@@ -187,11 +194,9 @@ async fn drive<C: Graceful>(
     tokio::pin!(timer);
     loop {
         if !stopping && *stop.borrow() {
-            if activity.in_flight.load(Ordering::SeqCst) == 0 {
-                return;
-            }
             stopping = true;
             conn.as_mut().graceful_shutdown();
+            timer.as_mut().reset(Instant::now().into());
         }
         tokio::select! {
             _ = conn.as_mut() => return,
@@ -201,10 +206,13 @@ async fn drive<C: Graceful>(
                     return;
                 }
             }
-            _ = timer.as_mut() => match activity.next_idle_check(idle) {
-                None => return,
-                Some(at) => timer.as_mut().reset(at.into()),
-            },
+            _ = timer.as_mut() => {
+                let idle = if stopping { CLOSE_GRACE.min(idle) } else { idle };
+                match activity.next_idle_check(idle) {
+                    None => return,
+                    Some(at) => timer.as_mut().reset(at.into()),
+                }
+            }
         }
     }
 }

@@ -360,6 +360,25 @@ impl Handler<Poison> for DeviceActor {
     }
 }
 
+/// Test support: a request whose handler keeps the actor busy until its release is sent or
+/// dropped (at most 30 s), so that work sent after it provably waits in the mailbox.
+#[cfg(feature = "test-hooks")]
+#[derive(Message)]
+#[rtype(result = "Result<()>")]
+pub(crate) struct Hold(crossbeam_channel::Receiver<()>);
+
+#[cfg(feature = "test-hooks")]
+impl Handler<Hold> for DeviceActor {
+    type Result = Result<()>;
+
+    fn handle(&mut self, msg: Hold, ctx: &mut Context<Self>) -> Self::Result {
+        serve::<Self, ()>(ctx, "hold", || {
+            let _ = msg.0.recv_timeout(std::time::Duration::from_secs(30));
+            Ok(())
+        })
+    }
+}
+
 /// The one way to reach a device actor: only this builds its messages, taking the caller's
 /// span as it sends. Every request resolves to a `Result`, whoever answers it.
 #[derive(Clone, Copy)]
@@ -420,6 +439,16 @@ impl DeviceHandle<'_> {
     #[cfg(feature = "test-hooks")]
     pub fn poison(self) -> impl Future<Output = Result<()>> + use<> {
         ask(self.addr, Poison)
+    }
+
+    /// Test support: keeps the actor busy until `release` is sent to or dropped; the request
+    /// is in the mailbox when this returns.
+    #[cfg(feature = "test-hooks")]
+    pub fn hold(
+        self,
+        release: crossbeam_channel::Receiver<()>,
+    ) -> impl Future<Output = Result<()>> + use<> {
+        ask(self.addr, Hold(release))
     }
 
     /// Hands the actor a deleted array whose buffer an operation still holds, to free once it
