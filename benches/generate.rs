@@ -186,8 +186,8 @@ fn ours(g: &Generator, prompts: &[Vec<i32>], max: &[usize], concurrent: usize) -
     }
     let seconds = start.elapsed().as_secs_f64();
     let after = g.stats();
-    let firsts = (after.first_tokens - before.first_tokens) as f64;
-    let ttft = (after.first_token - before.first_token).as_secs_f64() / firsts;
+    let firsts = after.first_token.since(&before.first_token);
+    let ttft = firsts.sum.as_secs_f64() / firsts.count() as f64;
     (seconds, after.tokens - before.tokens, ttft)
 }
 

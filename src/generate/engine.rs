@@ -64,10 +64,6 @@ pub(super) struct Engine {
     waiting: VecDeque<Submitted>,
 }
 
-fn nanos(d: std::time::Duration) -> u64 {
-    d.as_nanos().min(u64::MAX as u128) as u64
-}
-
 impl Engine {
     pub(super) fn new(
         model: GenerationModel,
@@ -194,8 +190,7 @@ impl Engine {
         });
         let token = choose(&logits, &r.sampling, &mut rng) as i32;
         self.counters.requests.fetch_add(1, Relaxed);
-        self.counters.first_tokens.fetch_add(1, Relaxed);
-        (self.counters.first_token_ns).fetch_add(nanos(s.at.elapsed()), Relaxed);
+        self.counters.first_token.observe(s.at.elapsed());
         let mut active = Active {
             events: s.events,
             cancel: s.cancel,
@@ -231,6 +226,9 @@ impl Engine {
     fn emit(&self, a: &mut Active, token: i32) -> Option<Finish> {
         a.made += 1;
         self.counters.tokens.fetch_add(1, Relaxed);
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        let ms = now.map_or(0, |d| d.as_millis() as u64);
+        self.counters.last_token_ms.store(ms, Relaxed);
         if a.events.send(Ok(TokenEvent::Token(token))).is_err() {
             return Some(Finish::Cancelled);
         }
@@ -284,8 +282,7 @@ impl Engine {
             };
             let token = choose(&logits[k * vocab..(k + 1) * vocab], &a.sampling, &mut a.rng) as i32;
             let now = Instant::now();
-            self.counters.inter_tokens.fetch_add(1, Relaxed);
-            (self.counters.inter_token_ns).fetch_add(nanos(now - a.last_at), Relaxed);
+            self.counters.inter_token.observe(now - a.last_at);
             a.last_at = now;
             a.last = token;
             a.position += 1;

@@ -4,6 +4,7 @@
 //! steps (continuous batching), each request streaming its tokens as they are made.
 
 mod engine;
+mod latency;
 mod model;
 mod sampling;
 
@@ -15,6 +16,7 @@ use crossbeam_channel::Sender;
 use tokio::sync::mpsc;
 
 use crate::{Error, Result};
+pub use latency::{LATENCY_BOUNDS, Latencies};
 pub use model::GenerationModel;
 pub use sampling::{Sampling, TokenRng};
 
@@ -171,14 +173,12 @@ pub struct GeneratorStats {
     pub decode_steps: u64,
     /// Slots busy, summed over decode steps (÷ `decode_steps`: mean slots busy).
     pub busy_slot_steps: u64,
-    /// Time to first token, summed over requests that made one, and their count.
-    pub first_token: Duration,
-    /// Requests that made a first token.
-    pub first_tokens: u64,
-    /// Time between a sequence's tokens, summed, and the count of such gaps.
-    pub inter_token: Duration,
-    /// Gaps between tokens counted.
-    pub inter_tokens: u64,
+    /// Time to first token (from submit), per bucket, over requests that made one.
+    pub first_token: Latencies,
+    /// Time between a sequence's tokens, per bucket, over every such gap.
+    pub inter_token: Latencies,
+    /// When the last token was made, if one was.
+    pub last_token: Option<std::time::SystemTime>,
     /// Sequences running in decode slots now.
     pub running: u64,
     /// Requests waiting for a slot now.
@@ -195,10 +195,10 @@ struct Counters {
     prefills: AtomicU64,
     decode_steps: AtomicU64,
     busy_slot_steps: AtomicU64,
-    first_token_ns: AtomicU64,
-    first_tokens: AtomicU64,
-    inter_token_ns: AtomicU64,
-    inter_tokens: AtomicU64,
+    first_token: latency::LatencyHistogram,
+    inter_token: latency::LatencyHistogram,
+    /// Milliseconds since the Unix epoch at the last token made (0: none yet).
+    last_token_ms: AtomicU64,
     running: AtomicU64,
     cancelled: AtomicU64,
 }
@@ -354,10 +354,12 @@ impl Generator {
             prefills: c.prefills.load(Relaxed),
             decode_steps: c.decode_steps.load(Relaxed),
             busy_slot_steps: c.busy_slot_steps.load(Relaxed),
-            first_token: Duration::from_nanos(c.first_token_ns.load(Relaxed)),
-            first_tokens: c.first_tokens.load(Relaxed),
-            inter_token: Duration::from_nanos(c.inter_token_ns.load(Relaxed)),
-            inter_tokens: c.inter_tokens.load(Relaxed),
+            first_token: c.first_token.snapshot(),
+            inter_token: c.inter_token.snapshot(),
+            last_token: match c.last_token_ms.load(Relaxed) {
+                0 => None,
+                ms => Some(std::time::UNIX_EPOCH + Duration::from_millis(ms)),
+            },
             running: c.running.load(Relaxed),
             waiting: self.inner.queued.load(Relaxed),
             cancelled: c.cancelled.load(Relaxed),

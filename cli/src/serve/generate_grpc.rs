@@ -143,7 +143,13 @@ async fn read_requests(
             }
         };
         let (model, id) = (r.model_name.clone(), r.id.clone());
-        match start(&models, r) {
+        let started = std::time::Instant::now();
+        let outcome = start(&models, r);
+        // Counted as HTTP's streams are: when the stream starts, or is refused.
+        let counted = outcome.as_ref().map_or_else(|e| e.outcome(), |_| "ok");
+        let label = models.generation_label(&model);
+        (models.metrics).record(label, "grpc", counted, started.elapsed());
+        match outcome {
             Ok(stream) => {
                 drop(room);
                 let forwarding = forward(stream, model, id, answers.clone(), stop.clone());
@@ -153,10 +159,7 @@ async fn read_requests(
                     drop((guard, place));
                 });
             }
-            Err(e) => room.send(Ok(ModelStreamInferResponse {
-                error_message: e.message().to_string(),
-                infer_response: None,
-            })),
+            Err(e) => room.send(Ok(error_response(&model, &id, e))),
         }
     }
 }
@@ -167,11 +170,28 @@ fn invalid(why: String) -> ServeError {
 
 fn start(models: &ServerState, r: ModelInferRequest) -> Result<TokenStream, ServeError> {
     models.check_ready()?;
-    let g = models.generation(&r.model_name)?;
+    let g = models.generation_at(&r.model_name, &r.model_version)?;
     let asked = generate_request::asked_of(&r.parameters).map_err(invalid)?;
     let prompt = generate_request::prompt_of(&r).map_err(invalid)?;
     let request = g.request(prompt, &asked, models.limits.request_time)?;
     Ok(g.generator.submit(request)?)
+}
+
+/// An error for one request of the stream: its message, with the request's model and id so
+/// that a client with several requests on the stream knows which one failed.
+fn error_response(model: &str, id: &str, e: ServeError) -> ModelStreamInferResponse {
+    let mut r = response(model, id, None, None);
+    r.error_message = e.message().to_string();
+    // The request's last response: nothing follows it.
+    if let Some(answer) = r.infer_response.as_mut() {
+        answer.parameters.insert(
+            "triton_final_response".into(),
+            InferParameter {
+                choice: Some(ParameterChoice::Bool(true)),
+            },
+        );
+    }
+    r
 }
 
 fn final_response(model: &str, id: &str, finish: &str) -> ModelStreamInferResponse {
@@ -241,13 +261,7 @@ async fn forward(
         let (answer, last) = match event {
             Ok(TokenEvent::Token(t)) => (response(&model, &id, Some(t), None), false),
             Ok(TokenEvent::Done(f)) => (final_response(&model, &id, f.as_str()), true),
-            Err(e) => (
-                ModelStreamInferResponse {
-                    error_message: ServeError::from(e).message().to_string(),
-                    infer_response: None,
-                },
-                true,
-            ),
+            Err(e) => (error_response(&model, &id, ServeError::from(e)), true),
         };
         // A client that reads nothing leaves this waiting; in a drain it is let go. An answer
         // with room goes first (a random pick between the two lost the drain's final answer

@@ -33,18 +33,34 @@ pub fn router(models: App) -> axum::Router {
             "/v2/models/{model}/generate_stream",
             axum::routing::post(generate_stream),
         )
+        .route(
+            "/v2/models/{model}/versions/{version}/generate",
+            axum::routing::post(generate),
+        )
+        .route(
+            "/v2/models/{model}/versions/{version}/generate_stream",
+            axum::routing::post(generate_stream),
+        )
         .with_state(models)
+}
+
+/// The model a route names and its version (empty where the route names none).
+#[derive(serde::Deserialize)]
+pub struct ModelPath {
+    model: String,
+    #[serde(default)]
+    version: String,
 }
 
 /// Reads and checks a generate request, and submits it.
 async fn start(
     app: &ServerState,
-    model: &str,
+    at: &ModelPath,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<(TokenStream, Option<String>), ServeError> {
     app.check_ready()?;
-    let g = app.generation(model)?;
+    let g = app.generation_at(&at.model, &at.version)?;
     let (bytes, body_held) = read_held_body(app, headers, body).await?;
     // A large body is parsed on a blocking thread, as /infer's is: never on the two runtime
     // threads that answer every connection. Its lists are bounded as they are read.
@@ -79,13 +95,14 @@ fn counted(
 /// `POST /v2/models/{m}/generate`: every token in one answer.
 pub async fn generate(
     State(app): State<App>,
-    Path(model): Path<String>,
+    Path(at): Path<ModelPath>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     let started = Instant::now();
+    let model = &at.model;
     let answer = async {
-        let (mut stream, id) = start(&app, &model, &headers, body).await?;
+        let (mut stream, id) = start(&app, &at, &headers, body).await?;
         let mut tokens = Vec::new();
         while let Some(event) = stream.next().await {
             match event? {
@@ -99,48 +116,47 @@ pub async fn generate(
                 }
                 TokenEvent::Done(finish) => {
                     let v = json!({ "output_ids": tokens, "finish_reason": finish.as_str() });
-                    return Ok(json_body(&stamped(v, &model, id.as_deref())).into_response());
+                    return Ok(json_body(&stamped(v, model, id.as_deref())).into_response());
                 }
             }
         }
         Err(ServeError::Unavailable("the generator stopped".into()))
     };
-    counted(&app, &model, started, answer.await)
+    counted(&app, model, started, answer.await)
 }
 
 /// `POST /v2/models/{m}/generate_stream`: server-sent events, one per token.
 pub async fn generate_stream(
     State(app): State<App>,
-    Path(model): Path<String>,
+    Path(at): Path<ModelPath>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     let started = Instant::now();
-    let answer = start(&app, &model, &headers, body)
-        .await
-        .map(|(stream, id)| {
-            let mut stop = app.stopping.subscribe();
-            let events = Events {
-                stream,
-                model: model.clone(),
-                id,
-                done: false,
-                stop: Box::pin(async move { super::listen::stopped(&mut stop).await }),
-            };
-            (
-                StatusCode::OK,
-                [
-                    (
-                        header::CONTENT_TYPE,
-                        HeaderValue::from_static("text/event-stream"),
-                    ),
-                    (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-                ],
-                Body::new(events),
-            )
-                .into_response()
-        });
-    counted(&app, &model, started, answer)
+    let model = &at.model;
+    let answer = start(&app, &at, &headers, body).await.map(|(stream, id)| {
+        let mut stop = app.stopping.subscribe();
+        let events = Events {
+            stream,
+            model: model.clone(),
+            id,
+            done: false,
+            stop: Box::pin(async move { super::listen::stopped(&mut stop).await }),
+        };
+        (
+            StatusCode::OK,
+            [
+                (
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/event-stream"),
+                ),
+                (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            ],
+            Body::new(events),
+        )
+            .into_response()
+    });
+    counted(&app, model, started, answer)
 }
 
 /// A token stream as server-sent events (`data: {...}\n\n`).

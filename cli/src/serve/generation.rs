@@ -7,7 +7,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use pjrt_actors::generate::{
-    GenerateRequest, GenerationModel, Generator, GeneratorConfig, Sampling,
+    GenerateRequest, GenerationModel, Generator, GeneratorConfig, LATENCY_BOUNDS, Latencies,
+    Sampling,
 };
 use pjrt_actors::{Client, Result};
 use serde::Deserialize;
@@ -185,7 +186,7 @@ pub fn render_metrics(
         .map(|(name, m)| (name.as_str(), m.generator.stats()))
         .collect();
     type Get = fn(&pjrt_actors::generate::GeneratorStats) -> f64;
-    let families: [(&str, &str, Get); 9] = [
+    let families: [(&str, &str, Get); 5] = [
         (
             "pjrt_actors_generate_requests_total",
             "Requests prefilled.",
@@ -207,26 +208,6 @@ pub fn render_metrics(
             |s| s.busy_slot_steps as f64,
         ),
         (
-            "pjrt_actors_generate_first_token_seconds_total",
-            "Time to first token, summed over requests.",
-            |s| s.first_token.as_secs_f64(),
-        ),
-        (
-            "pjrt_actors_generate_first_tokens_total",
-            "Requests that made a first token.",
-            |s| s.first_tokens as f64,
-        ),
-        (
-            "pjrt_actors_generate_inter_token_seconds_total",
-            "Time between a sequence's tokens, summed.",
-            |s| s.inter_token.as_secs_f64(),
-        ),
-        (
-            "pjrt_actors_generate_inter_tokens_total",
-            "Gaps between a sequence's tokens counted.",
-            |s| s.inter_tokens as f64,
-        ),
-        (
             "pjrt_actors_generate_cancelled_total",
             "Sequences ended because their client went away or cancelled, each freeing its slot.",
             |s| s.cancelled as f64,
@@ -236,6 +217,34 @@ pub fn render_metrics(
         page.family(family, Kind::Counter, help);
         for (model, s) in &stats {
             page.sample(family, &[("model", model)], get(s));
+        }
+    }
+    type Latency = fn(&pjrt_actors::generate::GeneratorStats) -> Latencies;
+    let histograms: [(&str, &str, Latency); 2] = [
+        (
+            "pjrt_actors_generate_first_token_seconds",
+            "Time from a request's arrival at the engine to its first token.",
+            |s| s.first_token,
+        ),
+        (
+            "pjrt_actors_generate_inter_token_seconds",
+            "Time between a sequence's consecutive tokens.",
+            |s| s.inter_token,
+        ),
+    ];
+    for (family, help, get) in histograms {
+        page.family(family, Kind::Histogram, help);
+        for (model, s) in &stats {
+            let h = get(s);
+            let (sum, count) = (h.sum.as_secs_f64(), h.count());
+            page.histogram(
+                family,
+                &[("model", model)],
+                &LATENCY_BOUNDS,
+                h.per_bucket,
+                count,
+                sum,
+            );
         }
     }
     type Now = fn(&pjrt_actors::generate::GeneratorStats) -> u64;

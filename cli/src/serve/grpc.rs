@@ -170,7 +170,8 @@ async fn model_infer(
 }
 
 fn metadata(models: &ServerState, r: &ModelRef) -> Result<ModelMetadataResponse, Status> {
-    let m = models.model(&r.name, &r.version).map_err(status)?;
+    let m = models.served(&r.name, &r.version).map_err(status)?;
+    let (inputs, outputs) = m.specs();
     let specs = |specs: &[super::kserve::TensorSpec]| {
         (specs.iter())
             .map(|s| TensorMetadata {
@@ -181,11 +182,11 @@ fn metadata(models: &ServerState, r: &ModelRef) -> Result<ModelMetadataResponse,
             .collect()
     };
     Ok(ModelMetadataResponse {
-        name: m.name.clone(),
+        name: m.name().into(),
         versions: vec![VERSION.into()],
-        platform: m.platform.into(),
-        inputs: specs(&m.inputs),
-        outputs: specs(&m.outputs),
+        platform: m.platform().into(),
+        inputs: specs(&inputs),
+        outputs: specs(&outputs),
     })
 }
 
@@ -347,7 +348,7 @@ where
                 })
             }),
             "ModelReady" => plain(req, limit, move |r: ModelRef| {
-                (m.model(&r.name, &r.version).map_err(status)).map(|_| Flag {
+                (m.served(&r.name, &r.version).map_err(status)).map(|_| Flag {
                     value: m.is_ready(),
                 })
             }),
@@ -360,7 +361,7 @@ where
             }),
             "ModelMetadata" => plain(req, limit, move |r: ModelRef| metadata(&m, &r)),
             "ModelConfig" => plain(req, limit, move |r: ModelRef| {
-                let model = m.model(&r.name, &r.version).map_err(status)?;
+                let model = m.served(&r.name, &r.version).map_err(status)?;
                 Ok(ModelConfigResponse {
                     config: Some(triton::model_config(&m, model)),
                 })

@@ -106,8 +106,9 @@ async fn model_metadata(app: State<App>, Path(model): Path<String>) -> Response 
 }
 
 fn metadata_at(app: &ServerState, model: &str, version: &str) -> Response {
-    match app.model(model, version) {
+    match app.served(model, version) {
         Ok(m) => {
+            let (inputs, outputs) = m.specs();
             let specs = |specs: &[super::kserve::TensorSpec]| -> Vec<Value> {
                 (specs.iter())
                     .map(|s| {
@@ -117,11 +118,11 @@ fn metadata_at(app: &ServerState, model: &str, version: &str) -> Response {
                     .collect()
             };
             json_body(&json!({
-                "name": m.name,
+                "name": m.name(),
                 "versions": [VERSION],
-                "platform": m.platform,
-                "inputs": specs(&m.inputs),
-                "outputs": specs(&m.outputs),
+                "platform": m.platform(),
+                "inputs": specs(&inputs),
+                "outputs": specs(&outputs),
             }))
             .into_response()
         }
@@ -142,7 +143,7 @@ async fn model_config(app: State<App>, Path(model): Path<String>) -> Response {
 
 /// Triton's model configuration extension.
 fn config_at(app: &ServerState, model: &str, version: &str) -> Response {
-    match app.model(model, version) {
+    match app.served(model, version) {
         Ok(m) => json_body(&triton::config_json(&triton::model_config(app, m))).into_response(),
         Err(e) => error(e),
     }
@@ -183,7 +184,7 @@ async fn model_ready(app: State<App>, Path(model): Path<String>) -> Response {
 }
 
 fn ready_at(app: &ServerState, model: &str, version: &str) -> Response {
-    match app.model(model, version) {
+    match app.served(model, version) {
         Ok(_) if app.is_ready() => StatusCode::OK.into_response(),
         Ok(_) => StatusCode::SERVICE_UNAVAILABLE.into_response(),
         Err(e) => error(e),

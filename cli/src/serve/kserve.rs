@@ -150,12 +150,7 @@ impl ServerState {
             }
             ServeError::NotFound(says)
         })?;
-        if !version.is_empty() && version != VERSION {
-            return Err(ServeError::NotFound(format!(
-                "model `{name}` has no version `{}`; it has version {VERSION}",
-                shown(version)
-            )));
-        }
+        check_version(name, version)?;
         Ok(m)
     }
 
@@ -210,6 +205,18 @@ impl ServerState {
                 "the server is shutting down".into(),
             )),
         }
+    }
+}
+
+/// Refuses a version the models lack (empty: the latest, the only one).
+pub fn check_version(name: &str, version: &str) -> Result<(), ServeError> {
+    match version.is_empty() || version == VERSION {
+        true => Ok(()),
+        false => Err(ServeError::NotFound(format!(
+            "model `{}` has no version `{}`; it has version {VERSION}",
+            shown(name),
+            shown(version)
+        ))),
     }
 }
 

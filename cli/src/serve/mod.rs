@@ -17,6 +17,7 @@ mod limits;
 mod listen;
 mod metrics;
 mod models;
+mod served;
 mod triton;
 mod wire;
 

@@ -10,6 +10,7 @@ use pjrt_actors::serving::Timed;
 use serde_json::{Value, json};
 
 use super::kserve::{ServedModel, ServerState, TensorSpec, VERSION};
+use super::served::Served;
 use super::wire::datatype_name;
 use super::wire::messages::*;
 
@@ -23,10 +24,71 @@ pub fn triton_type(t: ElementType) -> (&'static str, i32) {
 }
 
 /// The model's configuration as Triton's `ModelConfig`.
-pub fn model_config(state: &ServerState, m: &ServedModel) -> ModelConfig {
+pub fn model_config(state: &ServerState, m: Served) -> ModelConfig {
+    match m {
+        Served::Batched(m) => batched_config(state, m),
+        Served::Generation { .. } => generation_config(state, m),
+    }
+}
+
+/// A tensor of a model's config, as Triton's `ModelInput` and `ModelOutput` both describe it.
+fn config_tensor(s: &TensorSpec, batched: bool) -> (String, i32, Vec<i64>) {
+    // Without batching (max_batch_size 0) the dims are the whole shape: the metadata's.
+    let dims = match batched {
+        true => s.dims.clone(),
+        false => s.metadata_shape(),
+    };
+    (s.name.clone(), triton_type(s.dtype).1, dims)
+}
+
+fn instance_kind(state: &ServerState) -> i32 {
+    match state.client.platform().eq_ignore_ascii_case("cpu") {
+        true => KIND_CPU,
+        false => KIND_GPU,
+    }
+}
+
+/// A generation model's configuration: Triton's decoupled model (any number of responses a
+/// request, one a token), unbatched at the protocol (its engine batches the sequences).
+fn generation_config(state: &ServerState, m: Served) -> ModelConfig {
+    let (inputs, outputs) = m.specs();
+    ModelConfig {
+        name: m.name().into(),
+        platform: m.platform().into(),
+        backend: "pjrt".into(),
+        max_batch_size: 0,
+        input: (inputs.iter())
+            .map(|s| config_tensor(s, false))
+            .map(|(name, data_type, dims)| ModelInput {
+                name,
+                data_type,
+                format: 0,
+                dims,
+            })
+            .collect(),
+        output: (outputs.iter())
+            .map(|s| config_tensor(s, false))
+            .map(|(name, data_type, dims)| ModelOutput {
+                name,
+                data_type,
+                dims,
+            })
+            .collect(),
+        instance_group: vec![ModelInstanceGroup {
+            name: m.name().into(),
+            count: 1,
+            gpus: Vec::new(),
+            kind: instance_kind(state),
+        }],
+        dynamic_batching: None,
+        model_transaction_policy: Some(ModelTransactionPolicy { decoupled: true }),
+    }
+}
+
+fn batched_config(state: &ServerState, m: &ServedModel) -> ModelConfig {
     let config = m.batcher.config();
     let p = &m.policy;
-    let gpu = !state.client.platform().eq_ignore_ascii_case("cpu");
+    let gpu = instance_kind(state) == KIND_GPU;
     let groups = m.batcher.device_groups();
     let instance_group = match gpu {
         false => vec![ModelInstanceGroup {
@@ -45,18 +107,20 @@ pub fn model_config(state: &ServerState, m: &ServedModel) -> ModelConfig {
             .collect(),
     };
     let input = (m.inputs.iter())
-        .map(|s| ModelInput {
-            name: s.name.clone(),
-            data_type: triton_type(s.dtype).1,
+        .map(|s| config_tensor(s, true))
+        .map(|(name, data_type, dims)| ModelInput {
+            name,
+            data_type,
             format: 0,
-            dims: s.dims.clone(),
+            dims,
         })
         .collect();
     let output = (m.outputs.iter())
-        .map(|s| ModelOutput {
-            name: s.name.clone(),
-            data_type: triton_type(s.dtype).1,
-            dims: s.dims.clone(),
+        .map(|s| config_tensor(s, true))
+        .map(|(name, data_type, dims)| ModelOutput {
+            name,
+            data_type,
+            dims,
         })
         .collect();
     let micros = |d: Option<Duration>| d.map_or(0, |d| d.as_micros() as u64);
@@ -87,6 +151,7 @@ pub fn model_config(state: &ServerState, m: &ServedModel) -> ModelConfig {
                 max_queue_size: config.max_queued.min(u32::MAX as usize) as u32,
             }),
         }),
+        model_transaction_policy: Some(ModelTransactionPolicy { decoupled: false }),
     }
 }
 
@@ -97,9 +162,8 @@ pub fn config_json(c: &ModelConfig) -> Value {
             .find(|(_, n)| *n == k)
             .map_or("TYPE_INVALID", |(n, _)| *n)
     };
-    let batching = c.dynamic_batching.clone().unwrap_or_default();
-    let queue = batching.default_queue_policy.clone().unwrap_or_default();
-    json!({
+    let decoupled = c.model_transaction_policy.is_some_and(|p| p.decoupled);
+    let mut config = json!({
         "name": c.name,
         "platform": c.platform,
         "backend": c.backend,
@@ -121,7 +185,17 @@ pub fn config_json(c: &ModelConfig) -> Value {
             "label_filename": "",
             "is_shape_tensor": false,
         })).collect::<Vec<_>>(),
-        "dynamic_batching": {
+        "model_transaction_policy": {"decoupled": decoupled},
+        "instance_group": c.instance_group.iter().map(|g| json!({
+            "name": g.name,
+            "kind": if g.kind == KIND_GPU { "KIND_GPU" } else { "KIND_CPU" },
+            "count": g.count,
+            "gpus": g.gpus,
+        })).collect::<Vec<_>>(),
+    });
+    if let Some(batching) = &c.dynamic_batching {
+        let queue = batching.default_queue_policy.clone().unwrap_or_default();
+        config["dynamic_batching"] = json!({
             "preferred_batch_size": batching.preferred_batch_size,
             "max_queue_delay_microseconds": batching.max_queue_delay_microseconds,
             "preserve_ordering": batching.preserve_ordering,
@@ -133,14 +207,9 @@ pub fn config_json(c: &ModelConfig) -> Value {
                 "allow_timeout_override": queue.allow_timeout_override,
                 "max_queue_size": queue.max_queue_size,
             },
-        },
-        "instance_group": c.instance_group.iter().map(|g| json!({
-            "name": g.name,
-            "kind": if g.kind == KIND_GPU { "KIND_GPU" } else { "KIND_CPU" },
-            "count": g.count,
-            "gpus": g.gpus,
-        })).collect::<Vec<_>>(),
-    })
+        });
+    }
+    config
 }
 
 fn duration(t: Timed) -> StatisticDuration {
@@ -151,13 +220,55 @@ fn duration(t: Timed) -> StatisticDuration {
 }
 
 /// The model's statistics as Triton's `ModelStatistics`: the request outcomes as the server
-/// counted them (arrival to answer, either protocol), the rest as its batcher did.
-pub fn model_statistics(state: &ServerState, m: &ServedModel) -> ModelStatistics {
+/// counted them (arrival to answer, either protocol), the rest as its batcher or its
+/// generation engine did.
+pub fn model_statistics(state: &ServerState, m: Served) -> ModelStatistics {
+    match m {
+        Served::Batched(m) => batched_statistics(state, m),
+        Served::Generation { name, model } => {
+            // The engine's phases are its own (time to first token, between tokens: /metrics);
+            // Triton's queue and compute phases are a batcher's, left empty here.
+            let s = model.generator.stats();
+            let (ok, failed) = state.metrics.outcomes(name);
+            ModelStatistics {
+                name: name.into(),
+                version: VERSION.into(),
+                last_inference: unix_millis(s.last_token),
+                inference_count: s.requests,
+                execution_count: s.prefills + s.decode_steps,
+                inference_stats: Some(InferStatistics {
+                    success: Some(duration(ok)),
+                    fail: Some(duration(failed)),
+                    ..empty_phases()
+                }),
+                batch_stats: Vec::new(),
+            }
+        }
+    }
+}
+
+fn empty_phases() -> InferStatistics {
+    let none = Some(StatisticDuration::default());
+    InferStatistics {
+        success: none,
+        fail: none,
+        queue: none,
+        compute_input: none,
+        compute_infer: none,
+        compute_output: none,
+        cache_hit: none,
+        cache_miss: none,
+    }
+}
+
+fn unix_millis(t: Option<std::time::SystemTime>) -> u64 {
+    (t.and_then(|t| t.duration_since(UNIX_EPOCH).ok())).map_or(0, |d| d.as_millis() as u64)
+}
+
+fn batched_statistics(state: &ServerState, m: &ServedModel) -> ModelStatistics {
     let s = m.batcher.statistics();
     let (ok, failed) = state.metrics.outcomes(&m.name);
-    let last = (s.last_inference)
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_millis() as u64);
+    let last = unix_millis(s.last_inference);
     ModelStatistics {
         name: m.name.clone(),
         version: VERSION.into(),
@@ -192,9 +303,9 @@ pub fn statistics(
     name: &str,
     version: &str,
 ) -> Result<ModelStatisticsResponse, super::error::ServeError> {
-    let models: Vec<&ServedModel> = match name.is_empty() {
-        true => state.by_name.values().collect(),
-        false => vec![state.model(name, version)?],
+    let models: Vec<Served> = match name.is_empty() {
+        true => state.every_model().collect(),
+        false => vec![state.served(name, version)?],
     };
     Ok(ModelStatisticsResponse {
         model_stats: models

@@ -134,38 +134,58 @@ pub fn merged(top: &Asked, nested: Option<&Asked>) -> Asked {
     }
 }
 
-/// What a `ModelStreamInfer` request asks, from its parameters (`max_tokens`, `temperature`,
-/// `top_k`, `top_p`, `seed`).
+/// Parameters a Triton client sets on a stream's requests that ask nothing of the sequence:
+/// the empty final response is always sent here.
+const CLIENT_FLAGS: [&str; 1] = ["triton_enable_empty_final_response"];
+
+/// What a `ModelStreamInfer` request asks, from its parameters: the same fields, read by the
+/// same reader ([`Asked`]'s, which refuses an unknown one), as the HTTP body's. gRPC parameters
+/// are scalars, so `stop` is one id (int64) or a list of ids as a string (`"0,2"` or `"[0, 2]"`).
 pub fn asked_of(p: &HashMap<String, InferParameter>) -> Result<Asked, String> {
-    Ok(Asked {
-        max_tokens: whole(p, "max_tokens")?.map(|n| n as usize),
-        temperature: number(p, "temperature")?,
-        top_k: whole(p, "top_k")?.map(|n| n as usize),
-        top_p: number(p, "top_p")?,
-        seed: whole(p, "seed")?,
-        stop: None,
-        stream: None,
-    })
+    use serde_json::Value;
+    let mut fields = serde_json::Map::new();
+    for (name, value) in p {
+        if CLIENT_FLAGS.contains(&name.as_str()) {
+            continue;
+        }
+        let value = match (name.as_str(), value.choice.as_ref()) {
+            (_, None) => continue,
+            ("stop", Some(ParameterChoice::String(ids))) => stop_list(ids)?,
+            (_, Some(ParameterChoice::Bool(b))) => Value::from(*b),
+            (_, Some(ParameterChoice::Int64(n))) if name == "stop" => Value::from(vec![*n]),
+            (_, Some(ParameterChoice::Int64(n))) => Value::from(*n),
+            (_, Some(ParameterChoice::Uint64(n))) => Value::from(*n),
+            (_, Some(ParameterChoice::Double(d))) => Value::from(*d),
+            (_, Some(ParameterChoice::String(s))) => Value::from(shown(s)),
+        };
+        // Each read alone first, so that an error names its parameter (serde's names none).
+        let alone = serde_json::Map::from_iter([(name.clone(), value)]);
+        Asked::deserialize(Value::Object(alone.clone()))
+            .map_err(|e| format!("parameter `{}`: {e}", shown(name)))?;
+        fields.extend(alone);
+    }
+    Asked::deserialize(Value::Object(fields)).map_err(|e| format!("parameters: {e}"))
 }
 
-/// A parameter as a whole number from 0, or a number, if given.
-pub fn whole(params: &HashMap<String, InferParameter>, name: &str) -> Result<Option<u64>, String> {
-    match params.get(name).and_then(|p| p.choice.as_ref()) {
-        None => Ok(None),
-        Some(ParameterChoice::Int64(n)) if *n >= 0 => Ok(Some(*n as u64)),
-        Some(ParameterChoice::Uint64(n)) => Ok(Some(*n)),
-        Some(_) => Err(format!("parameter `{name}` takes a whole number from 0")),
+/// A stop list given as a string: ids split by commas, in brackets or not; bounded before it
+/// is held.
+fn stop_list(text: &str) -> Result<serde_json::Value, String> {
+    let inner = text
+        .trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .trim();
+    if inner.is_empty() {
+        return Ok(serde_json::Value::Array(Vec::new()));
     }
-}
-
-pub fn number(params: &HashMap<String, InferParameter>, name: &str) -> Result<Option<f32>, String> {
-    match params.get(name).and_then(|p| p.choice.as_ref()) {
-        None => Ok(None),
-        Some(ParameterChoice::Double(d)) => Ok(Some(*d as f32)),
-        Some(ParameterChoice::Int64(n)) => Ok(Some(*n as f32)),
-        Some(ParameterChoice::Uint64(n)) => Ok(Some(*n as f32)),
-        Some(_) => Err(format!("parameter `{name}` takes a number")),
+    if inner.split(',').count() > MAX_STOP_TOKENS {
+        return Err(format!("`stop` has more than {MAX_STOP_TOKENS} ids"));
     }
+    (inner.split(','))
+        .map(|id| id.trim().parse::<i32>().map(serde_json::Value::from))
+        .collect::<Result<Vec<_>, _>>()
+        .map(serde_json::Value::Array)
+        .map_err(|_| format!("`stop` is {}; it takes token ids, as \"0,2\"", shown(text)))
 }
 
 /// The prompt of a request: its one input, `input_ids`, INT32 of shape [n] or [1, n].
@@ -193,13 +213,33 @@ pub fn prompt_of(r: &ModelInferRequest) -> Result<Vec<i32>, String> {
             ));
         }
     };
-    let ids: Vec<i32> = match (r.raw_input_contents.first(), &input.contents) {
-        (Some(raw), None) if raw.len() % 4 == 0 => (raw.chunks_exact(4))
+    let ids: Vec<i32> = match (r.raw_input_contents.as_slice(), &input.contents) {
+        ([raw], None) if raw.len() % 4 == 0 => (raw.chunks_exact(4))
             .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect(),
-        (None, Some(c)) => c.int_contents.clone(),
+        ([], Some(c)) => {
+            // INT32 values are int_contents; a request that also fills another typed field is
+            // ambiguous, refused as ModelInfer refuses it.
+            let others = [
+                ("bool_contents", c.bool_contents.len()),
+                ("int64_contents", c.int64_contents.len()),
+                ("uint_contents", c.uint_contents.len()),
+                ("uint64_contents", c.uint64_contents.len()),
+                ("fp32_contents", c.fp32_contents.len()),
+                ("fp64_contents", c.fp64_contents.len()),
+            ];
+            if let Some((field, _)) = others.iter().find(|(_, n)| *n > 0) {
+                return Err(format!(
+                    "input_ids is INT32, given in int_contents; it also fills {field}"
+                ));
+            }
+            c.int_contents.clone()
+        }
         _ => {
-            return Err("input_ids needs its raw contents or int_contents".into());
+            return Err(
+                "input_ids needs its raw contents (one, a multiple of 4 bytes) or int_contents, not both"
+                    .into(),
+            );
         }
     };
     match ids.len() as i64 == n {
@@ -215,6 +255,67 @@ pub fn prompt_of(r: &ModelInferRequest) -> Result<Vec<i32>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn params(pairs: &[(&str, ParameterChoice)]) -> HashMap<String, InferParameter> {
+        (pairs.iter())
+            .map(|(n, c)| {
+                (
+                    n.to_string(),
+                    InferParameter {
+                        choice: Some(c.clone()),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn stream_parameters_are_read_as_the_http_body_is() {
+        use ParameterChoice::*;
+        let asked = asked_of(&params(&[
+            ("max_tokens", Int64(5)),
+            ("temperature", Double(0.5)),
+            ("top_k", Uint64(3)),
+            ("top_p", Double(0.9)),
+            ("seed", Int64(7)),
+            ("stop", String("[0, 2]".into())),
+            ("triton_enable_empty_final_response", Bool(true)),
+        ]))
+        .unwrap();
+        let body: GenerateBody = serde_json::from_str(
+            r#"{"input_ids": [1], "max_tokens": 5, "temperature": 0.5, "top_k": 3, "top_p": 0.9, "seed": 7, "stop": [0, 2]}"#,
+        )
+        .unwrap();
+        assert_eq!(format!("{asked:?}"), format!("{:?}", body.asked()));
+        let one = asked_of(&params(&[("stop", Int64(4))])).unwrap();
+        assert_eq!(one.stop, Some(vec![4]));
+        let none = asked_of(&params(&[("stop", String("".into()))])).unwrap();
+        assert_eq!(none.stop, Some(vec![]));
+        // Refused as the HTTP body refuses them: an unknown name, a wrong type, a bad list.
+        for (bad, says) in [
+            (
+                params(&[("max_token", Int64(5))]),
+                "unknown field `max_token`",
+            ),
+            (params(&[("max_tokens", Int64(-1))]), "invalid value"),
+            (params(&[("max_tokens", Double(2.5))]), "invalid type"),
+            (
+                params(&[("temperature", String("hot".into()))]),
+                "invalid type",
+            ),
+            (params(&[("stop", String("0,x".into()))]), "takes token ids"),
+            (
+                params(&[("sequence_id", Int64(1))]),
+                "unknown field `sequence_id`",
+            ),
+        ] {
+            let err = asked_of(&bad).unwrap_err();
+            assert!(err.contains(says), "{err}");
+        }
+        let long = vec!["1"; MAX_STOP_TOKENS + 1].join(",");
+        let err = asked_of(&params(&[("stop", String(long))])).unwrap_err();
+        assert!(err.contains("more than 1024"), "{err}");
+    }
 
     #[test]
     fn lists_are_bounded_as_they_are_read_and_null_is_no_list() {

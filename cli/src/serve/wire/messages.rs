@@ -274,6 +274,16 @@ pub struct ModelConfig {
     pub dynamic_batching: Option<ModelDynamicBatching>,
     #[prost(string, tag = "17")]
     pub backend: String,
+    #[prost(message, optional, tag = "19")]
+    pub model_transaction_policy: Option<ModelTransactionPolicy>,
+}
+
+/// Whether a model answers a request with any number of responses (decoupled), as a
+/// generation model does: one a token.
+#[derive(Clone, Copy, PartialEq, prost::Message)]
+pub struct ModelTransactionPolicy {
+    #[prost(bool, tag = "1")]
+    pub decoupled: bool,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
