@@ -15,12 +15,14 @@ mod common;
 mod compile_stress;
 mod conformance;
 mod devices;
+mod files;
 mod generate;
 mod inspect;
 mod literal;
 mod profile;
 mod run;
 mod serve;
+mod text;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

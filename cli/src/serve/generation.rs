@@ -81,7 +81,7 @@ impl GenerationConfig {
 pub fn load(client: &Client, name: &str, dir: &Path) -> Result<ServedGeneration> {
     // Each file read as the other models' are: a regular file only, opened without blocking.
     let what = format!("generation model `{name}`:");
-    let read = |f: &Path| super::files::read(f, &what);
+    let read = |f: &Path| crate::files::read(f, &what);
     let mut prefill_paths: Vec<_> = std::fs::read_dir(dir)
         .map_err(|e| usage(format!("{what} {}: {e}", dir.display())))?
         .filter_map(|e| e.ok().map(|e| e.path()))

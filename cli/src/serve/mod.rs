@@ -5,7 +5,6 @@
 mod body;
 mod config;
 mod error;
-mod files;
 mod generate_grpc;
 mod generate_http;
 mod generation;

@@ -3,7 +3,7 @@
 //! refused says why. An `.exported` artifact serves its free inputs batched and its weights
 //! resident; an MLIR program serves every parameter batched.
 
-use super::files::read;
+use crate::files::read;
 use std::path::{Path, PathBuf};
 
 use pjrt_actors::export::dotted_path;
