@@ -22,6 +22,7 @@ use super::http::{error, json_body};
 use super::kserve::{ServerState, VERSION};
 use super::limits::{OFF_THREAD_BYTES, off_thread};
 use super::wire::generate_request::GenerateBody;
+use crate::text::{TextModel, TextStream};
 
 type App = Arc<ServerState>;
 
@@ -68,11 +69,21 @@ async fn start(
     let parsed = off_thread(big, move || serde_json::from_slice::<GenerateBody>(&bytes)).await?;
     let body = parsed.map_err(|e| ServeError::Invalid(format!("generate request: {e}")))?;
     drop(body_held);
-    let request = g.request(
-        body.input_ids.clone(),
-        &body.asked(),
-        app.limits.request_time,
-    )?;
+    let prompt = match (&body.text_input, body.input_ids.is_empty()) {
+        (Some(text), true) => g.text(&at.model)?.encode(text, true)?,
+        (None, false) => body.input_ids.clone(),
+        (Some(_), false) => {
+            return Err(ServeError::Invalid(
+                "generate request: it gives both `input_ids` and `text_input`; give one".into(),
+            ));
+        }
+        (None, true) => {
+            return Err(ServeError::Invalid(
+                "generate request: it gives no prompt: `input_ids` (or, for a model with a tokenizer, `text_input`)".into(),
+            ));
+        }
+    };
+    let request = g.request(prompt, &body.asked(), app.limits.request_time)?;
     Ok((g.generator.submit(request)?, body.id))
 }
 
@@ -115,7 +126,11 @@ pub async fn generate(
                     ));
                 }
                 TokenEvent::Done(finish) => {
-                    let v = json!({ "output_ids": tokens, "finish_reason": finish.as_str() });
+                    let mut v = json!({ "output_ids": tokens, "finish_reason": finish.as_str() });
+                    // A model with a tokenizer answers the text too (Triton's `text_output`).
+                    if let Some(text) = app.generations.get(model).and_then(|g| g.text.as_ref()) {
+                        v["text_output"] = text.decode(&tokens).into();
+                    }
                     return Ok(json_body(&stamped(v, model, id.as_deref())).into_response());
                 }
             }
@@ -136,11 +151,13 @@ pub async fn generate_stream(
     let model = &at.model;
     let answer = start(&app, &at, &headers, body).await.map(|(stream, id)| {
         let mut stop = app.stopping.subscribe();
+        let text = app.generations.get(model).and_then(|g| g.text.clone());
         let events = Events {
             stream,
             model: model.clone(),
             id,
             done: false,
+            text: text.map(|t| (t, TextStream::default())),
             stop: Box::pin(async move { super::listen::stopped(&mut stop).await }),
         };
         (
@@ -165,6 +182,8 @@ struct Events {
     model: String,
     id: Option<String>,
     done: bool,
+    /// A model with a tokenizer: each event's text too, whole characters only.
+    text: Option<(Arc<TextModel>, TextStream)>,
     /// Ready once the server drains.
     stop: Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
 }
@@ -203,10 +222,20 @@ impl http_body::Body for Events {
             return Poll::Ready(Some(Ok(http_body::Frame::data(self.event(last)))));
         }
         let data = match std::task::ready!(self.stream.poll_event(cx)) {
-            Some(Ok(TokenEvent::Token(t))) => self.event(json!({ "output_ids": [t] })),
+            Some(Ok(TokenEvent::Token(t))) => {
+                let mut v = json!({ "output_ids": [t] });
+                if let Some((text, decoded)) = self.text.as_mut() {
+                    v["text_output"] = decoded.push(text, t).into();
+                }
+                self.event(v)
+            }
             Some(Ok(TokenEvent::Done(finish))) => {
                 self.done = true;
-                self.event(json!({ "output_ids": [], "finish_reason": finish.as_str() }))
+                let mut v = json!({ "output_ids": [], "finish_reason": finish.as_str() });
+                if let Some((text, decoded)) = self.text.as_mut() {
+                    v["text_output"] = decoded.finish(text).into();
+                }
+                self.event(v)
             }
             Some(Err(e)) => {
                 self.done = true;

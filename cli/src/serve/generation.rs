@@ -24,6 +24,8 @@ pub struct ServedGeneration {
     /// The config's defaults: stop tokens, and the token limit when a request names none.
     pub stop_tokens: Vec<i32>,
     pub max_tokens: usize,
+    /// Its tokenizer and chat template, when its folder has `tokenizer.json`.
+    pub text: Option<std::sync::Arc<crate::text::TextModel>>,
 }
 
 /// `generation.json`: every key optional, an unknown one refused.
@@ -117,6 +119,9 @@ pub fn load(client: &Client, name: &str, dir: &Path) -> Result<ServedGeneration>
         params.as_deref(),
     )?;
     config.check(name, model.vocab())?;
+    let text = crate::text::TextModel::load(dir, model.vocab())
+        .map_err(|e| usage(format!("generation model `{name}`: {e}")))?
+        .map(std::sync::Arc::new);
     let generator = Generator::start(
         model,
         GeneratorConfig {
@@ -137,10 +142,20 @@ pub fn load(client: &Client, name: &str, dir: &Path) -> Result<ServedGeneration>
         generator,
         stop_tokens: config.stop_tokens,
         max_tokens: config.max_tokens.unwrap_or(64),
+        text,
     })
 }
 
 impl ServedGeneration {
+    /// Its text model, or the error every text route answers without one.
+    pub fn text(&self, name: &str) -> std::result::Result<&crate::text::TextModel, ServeError> {
+        self.text.as_deref().ok_or_else(|| {
+            ServeError::Invalid(format!(
+                "generation model `{name}` has no tokenizer: its folder has no tokenizer.json, so it takes and answers token ids only"
+            ))
+        })
+    }
+
     /// The request for `prompt` as asked, ending by `limit` from now.
     pub fn request(
         &self,

@@ -16,6 +16,7 @@ mod limits;
 mod listen;
 mod metrics;
 mod models;
+mod openai;
 mod served;
 mod triton;
 mod wire;
@@ -235,7 +236,9 @@ pub fn serve(cli: &GlobalArgs, spec: &ServeArgs) -> Result<()> {
             tokio::net::TcpListener::from_std(grpc_listener).map_err(|e| usage(e.to_string()))?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let slots = models.connection_slots.clone();
-        let http_app = http::router(models.clone()).merge(generate_http::router(models.clone()));
+        let http_app = http::router(models.clone())
+            .merge(generate_http::router(models.clone()))
+            .merge(openai::router(models.clone()));
         let grpc_app = grpc::InferenceService {
             models: models.clone(),
         };

@@ -96,23 +96,15 @@ impl TextModel {
         self.tokenizer.decode(&ids, true).unwrap_or_default()
     }
 
-    /// A stream's decoder.
-    pub fn stream(&self) -> TextStream<'_> {
-        TextStream::new(self)
-    }
-
     /// The prompt of a conversation: the chat template rendered, then encoded as the template
     /// wrote it (no special tokens added: the template writes its own).
     pub fn chat_prompt(&self, messages: &[Message]) -> std::result::Result<Vec<i32>, String> {
-        let chat = self.chat.as_ref().ok_or(
-            "the model has no chat template (tokenizer_config.json's `chat_template`)",
-        )?;
+        let chat = self
+            .chat
+            .as_ref()
+            .ok_or("the model has no chat template (tokenizer_config.json's `chat_template`)")?;
         let text = chat.render(messages, true)?;
         self.encode(&text, false).map_err(|e| e.to_string())
-    }
-
-    pub fn has_chat_template(&self) -> bool {
-        self.chat.is_some()
     }
 }
 

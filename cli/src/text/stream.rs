@@ -11,29 +11,20 @@ const REPLACEMENT: char = '\u{FFFD}';
 /// A sequence's decoder: the text of the tokens pushed, a delta at a time. As TGI and vLLM do
 /// it: the text of the tokens since the last delta's start is decoded again with the new one,
 /// and the new part is given only when it does not end in a character still incomplete.
-pub struct TextStream<'a> {
-    text: &'a TextModel,
+#[derive(Default)]
+pub struct TextStream {
     ids: Vec<i32>,
     /// Where the window decoded again starts, and where its part already given ends.
     prefix: usize,
     read: usize,
 }
 
-impl<'a> TextStream<'a> {
-    pub fn new(text: &'a TextModel) -> TextStream<'a> {
-        TextStream {
-            text,
-            ids: Vec::new(),
-            prefix: 0,
-            read: 0,
-        }
-    }
-
-    /// The new text `id` completes (often empty).
-    pub fn push(&mut self, id: i32) -> String {
+impl TextStream {
+    /// The new text `id` completes (often empty), decoded by `text`.
+    pub fn push(&mut self, text: &TextModel, id: i32) -> String {
         self.ids.push(id);
-        let given = self.text.decode(&self.ids[self.prefix..self.read]);
-        let now = self.text.decode(&self.ids[self.prefix..]);
+        let given = text.decode(&self.ids[self.prefix..self.read]);
+        let now = text.decode(&self.ids[self.prefix..]);
         if now.len() <= given.len() || now.ends_with(REPLACEMENT) || !now.starts_with(&given) {
             return String::new();
         }
@@ -44,9 +35,9 @@ impl<'a> TextStream<'a> {
 
     /// The text held back at the end (bytes that never became a character come out as the
     /// tokenizer decodes them).
-    pub fn finish(&mut self) -> String {
-        let given = self.text.decode(&self.ids[self.prefix..self.read]);
-        let now = self.text.decode(&self.ids[self.prefix..]);
+    pub fn finish(&mut self, text: &TextModel) -> String {
+        let given = text.decode(&self.ids[self.prefix..self.read]);
+        let now = text.decode(&self.ids[self.prefix..]);
         self.prefix = self.ids.len();
         self.read = self.ids.len();
         match now.strip_prefix(&given) {

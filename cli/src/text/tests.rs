@@ -36,13 +36,12 @@ fn prompts_and_chats_become_the_ids_hugging_face_makes() {
             k if k.starts_with("completion") => m.encode(c["prompt"].as_str().unwrap(), true),
             _ => {
                 chats += 1;
-                let messages: Vec<Message> =
-                    (c["messages"].as_array().unwrap().iter())
-                        .map(|m| Message {
-                            role: m["role"].as_str().unwrap().into(),
-                            content: m["content"].as_str().unwrap().into(),
-                        })
-                        .collect();
+                let messages: Vec<Message> = (c["messages"].as_array().unwrap().iter())
+                    .map(|m| Message {
+                        role: m["role"].as_str().unwrap().into(),
+                        content: m["content"].as_str().unwrap().into(),
+                    })
+                    .collect();
                 Ok(m.chat_prompt(&messages).unwrap())
             }
         };
@@ -58,14 +57,14 @@ fn streamed_text_joins_to_the_whole_text_and_splits_no_character() {
     for c in cases().iter().filter(|c| c.get("stop").is_none()) {
         let tokens = ids(&c["tokens"]);
         assert_eq!(m.decode(&tokens), c["text"].as_str().unwrap());
-        let mut s = m.stream();
-        let mut deltas: Vec<String> = tokens.iter().map(|&t| s.push(t)).collect();
+        let mut s = TextStream::default();
+        let mut deltas: Vec<String> = tokens.iter().map(|&t| s.push(&m, t)).collect();
         // A token that ends mid-character gives nothing until the character is whole.
         split += deltas.iter().filter(|d| d.is_empty()).count();
         for d in &deltas {
             assert!(!d.ends_with(REPLACEMENT_FOR_TEST), "{d:?} in {c}");
         }
-        deltas.push(s.finish());
+        deltas.push(s.finish(&m));
         assert_eq!(deltas.concat(), c["text"].as_str().unwrap(), "{deltas:?}");
     }
     // The recorded answers do split characters across tokens: the test exercises the hold.
@@ -82,11 +81,11 @@ fn stop_strings_cut_the_streamed_text_where_python_cut_the_whole() {
         let stops: Vec<String> = (c["stop"].as_array().unwrap().iter())
             .map(|s| s.as_str().unwrap().to_string())
             .collect();
-        let (mut s, mut stop) = (m.stream(), StopText::new(stops));
+        let (mut s, mut stop) = (TextStream::default(), StopText::new(stops));
         let mut out = String::new();
         let mut stopped = false;
         for &t in &ids(&c["tokens"]) {
-            let (given, hit) = stop.push(&s.push(t));
+            let (given, hit) = stop.push(&s.push(&m, t));
             out += &given;
             if hit {
                 stopped = true;
@@ -103,7 +102,8 @@ fn stop_strings_cut_the_streamed_text_where_python_cut_the_whole() {
 #[test]
 fn stop_text_holds_only_what_may_begin_a_match() {
     // (stops, deltas, given after each delta, matched at the end)
-    let table: [(&[&str], &[&str], &[&str], bool); 5] = [
+    type Case<'a> = (&'a [&'a str], &'a [&'a str], &'a [&'a str], bool);
+    let table: [Case; 5] = [
         (&["ab"], &["xa", "by"], &["x", ""], true),
         (&["ab"], &["xa", "cy"], &["x", "ac"], false),
         (&["é!", "zz"], &["aé", "!b"], &["a", ""], true),
@@ -127,5 +127,8 @@ fn a_folder_without_a_tokenizer_has_no_text_and_a_small_vocabulary_is_refused() 
     let ids_only = folder().join("../generate");
     assert!(TextModel::load(&ids_only, 64).unwrap().is_none());
     let err = TextModel::load(&folder(), 100).err().unwrap().to_string();
-    assert!(err.contains("384 tokens") && err.contains("tokenizer.json"), "{err}");
+    assert!(
+        err.contains("384 tokens") && err.contains("tokenizer.json"),
+        "{err}"
+    );
 }

@@ -280,13 +280,35 @@ pub fn triton_python() -> String {
         .clone()
 }
 
+/// The python of the venv holding OpenAI's client (scripts/openai-venv makes it), asked once
+/// per test process.
+pub fn openai_python() -> String {
+    static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let o =
+                Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/openai-venv"))
+                    .output()
+                    .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            String::from_utf8_lossy(&o.stdout).trim().to_string()
+        })
+        .clone()
+}
+
 /// Runs `script` (in cli/tests/data) with `args` on tritonclient's venv, checks it succeeded,
 /// and returns the JSON object of its last line.
 pub fn triton_script(script: &str, args: &[String]) -> Value {
+    python_script(&triton_python(), script, args)
+}
+
+/// Runs `script` (in cli/tests/data) with `args` on `python`, checks it succeeded, and returns
+/// the JSON of its last line.
+pub fn python_script(python: &str, script: &str, args: &[String]) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
         .join(script);
-    let o = Command::new(triton_python())
+    let o = Command::new(python)
         .arg(script)
         .args(args)
         .output()

@@ -10,7 +10,11 @@ one out (scripts/jax-exported-data writes it to generate_text/):
 - text_cases.json: JAX's greedy generations for text prompts, chat conversations and stop
   strings, each with its prompt ids and its text (decoded as the tokenizer decodes, special
   tokens skipped). Cases whose logit margin at a step is under 1e-3 are left out, so that an XLA
-  build's last-bit differences cannot flip a token."""
+  build's last-bit differences cannot flip a token.
+
+With a cache length as its second argument (`generate_text_model.py generate_text_long 4096`) it
+writes the same folder without the cases, with that cache: a sequence there runs thousands of
+steps before its cache ends it, which the tests that a client's going frees its slot need."""
 import json
 import os
 import sys
@@ -84,9 +88,9 @@ def render(messages, add_generation_prompt=True):
         bos_token="<|bos|>", eos_token="<|endoftext|>")
 
 
-def main(out):
+def main(out, cache=None):
     tok = train_tokenizer()
-    gm.VOCAB, gm.T, gm.BUCKETS = tok.get_vocab_size(), 128, (32, 64)
+    gm.VOCAB, gm.T, gm.BUCKETS = tok.get_vocab_size(), cache or 128, (32, 64)
     os.makedirs(out, exist_ok=True)
     tok.save(os.path.join(out, "tokenizer.json"))
     json.dump({"chat_template": CHAT_TEMPLATE, "bos_token": "<|bos|>",
@@ -112,6 +116,9 @@ def main(out):
     write_safetensors(os.path.join(out, "weights.safetensors"), {dotted(p): v for p, v in flat})
     json.dump({"stop_tokens": [0], "max_tokens": MAX_NEW},
               open(os.path.join(out, "generation.json"), "w"))
+    if cache is not None:
+        print(f"generate_text: the exports with a cache of {T} positions in {out}", file=sys.stderr)
+        return
 
     jit_prefill = jax.jit(gm.prefill)
     jit_insert = jax.jit(gm.insert, donate_argnums=0)
@@ -186,4 +193,5 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "generate_text")
+    main(sys.argv[1] if len(sys.argv) > 1 else "generate_text",
+         int(sys.argv[2]) if len(sys.argv) > 2 else None)

@@ -81,13 +81,16 @@ pub struct Asked {
     pub stream: Option<bool>,
 }
 
-/// The HTTP generate body: Triton's generate extension, with the prompt as token ids; the
-/// fields of [`Asked`] at the top or inside `parameters` (the top wins).
+/// The HTTP generate body: Triton's generate extension, with the prompt as token ids (or, for a
+/// model with a tokenizer, as `text_input`); the fields of [`Asked`] at the top or inside
+/// `parameters` (the top wins).
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct GenerateBody {
-    #[serde(deserialize_with = "prompt_ids")]
+    #[serde(default, deserialize_with = "prompt_ids")]
     pub input_ids: Vec<i32>,
+    #[serde(default)]
+    pub text_input: Option<String>,
     #[serde(default)]
     pub id: Option<String>,
     pub max_tokens: Option<usize>,

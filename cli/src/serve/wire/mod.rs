@@ -7,6 +7,7 @@ pub mod generate_request;
 pub mod grpc_contents;
 pub mod json_request;
 pub mod messages;
+pub mod openai_request;
 pub mod tensor_data;
 
 use pjrt_actors::ElementType;

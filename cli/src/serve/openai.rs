@@ -1,0 +1,423 @@
+//! OpenAI's API on the HTTP port, for generation models with a tokenizer: `GET /v1/models`,
+//! `POST /v1/completions` and `POST /v1/chat/completions`, plain or streamed as server-sent
+//! events in OpenAI's chunk shape ending in `data: [DONE]`. Errors come in OpenAI's shape. A
+//! client that goes away drops the stream, which cancels its sequence and frees its slot.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use pjrt_actors::generate::{Finish, TokenEvent, TokenStream};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::body::read_held_body;
+use super::error::ServeError;
+use super::http::json_body;
+use super::kserve::ServerState;
+use super::limits::{OFF_THREAD_BYTES, off_thread};
+use super::wire::openai_request::{self, Input, Prompt, Route};
+use crate::text::{Message, StopText, TextModel, TextStream};
+
+type App = Arc<ServerState>;
+
+/// Chunks a stream may have waiting for its client before its sequence waits too.
+const STREAM_CHUNKS: usize = 64;
+
+pub fn router(models: App) -> axum::Router {
+    axum::Router::new()
+        .route("/v1/models", axum::routing::get(list_models))
+        .route("/v1/models/{model}", axum::routing::get(one_model))
+        .route("/v1/completions", axum::routing::post(completions))
+        .route("/v1/chat/completions", axum::routing::post(chat))
+        .with_state(models)
+}
+
+/// An error as OpenAI's API writes one, with the protocol's status.
+fn error(e: &ServeError, param: Option<&str>) -> Response {
+    let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let kind = match e.http_status() {
+        400 | 413 | 415 => "invalid_request_error",
+        404 => "not_found_error",
+        _ => "server_error",
+    };
+    let body =
+        json!({"error": {"message": e.message(), "type": kind, "param": param, "code": null}});
+    (status, json_body(&body)).into_response()
+}
+
+fn model_entry(name: &str) -> Value {
+    json!({"id": name, "object": "model", "created": 0, "owned_by": "pjrt-actors"})
+}
+
+async fn list_models(State(app): State<App>) -> Response {
+    let data: Vec<Value> = app.generations.keys().map(|n| model_entry(n)).collect();
+    json_body(&json!({"object": "list", "data": data})).into_response()
+}
+
+async fn one_model(State(app): State<App>, Path(model): Path<String>) -> Response {
+    match app.generation(&model) {
+        Ok(_) => json_body(&model_entry(&model)).into_response(),
+        Err(e) => error(&e, Some("model")),
+    }
+}
+
+async fn completions(State(app): State<App>, headers: HeaderMap, body: Body) -> Response {
+    answer(app, headers, body, Route::Completions).await
+}
+
+async fn chat(State(app): State<App>, headers: HeaderMap, body: Body) -> Response {
+    answer(app, headers, body, Route::Chat).await
+}
+
+/// A request started: its sequence, and what its answer is written with.
+struct Started {
+    tokens: Option<TokenStream>,
+    text: Arc<TextModel>,
+    shape: Shape,
+    prompt_tokens: usize,
+    stops: Vec<String>,
+    stream: bool,
+}
+
+/// What every chunk and answer of one request carries.
+#[derive(Clone)]
+struct Shape {
+    route: Route,
+    id: String,
+    model: String,
+    created: u64,
+    include_usage: bool,
+}
+
+/// Ids of answers: unique within the process, as a client only needs to tell them apart.
+static ANSWERS: AtomicU64 = AtomicU64::new(0);
+
+async fn answer(app: App, headers: HeaderMap, body: Body, route: Route) -> Response {
+    let started = Instant::now();
+    let mut model = String::new();
+    let outcome = start(&app, &headers, body, route, &mut model).await;
+    let counted = outcome.as_ref().map_or_else(|(e, _)| e.outcome(), |_| "ok");
+    let label = app.generation_label(&model);
+    let response = match outcome {
+        Err((e, param)) => error(&e, param),
+        Ok(s) if s.stream => stream(&app, s),
+        Ok(s) => whole(s).await.unwrap_or_else(|e| error(&e, None)),
+    };
+    app.metrics
+        .record(label, "http", counted, started.elapsed());
+    response
+}
+
+type Refusal = (ServeError, Option<&'static str>);
+
+async fn start(
+    app: &ServerState,
+    headers: &HeaderMap,
+    body: Body,
+    route: Route,
+    model: &mut String,
+) -> Result<Started, Refusal> {
+    let plain = |e: ServeError| (e, None);
+    app.check_ready().map_err(plain)?;
+    let (bytes, body_held) = read_held_body(app, headers, body).await.map_err(plain)?;
+    let big = bytes.len() >= OFF_THREAD_BYTES;
+    let read = off_thread(big, move || openai_request::read(&bytes, route))
+        .await
+        .map_err(plain)?;
+    let r = read.map_err(|r| (ServeError::Invalid(r.message), r.param))?;
+    drop(body_held);
+    model.clone_from(&r.model);
+    let g = app.generation(&r.model).map_err(|e| (e, Some("model")))?;
+    let text = g.text.clone().ok_or_else(|| {
+        let e = g.text(&r.model).err();
+        (
+            e.unwrap_or(ServeError::Internal("no text model".into())),
+            Some("model"),
+        )
+    })?;
+    let prompt = match r.input {
+        Input::Prompt(Prompt::Text(t)) => text.encode(&t, true),
+        Input::Prompt(Prompt::Texts(t)) => text.encode(&t[0], true),
+        Input::Prompt(Prompt::Ids(ids)) => Ok(ids.iter().map(|&t| t as i32).collect()),
+        Input::Chat(messages) => {
+            let messages: Vec<Message> = (messages.into_iter())
+                .map(|(role, content)| Message { role, content })
+                .collect();
+            text.chat_prompt(&messages)
+                .map_err(pjrt_actors::Error::InvalidArgument)
+        }
+    }
+    .map_err(|e| (ServeError::Invalid(e.to_string()), Some("messages")))?;
+    let mut asked = r.asked;
+    if asked.seed.is_none() && asked.temperature.is_some_and(|t| t > 0.0) {
+        // No seed: each request samples its own way, as OpenAI's do.
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        asked.seed = Some(now.as_nanos() as u64 ^ ANSWERS.load(Ordering::Relaxed));
+    }
+    let prompt_tokens = prompt.len();
+    let request = g
+        .request(prompt, &asked, app.limits.request_time)
+        .map_err(plain)?;
+    let tokens = g.generator.submit(request).map_err(|e| plain(e.into()))?;
+    let n = ANSWERS.fetch_add(1, Ordering::Relaxed);
+    let prefix = match route {
+        Route::Chat => "chatcmpl",
+        Route::Completions => "cmpl",
+    };
+    Ok(Started {
+        tokens: Some(tokens),
+        text,
+        prompt_tokens,
+        stops: r.stop_strings,
+        stream: r.stream,
+        shape: Shape {
+            route,
+            id: format!("{prefix}-{n}"),
+            model: r.model,
+            created: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs(),
+            include_usage: r.include_usage,
+        },
+    })
+}
+
+/// What a sequence's answer is made of, as it comes: text to give, then how it ended.
+enum Piece {
+    Text(String),
+    Done { finish: &'static str, tokens: usize },
+    Failed(ServeError),
+}
+
+/// A sequence's tokens read into text pieces: each token's text once whole, stop strings cut,
+/// the sequence let go (its slot freed) as soon as one matches.
+struct Pieces {
+    tokens: Option<TokenStream>,
+    text: Arc<TextModel>,
+    decoded: TextStream,
+    stop: StopText,
+    made: usize,
+    queued: std::collections::VecDeque<Piece>,
+}
+
+impl Pieces {
+    fn new(s: &mut Started) -> Pieces {
+        Pieces {
+            tokens: s.tokens.take(),
+            text: s.text.clone(),
+            decoded: TextStream::default(),
+            stop: StopText::new(std::mem::take(&mut s.stops)),
+            made: 0,
+            queued: Default::default(),
+        }
+    }
+
+    /// The next piece; `None` after the last.
+    async fn next(&mut self) -> Option<Piece> {
+        loop {
+            if let Some(p) = self.queued.pop_front() {
+                return Some(p);
+            }
+            let event = self.tokens.as_mut()?.next().await;
+            let (given, end) = match event {
+                Some(Ok(TokenEvent::Token(t))) => {
+                    self.made += 1;
+                    let (given, hit) = self.stop.push(&self.decoded.push(&self.text, t));
+                    (given, hit.then_some("stop"))
+                }
+                Some(Ok(TokenEvent::Done(finish))) => {
+                    let (mut rest, hit) = self.stop.push(&self.decoded.finish(&self.text));
+                    if !hit {
+                        rest += &self.stop.finish();
+                    }
+                    (rest, Some(if hit { "stop" } else { finish.as_str() }))
+                }
+                Some(Err(e)) => {
+                    self.tokens = None;
+                    return Some(Piece::Failed(e.into()));
+                }
+                None => {
+                    self.tokens = None;
+                    let e = ServeError::Unavailable("the generator stopped".into());
+                    return Some(Piece::Failed(e));
+                }
+            };
+            if !given.is_empty() {
+                self.queued.push_back(Piece::Text(given));
+            }
+            if let Some(finish) = end {
+                // Dropping the stream cancels a sequence a stop string ended early.
+                self.tokens = None;
+                let tokens = self.made;
+                self.queued.push_back(Piece::Done { finish, tokens });
+            }
+        }
+    }
+}
+
+fn usage(prompt: usize, completion: usize) -> Value {
+    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
+}
+
+/// The whole answer in one body.
+async fn whole(mut s: Started) -> Result<Response, ServeError> {
+    let mut pieces = Pieces::new(&mut s);
+    let (mut out, mut end) = (String::new(), ("stop", 0));
+    while let Some(p) = pieces.next().await {
+        match p {
+            Piece::Text(t) => out += &t,
+            Piece::Done { finish, tokens } => end = (finish, tokens),
+            Piece::Failed(e) => return Err(e),
+        }
+    }
+    let (finish, made) = end;
+    if finish == Finish::Deadline.as_str() && made == 0 {
+        return Err(ServeError::Expired(
+            "the request's deadline passed before its first token".into(),
+        ));
+    }
+    let sh = &s.shape;
+    let choice = match sh.route {
+        Route::Chat => json!({"index": 0, "message": {"role": "assistant", "content": out},
+            "logprobs": null, "finish_reason": finish}),
+        Route::Completions => {
+            json!({"index": 0, "text": out, "logprobs": null, "finish_reason": finish})
+        }
+    };
+    let object = match sh.route {
+        Route::Chat => "chat.completion",
+        Route::Completions => "text_completion",
+    };
+    let v = json!({"id": sh.id, "object": object, "created": sh.created, "model": sh.model,
+        "choices": [choice], "usage": usage(s.prompt_tokens, made)});
+    Ok(json_body(&v).into_response())
+}
+
+impl Shape {
+    /// One chunk: a text delta, or the last one with its finish reason.
+    fn chunk(&self, delta: Option<&str>, finish: Option<&str>, first: bool) -> Bytes {
+        let choice = match self.route {
+            Route::Chat => {
+                let mut d = json!({});
+                if first {
+                    d["role"] = "assistant".into();
+                }
+                if let Some(t) = delta {
+                    d["content"] = t.into();
+                }
+                json!({"index": 0, "delta": d, "logprobs": null, "finish_reason": finish})
+            }
+            Route::Completions => json!({"index": 0, "text": delta.unwrap_or(""),
+                "logprobs": null, "finish_reason": finish}),
+        };
+        self.event(json!({"choices": [choice]}))
+    }
+
+    fn event(&self, mut v: Value) -> Bytes {
+        v["id"] = self.id.as_str().into();
+        v["object"] = match self.route {
+            Route::Chat => "chat.completion.chunk",
+            Route::Completions => "text_completion",
+        }
+        .into();
+        v["created"] = self.created.into();
+        v["model"] = self.model.as_str().into();
+        if self.include_usage && v.get("usage").is_none() {
+            v["usage"] = Value::Null;
+        }
+        Bytes::from(format!("data: {v}\n\n"))
+    }
+}
+
+const DONE: &[u8] = b"data: [DONE]\n\n";
+
+/// Sends a stream's chunks until its sequence ends or the client goes (false).
+async fn send_chunks(tx: &mpsc::Sender<Bytes>, mut s: Started) -> bool {
+    let sh = s.shape.clone();
+    let send = |b: Bytes| tx.send(b);
+    // A chat's first chunk names the role, as OpenAI's do.
+    if sh.route == Route::Chat && send(sh.chunk(Some(""), None, true)).await.is_err() {
+        return false;
+    }
+    let mut pieces = Pieces::new(&mut s);
+    while let Some(p) = pieces.next().await {
+        let sent = match p {
+            Piece::Text(t) => send(sh.chunk(Some(&t), None, false)).await,
+            Piece::Done { finish, tokens } => {
+                let mut sent = send(sh.chunk(None, Some(finish), false)).await;
+                if sh.include_usage && sent.is_ok() {
+                    let u = json!({"choices": [], "usage": usage(s.prompt_tokens, tokens)});
+                    sent = send(sh.event(u)).await;
+                }
+                sent
+            }
+            Piece::Failed(e) => {
+                let v = json!({"error": {"message": e.message(), "type": "server_error"}});
+                send(Bytes::from(format!("data: {v}\n\n"))).await
+            }
+        };
+        if sent.is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+/// The answer as server-sent events, made on a task of its own: a client that reads slowly
+/// holds at most [`STREAM_CHUNKS`] chunks, and one that goes away ends the task, which drops
+/// the sequence. In a drain the stream ends at once with finish reason `shutdown`.
+fn stream(app: &ServerState, s: Started) -> Response {
+    let (tx, rx) = mpsc::channel::<Bytes>(STREAM_CHUNKS);
+    let mut stop = app.stopping.subscribe();
+    tokio::spawn(async move {
+        let sh = s.shape.clone();
+        let finished = tokio::select! {
+            done = send_chunks(&tx, s) => done,
+            _ = super::listen::stopped(&mut stop) => {
+                let last = sh.chunk(None, Some(super::generate_grpc::SHUTDOWN), false);
+                tx.send(last).await.is_ok()
+            }
+        };
+        if finished {
+            let _ = tx.send(Bytes::from_static(DONE)).await;
+        }
+    });
+    (
+        StatusCode::OK,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        Body::new(Chunks(rx)),
+    )
+        .into_response()
+}
+
+/// A stream's chunks as the answer's body.
+struct Chunks(mpsc::Receiver<Bytes>);
+
+impl http_body::Body for Chunks {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|b| Ok(http_body::Frame::data(b))))
+    }
+}
