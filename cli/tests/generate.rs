@@ -15,8 +15,15 @@ fn data(name: &str) -> String {
     dir.join(name).display().to_string()
 }
 
+/// The compile cache every `generate` of this test process shares: each run compiles the same
+/// three exports, and the disk cache makes all but the first a load.
+fn cache_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("pjrt-actors-generate-cli-{}", std::process::id()))
+}
+
 fn generate(extra: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+        .env("PJRT_ACTORS_CACHE_DIR", cache_dir())
         .arg("generate")
         .args(["--prefill", &data("prefill_8.exported")])
         .args(["--prefill", &data("prefill_16.exported")])
@@ -48,7 +55,8 @@ fn greedy_tokens_equal_jaxs_as_lines_and_as_json() {
             .map(|t| t.as_i64().unwrap())
             .collect()
     };
-    for case in greedy["cases"].as_array().unwrap().iter().take(6) {
+    // Every recorded case as JSON; the first six as lines too.
+    for (k, case) in greedy["cases"].as_array().unwrap().iter().enumerate() {
         let (prompt, want) = (ints(&case["prompt"]), ints(&case["tokens"]));
         let base = [
             "--prompt",
@@ -58,12 +66,14 @@ fn greedy_tokens_equal_jaxs_as_lines_and_as_json() {
             "--stop",
             &stop,
         ];
-        let o = generate(&base);
-        assert!(o.status.success(), "{}", error_line(&o));
-        let lines: Vec<i64> = (String::from_utf8_lossy(&o.stdout).lines())
-            .map(|l| l.parse().unwrap())
-            .collect();
-        assert_eq!(lines, want, "prompt {prompt:?}");
+        if k < 6 {
+            let o = generate(&base);
+            assert!(o.status.success(), "{}", error_line(&o));
+            let lines: Vec<i64> = (String::from_utf8_lossy(&o.stdout).lines())
+                .map(|l| l.parse().unwrap())
+                .collect();
+            assert_eq!(lines, want, "prompt {prompt:?}");
+        }
         let o = generate(&[&base[..], &["--json"]].concat());
         let v: Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(ints(&v["tokens"]), want);
@@ -139,6 +149,76 @@ fn the_cache_length_bounds_generation_without_max_sequence() {
         error_line(&no_weights).contains("no weights were given"),
         "{}",
         error_line(&no_weights)
+    );
+}
+
+/// `--model DIR` takes a folder as `serve` does (generation.json's stop tokens and limit are
+/// the defaults); with its tokenizer, `--text` and `--chat` take a prompt as text and print
+/// JAX's answer as text; a folder without one refuses them, naming the file.
+#[test]
+fn a_model_folder_with_a_tokenizer_answers_text_as_jax_does() {
+    let folder = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/exported");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+            .env("PJRT_ACTORS_CACHE_DIR", cache_dir())
+            .arg("generate")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let text_model = folder.join("generate_text").display().to_string();
+    let cases: Value = serde_json::from_slice(
+        &std::fs::read(folder.join("generate_text/text_cases.json")).unwrap(),
+    )
+    .unwrap();
+    let mut seen = 0;
+    for case in cases["cases"].as_array().unwrap() {
+        let (flag, prompt) = match case["kind"].as_str().unwrap() {
+            "completion" => ("--text", case["prompt"].as_str().unwrap()),
+            // A chat of one user message: the CLI's --chat.
+            "chat" if case["messages"].as_array().unwrap().len() == 1 => {
+                ("--chat", case["messages"][0]["content"].as_str().unwrap())
+            }
+            _ => continue,
+        };
+        let o = run(&["--model", &text_model, flag, prompt]);
+        assert!(o.status.success(), "{}", error_line(&o));
+        let printed = String::from_utf8(o.stdout).unwrap();
+        assert_eq!(
+            printed,
+            format!("{}\n", case["text"].as_str().unwrap()),
+            "{case}"
+        );
+        let o = run(&["--model", &text_model, flag, prompt, "--json"]);
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["tokens"], case["tokens"], "{case}");
+        assert_eq!(v["text"], case["text"], "{case}");
+        assert_eq!(v["finish"], case["finish"], "{case}");
+        seen += 1;
+    }
+    assert!(seen >= 16, "{seen}");
+    // generation.json's cache length (32) and stop token bound a folder's run as the
+    // exports' own: [5, 6, 7] asking 40 tokens gives 30, ending `length`.
+    let ids_only = folder.join("generate").display().to_string();
+    let o = run(&[
+        "--model",
+        &ids_only,
+        "--prompt",
+        "5,6,7",
+        "--max-tokens",
+        "40",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", error_line(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["tokens"].as_array().unwrap().len(), 30, "{v}");
+    assert_eq!(v["finish"], "length");
+    let o = run(&["--model", &ids_only, "--text", "hi"]);
+    assert!(!o.status.success());
+    assert!(
+        error_line(&o).contains("tokenizer.json"),
+        "{}",
+        error_line(&o)
     );
 }
 
@@ -241,7 +321,7 @@ mod served {
     #[test]
     fn http_generate_and_its_event_stream_give_jaxs_tokens() {
         let server = serve();
-        for (prompt, want) in cases().iter().take(16) {
+        for (prompt, want) in cases().iter() {
             let body = format!("{{\"input_ids\": {prompt:?}}}");
             let (status, json) = generated(server.http, "lm", &body);
             assert_eq!(status, 200, "{json}");
@@ -285,7 +365,7 @@ mod served {
             .unwrap_or_else(|| panic!("{page}"))
             .parse()
             .unwrap();
-        let want: usize = cases().iter().take(16).map(|(_, t)| 2 * t.len()).sum();
+        let want: usize = cases().iter().map(|(_, t)| 2 * t.len()).sum();
         assert_eq!(tokens as usize, want);
         // Refused with the protocol's errors.
         let status = |model: &str, body: &str| generated(server.http, model, body).0;

@@ -7,7 +7,7 @@ mod config;
 mod error;
 mod generate_grpc;
 mod generate_http;
-mod generation;
+pub(crate) mod generation;
 mod grpc;
 mod http;
 mod infer;
@@ -19,7 +19,7 @@ mod models;
 mod openai;
 mod served;
 mod triton;
-mod wire;
+pub(crate) mod wire;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
