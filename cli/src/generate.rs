@@ -161,9 +161,10 @@ fn from_folder(client: &pjrt_actors::Client, dir: &Path, args: &GenerateArgs) ->
     let request =
         (g.request(prompt, &asked, forever)).map_err(|e| usage(e.message().into_owned()))?;
     let stream = g.generator.submit(request)?;
-    let text = (args.text.is_some() || args.chat.is_some())
-        .then(|| g.text.as_deref())
-        .flatten();
+    let text = g
+        .text
+        .as_deref()
+        .filter(|_| args.text.is_some() || args.chat.is_some());
     print_tokens(stream, text, args.json)
 }
 
