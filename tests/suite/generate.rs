@@ -117,6 +117,10 @@ fn a_dropped_stream_frees_its_slot_and_bad_requests_are_refused() {
     let stats = generator.stats();
     assert_eq!((stats.cancelled, stats.running), (4, 0), "{stats:?}");
     assert!(stats.tokens < 4 * 31, "{stats:?}");
+    // Each first token was timed: the histogram counts them, and its quantiles can be read.
+    assert_eq!(stats.first_token.count(), 4, "{stats:?}");
+    let (p50, p99) = (stats.first_token.quantile(0.5), stats.first_token.quantile(0.99));
+    assert!(p50.is_some() && p50 <= p99, "{stats:?}");
     // A request behind them still runs: the dropped streams' slots were freed.
     let (prompt, want) = &cases[5];
     let (got, _) = generator.generate(request(prompt, stop, max_new)).unwrap();

@@ -14,7 +14,6 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use pjrt_actors::generate::{Finish, TokenEvent, TokenStream};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use super::body::read_held_body;
 use super::error::ServeError;
@@ -25,9 +24,6 @@ use super::wire::openai_request::{self, Input, Prompt, Route};
 use crate::text::{Message, StopText, TextModel, TextStream};
 
 type App = Arc<ServerState>;
-
-/// Chunks a stream may have waiting for its client before its sequence waits too.
-const STREAM_CHUNKS: usize = 64;
 
 pub fn router(models: App) -> axum::Router {
     axum::Router::new()
@@ -222,12 +218,15 @@ impl Pieces {
     }
 
     /// The next piece; `None` after the last.
-    async fn next(&mut self) -> Option<Piece> {
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Piece>> {
         loop {
             if let Some(p) = self.queued.pop_front() {
-                return Some(p);
+                return Poll::Ready(Some(p));
             }
-            let event = self.tokens.as_mut()?.next().await;
+            let Some(tokens) = self.tokens.as_mut() else {
+                return Poll::Ready(None);
+            };
+            let event = std::task::ready!(tokens.poll_event(cx));
             let (given, end) = match event {
                 Some(Ok(TokenEvent::Token(t))) => {
                     self.made += 1;
@@ -243,12 +242,12 @@ impl Pieces {
                 }
                 Some(Err(e)) => {
                     self.tokens = None;
-                    return Some(Piece::Failed(e.into()));
+                    return Poll::Ready(Some(Piece::Failed(e.into())));
                 }
                 None => {
                     self.tokens = None;
                     let e = ServeError::Unavailable("the generator stopped".into());
-                    return Some(Piece::Failed(e));
+                    return Poll::Ready(Some(Piece::Failed(e)));
                 }
             };
             if !given.is_empty() {
@@ -272,7 +271,7 @@ fn usage(prompt: usize, completion: usize) -> Value {
 async fn whole(mut s: Started) -> Result<Response, ServeError> {
     let mut pieces = Pieces::new(&mut s);
     let (mut out, mut end) = (String::new(), ("stop", 0));
-    while let Some(p) = pieces.next().await {
+    while let Some(p) = std::future::poll_fn(|cx| pieces.poll_next(cx)).await {
         match p {
             Piece::Text(t) => out += &t,
             Piece::Done { finish, tokens } => end = (finish, tokens),
@@ -340,73 +339,76 @@ impl Shape {
 
 const DONE: &[u8] = b"data: [DONE]\n\n";
 
-/// Sends a stream's chunks until its sequence ends or the client goes (false).
-async fn send_chunks(tx: &mpsc::Sender<Bytes>, mut s: Started) -> bool {
-    let sh = s.shape.clone();
-    let send = |b: Bytes| tx.send(b);
-    // A chat's first chunk names the role, as OpenAI's do.
-    if sh.route == Route::Chat && send(sh.chunk(Some(""), None, true)).await.is_err() {
-        return false;
-    }
-    let mut pieces = Pieces::new(&mut s);
-    while let Some(p) = pieces.next().await {
-        let sent = match p {
-            Piece::Text(t) => send(sh.chunk(Some(&t), None, false)).await,
-            Piece::Done { finish, tokens } => {
-                let mut sent = send(sh.chunk(None, Some(finish), false)).await;
-                if sh.include_usage && sent.is_ok() {
-                    let u = json!({"choices": [], "usage": usage(s.prompt_tokens, tokens)});
-                    sent = send(sh.event(u)).await;
-                }
-                sent
-            }
-            Piece::Failed(e) => {
-                let v = json!({"error": {"message": e.message(), "type": "server_error"}});
-                send(Bytes::from(format!("data: {v}\n\n"))).await
-            }
-        };
-        if sent.is_err() {
-            return false;
-        }
-    }
-    true
-}
-
-/// The answer as server-sent events, made on a task of its own: a client that reads slowly
-/// holds at most [`STREAM_CHUNKS`] chunks, and one that goes away ends the task, which drops
+/// The answer as server-sent events, made as the connection asks for them: no task or queue
+/// between the sequence and the socket (one wake-up less per token), so a client that reads
+/// slowly is not sent more than it reads. A client that goes away drops the body, which drops
 /// the sequence. In a drain the stream ends at once with finish reason `shutdown`.
-fn stream(app: &ServerState, s: Started) -> Response {
-    let (tx, rx) = mpsc::channel::<Bytes>(STREAM_CHUNKS);
+fn stream(app: &ServerState, mut s: Started) -> Response {
     let mut stop = app.stopping.subscribe();
-    tokio::spawn(async move {
-        let sh = s.shape.clone();
-        let finished = tokio::select! {
-            done = send_chunks(&tx, s) => done,
-            _ = super::listen::stopped(&mut stop) => {
-                let last = sh.chunk(None, Some(super::generate_grpc::SHUTDOWN), false);
-                tx.send(last).await.is_ok()
-            }
-        };
-        if finished {
-            let _ = tx.send(Bytes::from_static(DONE)).await;
-        }
-    });
+    let mut ready = std::collections::VecDeque::new();
+    // A chat's first chunk names the role, as OpenAI's do.
+    if s.shape.route == Route::Chat {
+        ready.push_back(s.shape.chunk(Some(""), None, true));
+    }
+    let body = Chunks {
+        pieces: Pieces::new(&mut s),
+        shape: s.shape,
+        prompt_tokens: s.prompt_tokens,
+        ready,
+        ended: false,
+        stop: Box::pin(async move { super::listen::stopped(&mut stop).await }),
+    };
     (
         StatusCode::OK,
         [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/event-stream"),
-            ),
+            (header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")),
             (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
         ],
-        Body::new(Chunks(rx)),
+        Body::new(body),
     )
         .into_response()
 }
 
 /// A stream's chunks as the answer's body.
-struct Chunks(mpsc::Receiver<Bytes>);
+struct Chunks {
+    pieces: Pieces,
+    shape: Shape,
+    prompt_tokens: usize,
+    /// Chunks made and not yet given.
+    ready: std::collections::VecDeque<Bytes>,
+    /// The last chunk is made.
+    ended: bool,
+    /// Ready once the server drains.
+    stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+}
+
+impl Chunks {
+    /// The chunks of one piece.
+    fn made(&mut self, p: Piece) {
+        let sh = &self.shape;
+        match p {
+            Piece::Text(t) => self.ready.push_back(sh.chunk(Some(&t), None, false)),
+            Piece::Done { finish, tokens } => {
+                self.ready.push_back(sh.chunk(None, Some(finish), false));
+                if sh.include_usage {
+                    let u = json!({"choices": [], "usage": usage(self.prompt_tokens, tokens)});
+                    self.ready.push_back(sh.event(u));
+                }
+                self.end();
+            }
+            Piece::Failed(e) => {
+                let v = json!({"error": {"message": e.message(), "type": "server_error"}});
+                self.ready.push_back(Bytes::from(format!("data: {v}\n\n")));
+                self.end();
+            }
+        }
+    }
+
+    fn end(&mut self) {
+        self.ready.push_back(Bytes::from_static(DONE));
+        self.ended = true;
+    }
+}
 
 impl http_body::Body for Chunks {
     type Data = Bytes;
@@ -416,8 +418,32 @@ impl http_body::Body for Chunks {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
-        self.0
-            .poll_recv(cx)
-            .map(|chunk| chunk.map(|b| Ok(http_body::Frame::data(b))))
+        loop {
+            // Every chunk made so far in one frame: one write, not one a chunk.
+            if let Some(first) = self.ready.pop_front() {
+                let frame = match self.ready.is_empty() {
+                    true => first,
+                    false => {
+                        let mut all = Vec::from(first);
+                        self.ready.drain(..).for_each(|b| all.extend_from_slice(&b));
+                        Bytes::from(all)
+                    }
+                };
+                return Poll::Ready(Some(Ok(http_body::Frame::data(frame))));
+            }
+            if self.ended {
+                return Poll::Ready(None);
+            }
+            if self.stop.as_mut().poll(cx).is_ready() {
+                let last = self.shape.chunk(None, Some(super::generate_grpc::SHUTDOWN), false);
+                self.ready.push_back(last);
+                self.end();
+                continue;
+            }
+            match std::task::ready!(self.pieces.poll_next(cx)) {
+                Some(p) => self.made(p),
+                None => self.end(),
+            }
+        }
     }
 }

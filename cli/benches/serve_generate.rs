@@ -1,0 +1,167 @@
+//! What OpenAI's API adds to a generation's first token: the text model of
+//! tests/data/exported/generate_text served by `pjrt-actors serve`, one streamed
+//! `/v1/chat/completions` request in flight (a recorded chat, one token asked: the time to its
+//! first streamed token is the time to its last chunk), against the same prompt's ids on a
+//! `Generator` in this process (submit to its first token). Interleaved rounds, medians of each.
+//! The served side includes the HTTP exchange, the JSON body, the chat template and the
+//! tokenizer. Last line: one JSON object.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+use pjrt_actors::Client;
+use pjrt_actors::generate::{
+    GenerateRequest, GenerationModel, Generator, GeneratorConfig, TokenEvent,
+};
+use serde_json::{Value, json};
+
+const ROUNDS: usize = 5;
+const PER_ROUND: usize = 100;
+
+fn folder() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/exported/generate_text")
+}
+
+struct Server(Child, u16);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_server() -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+        .args(["serve", "--generation"])
+        .arg(format!("tm={}", folder().display()))
+        .args(["--http-port", "0", "--grpc-port", "0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let line = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .next()
+        .unwrap()
+        .unwrap();
+    let rest = &line[line.find("http=").unwrap() + 5..];
+    let port = rest.split_whitespace().next().unwrap().rsplit(':').next();
+    Server(child, port.unwrap().parse().unwrap())
+}
+
+/// One streamed chat request on a kept-alive connection: seconds until its last chunk.
+fn served_first_token(conn: &mut BufReader<TcpStream>, messages: &Value) -> f64 {
+    let body = json!({"model": "tm", "messages": messages, "max_tokens": 1, "temperature": 0,
+        "stream": true});
+    streamed(conn, "/v1/chat/completions", &body, "[DONE]")
+}
+
+/// The same prompt's ids to KServe's generate_stream: the protocol without OpenAI's parts (the
+/// chat template, the tokenizer, its chunk shape).
+fn kserve_first_token(conn: &mut BufReader<TcpStream>, ids: &[i32]) -> f64 {
+    let body = json!({"input_ids": ids, "max_tokens": 1});
+    streamed(conn, "/v2/models/tm/generate_stream", &body, "finish_reason")
+}
+
+fn streamed(conn: &mut BufReader<TcpStream>, path: &str, body: &Value, last: &str) -> f64 {
+    let body = body.to_string();
+    let start = Instant::now();
+    write!(
+        conn.get_mut(),
+        "POST {path} HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    // The head, then chunks until the event stream's terminator.
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 4096];
+    while !seen.ends_with(b"0\r\n\r\n") {
+        let n = conn.get_mut().read(&mut byte).unwrap();
+        assert!(n > 0, "{}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&byte[..n]);
+    }
+    let took = start.elapsed().as_secs_f64();
+    let text = String::from_utf8_lossy(&seen);
+    assert!(text.starts_with("HTTP/1.1 200") && text.contains(last), "{text}");
+    took
+}
+
+fn in_process_first_token(g: &Generator, prompt: &[i32]) -> f64 {
+    let start = Instant::now();
+    let mut s = g
+        .submit(GenerateRequest::greedy(prompt.to_vec(), 1))
+        .unwrap();
+    loop {
+        match s.next_blocking().unwrap().unwrap() {
+            TokenEvent::Token(_) => return start.elapsed().as_secs_f64(),
+            TokenEvent::Done(_) => panic!("no token"),
+        }
+    }
+}
+
+fn median_us(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2] * 1e6
+}
+
+fn main() {
+    let cases: Value =
+        serde_json::from_slice(&std::fs::read(folder().join("text_cases.json")).unwrap()).unwrap();
+    let chats: Vec<(Value, Vec<i32>)> = (cases["cases"].as_array().unwrap().iter())
+        .filter(|c| c["kind"] == "chat")
+        .map(|c| {
+            let ids = (c["prompt_ids"].as_array().unwrap().iter())
+                .map(|t| t.as_i64().unwrap() as i32)
+                .collect();
+            (c["messages"].clone(), ids)
+        })
+        .collect();
+    let client = Client::open().unwrap();
+    let read = |f: &str| std::fs::read(folder().join(f)).unwrap();
+    let model = GenerationModel::load(
+        &client,
+        &[&read("prefill_32.exported"), &read("prefill_64.exported")],
+        &read("insert.exported"),
+        &read("decode.exported"),
+        Some(&read("weights.safetensors")),
+    )
+    .unwrap();
+    let g = Generator::start(model, GeneratorConfig::default()).unwrap();
+    let server = start_server();
+    let mut conn = BufReader::new(TcpStream::connect(("127.0.0.1", server.1)).unwrap());
+    conn.get_ref().set_nodelay(true).unwrap();
+    // Warm both, then interleaved rounds.
+    for (messages, ids) in &chats {
+        served_first_token(&mut conn, messages);
+        kserve_first_token(&mut conn, ids);
+        in_process_first_token(&g, ids);
+    }
+    let (mut served, mut kserve, mut ours) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        for k in 0..PER_ROUND {
+            let (messages, ids) = &chats[k % chats.len()];
+            served.push(served_first_token(&mut conn, messages));
+            kserve.push(kserve_first_token(&mut conn, ids));
+            ours.push(in_process_first_token(&g, ids));
+        }
+    }
+    let (served_us, ours_us) = (median_us(&mut served), median_us(&mut ours));
+    let kserve_us = median_us(&mut kserve);
+    let (added, kserve_added) = (served_us - ours_us, kserve_us - ours_us);
+    println!("time to first token, one request in flight ({} each):", served.len());
+    println!("  /v1/chat/completions, streamed   {served_us:>9.1} µs (median)");
+    println!("  KServe generate_stream, ids      {kserve_us:>9.1} µs (median)");
+    println!("  in process (Generator::submit)   {ours_us:>9.1} µs (median)");
+    println!("  added by the OpenAI route        {added:>9.1} µs (goal: at most 150)");
+    println!("  added by KServe's stream         {kserve_added:>9.1} µs");
+    println!(
+        "{}",
+        json!({"bench": "serve_generate", "openai_ttft_us": served_us,
+            "kserve_stream_ttft_us": kserve_us, "in_process_ttft_us": ours_us,
+            "openai_added_ttft_us": added, "kserve_added_ttft_us": kserve_added,
+            "requests": served.len()})
+    );
+}
