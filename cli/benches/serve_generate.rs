@@ -63,7 +63,12 @@ fn served_first_token(conn: &mut BufReader<TcpStream>, messages: &Value) -> f64 
 /// chat template, the tokenizer, its chunk shape).
 fn kserve_first_token(conn: &mut BufReader<TcpStream>, ids: &[i32]) -> f64 {
     let body = json!({"input_ids": ids, "max_tokens": 1});
-    streamed(conn, "/v2/models/tm/generate_stream", &body, "finish_reason")
+    streamed(
+        conn,
+        "/v2/models/tm/generate_stream",
+        &body,
+        "finish_reason",
+    )
 }
 
 fn streamed(conn: &mut BufReader<TcpStream>, path: &str, body: &Value, last: &str) -> f64 {
@@ -85,7 +90,10 @@ fn streamed(conn: &mut BufReader<TcpStream>, path: &str, body: &Value, last: &st
     }
     let took = start.elapsed().as_secs_f64();
     let text = String::from_utf8_lossy(&seen);
-    assert!(text.starts_with("HTTP/1.1 200") && text.contains(last), "{text}");
+    assert!(
+        text.starts_with("HTTP/1.1 200") && text.contains(last),
+        "{text}"
+    );
     took
 }
 
@@ -151,7 +159,10 @@ fn main() {
     let (served_us, ours_us) = (median_us(&mut served), median_us(&mut ours));
     let kserve_us = median_us(&mut kserve);
     let (added, kserve_added) = (served_us - ours_us, kserve_us - ours_us);
-    println!("time to first token, one request in flight ({} each):", served.len());
+    println!(
+        "time to first token, one request in flight ({} each):",
+        served.len()
+    );
     println!("  /v1/chat/completions, streamed   {served_us:>9.1} µs (median)");
     println!("  KServe generate_stream, ids      {kserve_us:>9.1} µs (median)");
     println!("  in process (Generator::submit)   {ours_us:>9.1} µs (median)");

@@ -195,3 +195,79 @@ fn one_request_gets_one_answer_over_every_protocol() {
     // Sampling changes the answer: the table is not three greedy runs.
     assert_eq!(differ, 2);
 }
+
+/// Every case JAX recorded for the text model, through Triton's generate routes and gRPC: a
+/// completion's prompt as `text_input`, a chat's as the rendered prompt's ids; the tokens, the
+/// finish and (over HTTP) the `text_output` are JAX's, the stream's text deltas joining to it.
+#[test]
+fn every_recorded_case_gets_jaxs_answer_over_kserve_http_and_grpc() {
+    let server = serve();
+    let cases: Value = serde_json::from_slice(
+        &std::fs::read(exported().join("generate_text/text_cases.json")).unwrap(),
+    )
+    .unwrap();
+    let cases: Vec<&Value> = (cases["cases"].as_array().unwrap().iter())
+        .filter(|c| c.get("stop").is_none())
+        .collect();
+    let post = |path: &str, body: &Value| {
+        let (status, _, answer) = http(
+            server.http,
+            "POST",
+            path,
+            &[("Content-Type", "application/json".into())],
+            body.to_string().as_bytes(),
+        );
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+        answer
+    };
+    for case in &cases {
+        let body = match case["kind"].as_str().unwrap() {
+            "completion" => json!({"text_input": case["prompt"], "max_tokens": 12}),
+            _ => json!({"input_ids": case["prompt_ids"], "max_tokens": 12}),
+        };
+        let whole: Value = serde_json::from_slice(&post("/v2/models/tm/generate", &body)).unwrap();
+        assert_eq!(whole["output_ids"], case["tokens"], "{case}");
+        assert_eq!(whole["text_output"], case["text"], "{case}");
+        assert_eq!(whole["finish_reason"], case["finish"], "{case}");
+        let events = String::from_utf8(post("/v2/models/tm/generate_stream", &body)).unwrap();
+        let text: String = (events.lines())
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(|e| serde_json::from_str::<Value>(e).unwrap()["text_output"].clone())
+            .map(|t| t.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(text, case["text"].as_str().unwrap(), "{case}");
+    }
+    let requests: Vec<Value> = (cases.iter())
+        .map(|c| json!({"prompt": c["prompt_ids"], "params": {"max_tokens": 12}}))
+        .collect();
+    let grpc = triton_script(
+        "grpc_generate.py",
+        &[
+            server.grpc.to_string(),
+            "tm".into(),
+            Value::from(requests).to_string(),
+        ],
+    );
+    for (case, got) in cases.iter().zip(grpc.as_array().unwrap()) {
+        assert_eq!(got["tokens"], case["tokens"], "{case}");
+        assert_eq!(got["finish"], case["finish"], "{case}");
+    }
+    // A prompt as text on a model without a tokenizer, and both prompts at once, are refused.
+    let (status, _, body) = http(
+        server.http,
+        "POST",
+        "/v2/models/lm/generate",
+        &[],
+        br#"{"text_input": "hi"}"#,
+    );
+    assert_eq!(status, 400);
+    assert!(String::from_utf8_lossy(&body).contains("tokenizer.json"));
+    let (status, _, _) = http(
+        server.http,
+        "POST",
+        "/v2/models/tm/generate",
+        &[],
+        br#"{"text_input": "hi", "input_ids": [1]}"#,
+    );
+    assert_eq!(status, 400);
+}

@@ -119,7 +119,10 @@ fn a_dropped_stream_frees_its_slot_and_bad_requests_are_refused() {
     assert!(stats.tokens < 4 * 31, "{stats:?}");
     // Each first token was timed: the histogram counts them, and its quantiles can be read.
     assert_eq!(stats.first_token.count(), 4, "{stats:?}");
-    let (p50, p99) = (stats.first_token.quantile(0.5), stats.first_token.quantile(0.99));
+    let (p50, p99) = (
+        stats.first_token.quantile(0.5),
+        stats.first_token.quantile(0.99),
+    );
     assert!(p50.is_some() && p50 <= p99, "{stats:?}");
     // A request behind them still runs: the dropped streams' slots were freed.
     let (prompt, want) = &cases[5];
@@ -272,4 +275,43 @@ fn max_queued_counts_only_requests_no_free_slot_takes() {
         .filter(|s| matches!(s, Err(Error::Busy { .. })))
         .count();
     assert!(busy > 0 && busy <= 12 - 5, "{busy} of 12 refused");
+}
+
+/// The text model (tests/data/exported/generate_text: the same llama with a trained tokenizer,
+/// prompt buckets 32 and 64, a 128-position cache): every prompt JAX recorded, completions and
+/// rendered chats alike, gives JAX's tokens, all at once through the 4 slots. (The text itself
+/// is checked by the CLI's and the server's tests.)
+#[test]
+fn the_text_models_recorded_prompts_give_jaxs_tokens() {
+    let dir = data().join("../generate_text");
+    let read = |f: &str| std::fs::read(dir.join(f)).unwrap();
+    let client = Client::open().unwrap();
+    let (p32, p64) = (read("prefill_32.exported"), read("prefill_64.exported"));
+    let model = GenerationModel::load(
+        &client,
+        &[&p32, &p64],
+        &read("insert.exported"),
+        &read("decode.exported"),
+        Some(&read("weights.safetensors")),
+    )
+    .unwrap();
+    let generator = Generator::start(model, GeneratorConfig::default()).unwrap();
+    let v: Value = serde_json::from_slice(&read("text_cases.json")).unwrap();
+    let ints = |v: &Value| -> Vec<i32> {
+        (v.as_array().unwrap().iter())
+            .map(|t| t.as_i64().unwrap() as i32)
+            .collect()
+    };
+    let cases: Vec<Case> = (v["cases"].as_array().unwrap().iter())
+        .filter(|c| c.get("stop").is_none())
+        .map(|c| (ints(&c["prompt_ids"]), ints(&c["tokens"])))
+        .collect();
+    assert!(cases.len() >= 20 && cases.iter().any(|(p, _)| p.len() > 32));
+    let streams: Vec<_> = (cases.iter())
+        .map(|(prompt, _)| generator.submit(request(prompt, 0, 12)).unwrap())
+        .collect();
+    for (s, (prompt, want)) in streams.into_iter().zip(&cases) {
+        let (got, _) = s.collect_blocking().unwrap();
+        assert_eq!(&got, want, "{prompt:?}");
+    }
 }

@@ -361,7 +361,10 @@ fn stream(app: &ServerState, mut s: Started) -> Response {
     (
         StatusCode::OK,
         [
-            (header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            ),
             (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
         ],
         Body::new(body),
@@ -435,7 +438,9 @@ impl http_body::Body for Chunks {
                 return Poll::Ready(None);
             }
             if self.stop.as_mut().poll(cx).is_ready() {
-                let last = self.shape.chunk(None, Some(super::generate_grpc::SHUTDOWN), false);
+                let last = self
+                    .shape
+                    .chunk(None, Some(super::generate_grpc::SHUTDOWN), false);
                 self.ready.push_back(last);
                 self.end();
                 continue;

@@ -132,4 +132,3 @@ fn a_folder_without_a_tokenizer_has_no_text_and_a_small_vocabulary_is_refused() 
         "{err}"
     );
 }
-
