@@ -102,11 +102,9 @@ fn in_process_first_token(g: &Generator, prompt: &[i32]) -> f64 {
     let mut s = g
         .submit(GenerateRequest::greedy(prompt.to_vec(), 1))
         .unwrap();
-    loop {
-        match s.next_blocking().unwrap().unwrap() {
-            TokenEvent::Token(_) => return start.elapsed().as_secs_f64(),
-            TokenEvent::Done(_) => panic!("no token"),
-        }
+    match s.next_blocking().unwrap().unwrap() {
+        TokenEvent::Token(_) => start.elapsed().as_secs_f64(),
+        TokenEvent::Done(_) => panic!("no token"),
     }
 }
 
