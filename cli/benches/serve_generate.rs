@@ -104,7 +104,7 @@ fn in_process_first_token(g: &Generator, prompt: &[i32]) -> f64 {
         .unwrap();
     match s.next_blocking().unwrap().unwrap() {
         TokenEvent::Token(_) => start.elapsed().as_secs_f64(),
-        TokenEvent::Done(_) => panic!("no token"),
+        _ => panic!("no token"),
     }
 }
 

@@ -118,6 +118,7 @@ pub fn generate(cli: &GlobalArgs, args: &GenerateArgs) -> Result<()> {
         sampling,
         stop_tokens: args.stop.clone().unwrap_or_default(),
         deadline: None,
+        logprobs: None,
     })?;
     print_tokens(stream, None, args.json)
 }
@@ -192,6 +193,7 @@ fn print_tokens(
                     (false, None) => print_line(format_args!("{t}")),
                 }
             }
+            TokenEvent::Logprobs(_) => {}
             TokenEvent::Done(finish) => {
                 if json {
                     let mut line = serde_json::json!({"tokens": tokens, "finish": finish.as_str()});

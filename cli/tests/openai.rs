@@ -77,6 +77,37 @@ fn the_openai_client_gets_jaxs_text_for_every_case_plain_and_streamed() {
         split_streams += usize::from(streamed["deltas"].as_u64().unwrap() > 1);
     }
     assert!(split_streams > cases.len() / 2, "{split_streams}");
+    // Log-probabilities: one entry a token, JAX's log-probability of it (within f32 noise) and
+    // JAX's three most likely tokens as alternatives, most likely first, the chosen one among
+    // them (greedy); plain and streamed alike.
+    let plain_cases: Vec<&Value> = cases.iter().filter(|c| c.get("stop").is_none()).collect();
+    for how in ["logprobs_plain", "logprobs_streamed"] {
+        for (case, got) in plain_cases.iter().zip(seen[how].as_array().unwrap()) {
+            let want = case["logprobs"].as_array().unwrap();
+            let got = got.as_array().unwrap();
+            assert_eq!(got.len(), want.len(), "{how}: {case}");
+            for (g, w) in got.iter().zip(want) {
+                let (lp, jax) = (
+                    g["logprob"].as_f64().unwrap(),
+                    w["logprob"].as_f64().unwrap(),
+                );
+                assert!(
+                    (lp - jax).abs() < 1e-3,
+                    "{how}: {lp} against JAX's {jax}: {g}"
+                );
+                // A completion's alternatives are a dict by text: one entry a distinct text.
+                let mut top: Vec<&Value> = Vec::new();
+                for t in w["top_text"].as_array().unwrap() {
+                    if case["kind"] == "chat" || !top.contains(&t) {
+                        top.push(t);
+                    }
+                }
+                assert_eq!(g["top"], json!(top), "{how}: {g} {w}");
+                assert_eq!(g["top_logprobs"][0], g["logprob"], "{how}: {g}");
+                assert_eq!(g["token"], g["top"][0], "{how}: {g}");
+            }
+        }
+    }
     assert_eq!(seen["models"], json!(["lm", "long", "tm"]), "{seen}");
     let r = &seen["refusals"];
     for (key, status, param, says) in [
@@ -112,7 +143,7 @@ fn the_openai_client_gets_jaxs_text_for_every_case_plain_and_streamed() {
         0.0
     );
     // Every request was counted, and time to first token has a histogram to read p99 from.
-    let asked = (2 * cases.len()) as f64;
+    let asked = (2 * cases.len() + 2 * plain_cases.len()) as f64;
     let first = "pjrt_actors_generate_first_token_seconds_count{model=\"tm\"}";
     assert_eq!(metric(server.http, first), asked);
     let ok = "pjrt_actors_server_requests_total{model=\"tm\",protocol=\"http\",outcome=\"ok\"}";

@@ -40,6 +40,8 @@ struct Active {
     last: i32,
     position: usize,
     last_at: Instant,
+    /// How many alternatives each token's log-probabilities name, if asked.
+    logprobs: Option<usize>,
 }
 
 /// Ends a sequence's stream with why it ended, counted.
@@ -203,8 +205,9 @@ impl Engine {
             last: token,
             position: r.prompt.len(),
             last_at: Instant::now(),
+            logprobs: r.logprobs,
         };
-        if let Some(finish) = self.emit(&mut active, token) {
+        if let Some(finish) = self.emit(&mut active, token, &logits) {
             send_done(&self.counters, &active.events, finish);
             return Ok(());
         }
@@ -223,12 +226,17 @@ impl Engine {
     }
 
     /// Streams `token`; the reason the sequence ends with it, if it does.
-    fn emit(&self, a: &mut Active, token: i32) -> Option<Finish> {
+    /// `logits`: the step's row that `token` was chosen from.
+    fn emit(&self, a: &mut Active, token: i32, logits: &[f32]) -> Option<Finish> {
         a.made += 1;
         self.counters.tokens.fetch_add(1, Relaxed);
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
         let ms = now.map_or(0, |d| d.as_millis() as u64);
         self.counters.last_token_ms.store(ms, Relaxed);
+        if let Some(k) = a.logprobs {
+            let l = super::logprobs::logprobs(logits, token as usize, k);
+            let _ = a.events.send(Ok(TokenEvent::Logprobs(l)));
+        }
         if a.events.send(Ok(TokenEvent::Token(token))).is_err() {
             return Some(Finish::Cancelled);
         }
@@ -280,13 +288,14 @@ impl Engine {
             let Some(mut a) = self.slots[k].take() else {
                 continue;
             };
-            let token = choose(&logits[k * vocab..(k + 1) * vocab], &a.sampling, &mut a.rng) as i32;
+            let row = &logits[k * vocab..(k + 1) * vocab];
+            let token = choose(row, &a.sampling, &mut a.rng) as i32;
             let now = Instant::now();
             self.counters.inter_token.observe(now - a.last_at);
             a.last_at = now;
             a.last = token;
             a.position += 1;
-            match self.emit(&mut a, token) {
+            match self.emit(&mut a, token, row) {
                 Some(finish) => {
                     // The slot counts free before the client hears its sequence ended.
                     self.counters.running.fetch_sub(1, Relaxed);

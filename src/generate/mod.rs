@@ -5,6 +5,7 @@
 
 mod engine;
 mod latency;
+mod logprobs;
 mod model;
 mod sampling;
 
@@ -17,6 +18,7 @@ use tokio::sync::mpsc;
 
 use crate::{Error, Result};
 pub use latency::{LATENCY_BOUNDS, Latencies};
+pub use logprobs::{MAX_TOP_LOGPROBS, TokenLogprobs};
 pub use model::GenerationModel;
 pub use sampling::{Sampling, TokenRng};
 
@@ -33,6 +35,9 @@ pub struct GenerateRequest {
     pub stop_tokens: Vec<i32>,
     /// When to give up: the sequence ends with what it has.
     pub deadline: Option<Instant>,
+    /// With `Some(k)`: each token comes after a [`TokenEvent::Logprobs`] with its
+    /// log-probability and the `k` most likely tokens' (at most [`MAX_TOP_LOGPROBS`]).
+    pub logprobs: Option<usize>,
 }
 
 impl GenerateRequest {
@@ -44,6 +49,7 @@ impl GenerateRequest {
             sampling: Sampling::Greedy,
             stop_tokens: Vec::new(),
             deadline: None,
+            logprobs: None,
         }
     }
 }
@@ -80,6 +86,8 @@ impl Finish {
 pub enum TokenEvent {
     /// A token, as it is made.
     Token(i32),
+    /// The next token's log-probabilities, for a request that asked for them.
+    Logprobs(TokenLogprobs),
     /// The sequence ended: the last event.
     Done(Finish),
 }
@@ -121,6 +129,7 @@ impl TokenStream {
         while let Some(event) = self.next_blocking() {
             match event? {
                 TokenEvent::Token(t) => tokens.push(t),
+                TokenEvent::Logprobs(_) => {}
                 TokenEvent::Done(f) => return Ok((tokens, f)),
             }
         }
@@ -306,6 +315,11 @@ impl Generator {
         }
         if let Err(why) = request.sampling.check() {
             return bad(why);
+        }
+        if request.logprobs.is_some_and(|k| k > MAX_TOP_LOGPROBS) {
+            return bad(format!(
+                "at most {MAX_TOP_LOGPROBS} top log-probabilities a token"
+            ));
         }
         // A request a free slot will take is not waiting: the bound is past the free slots.
         let free =

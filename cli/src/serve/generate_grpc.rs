@@ -260,6 +260,8 @@ async fn forward(
         let Some(event) = event else { return };
         let (answer, last) = match event {
             Ok(TokenEvent::Token(t)) => (response(&model, &id, Some(t), None), false),
+            // Not asked for on this route.
+            Ok(TokenEvent::Logprobs(_)) => continue,
             Ok(TokenEvent::Done(f)) => (final_response(&model, &id, f.as_str()), true),
             Err(e) => (error_response(&model, &id, ServeError::from(e)), true),
         };

@@ -118,6 +118,7 @@ pub async fn generate(
         while let Some(event) = stream.next().await {
             match event? {
                 TokenEvent::Token(t) => tokens.push(t),
+                TokenEvent::Logprobs(_) => {}
                 // Past its deadline before its first token, a request has nothing to give: 504,
                 // as /infer answers. One that made tokens answers them, finish_reason deadline.
                 TokenEvent::Done(Finish::Deadline) if tokens.is_empty() => {
@@ -221,27 +222,31 @@ impl http_body::Body for Events {
             let last = json!({ "output_ids": [], "finish_reason": super::generate_grpc::SHUTDOWN });
             return Poll::Ready(Some(Ok(http_body::Frame::data(self.event(last)))));
         }
-        let data = match std::task::ready!(self.stream.poll_event(cx)) {
-            Some(Ok(TokenEvent::Token(t))) => {
-                let mut v = json!({ "output_ids": [t] });
-                if let Some((text, decoded)) = self.text.as_mut() {
-                    v["text_output"] = decoded.push(text, t).into();
+        let data = loop {
+            break match std::task::ready!(self.stream.poll_event(cx)) {
+                // Not asked for on this route.
+                Some(Ok(TokenEvent::Logprobs(_))) => continue,
+                Some(Ok(TokenEvent::Token(t))) => {
+                    let mut v = json!({ "output_ids": [t] });
+                    if let Some((text, decoded)) = self.text.as_mut() {
+                        v["text_output"] = decoded.push(text, t).into();
+                    }
+                    self.event(v)
                 }
-                self.event(v)
-            }
-            Some(Ok(TokenEvent::Done(finish))) => {
-                self.done = true;
-                let mut v = json!({ "output_ids": [], "finish_reason": finish.as_str() });
-                if let Some((text, decoded)) = self.text.as_mut() {
-                    v["text_output"] = decoded.finish(text).into();
+                Some(Ok(TokenEvent::Done(finish))) => {
+                    self.done = true;
+                    let mut v = json!({ "output_ids": [], "finish_reason": finish.as_str() });
+                    if let Some((text, decoded)) = self.text.as_mut() {
+                        v["text_output"] = decoded.finish(text).into();
+                    }
+                    self.event(v)
                 }
-                self.event(v)
-            }
-            Some(Err(e)) => {
-                self.done = true;
-                self.event(json!({ "error": e.to_string() }))
-            }
-            None => return Poll::Ready(None),
+                Some(Err(e)) => {
+                    self.done = true;
+                    self.event(json!({ "error": e.to_string() }))
+                }
+                None => return Poll::Ready(None),
+            };
         };
         Poll::Ready(Some(Ok(http_body::Frame::data(data))))
     }

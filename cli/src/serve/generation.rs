@@ -183,6 +183,7 @@ impl ServedGeneration {
             // The stop list is bounded as it is read (`stop_ids`); gRPC's is checked in its
             // reader the same way.
             deadline: Some(Instant::now() + limit),
+            logprobs: None,
         })
     }
 }

@@ -1,7 +1,7 @@
 """OpenAI's own Python client (`openai`, scripts/openai-venv) against `pjrt-actors serve`'s
 OpenAI routes: every case JAX recorded for the text model (text_cases.json: completions, chats,
 stop strings), plain and streamed, all at once (past the model's four decode slots); the model
-list; refusals in OpenAI's shape; and a stream closed after its first chunk on LONG_MODEL (a
+list; each token's log-probabilities, plain and streamed; refusals in OpenAI's shape; and a stream closed after its first chunk on LONG_MODEL (a
 model whose cache lets a sequence run far longer than the test). Prints one JSON line of what
 it saw; cli/tests/openai.rs checks it.
 `python openai_cases.py HTTP_PORT MODEL CASES_JSON IDS_ONLY_MODEL LONG_MODEL`"""
@@ -45,6 +45,37 @@ def run(client, model, case, stream):
             "roles": roles}
 
 
+def logprobs(client, model, case, stream):
+    """A case asked with log-probabilities (a chat's top_logprobs 3, a completion's logprobs 3):
+    each token's log-probability and its three alternatives' text, in order."""
+    chat = case["kind"].startswith("chat")
+    args = dict(model=model, max_tokens=12, temperature=0, stream=stream)
+    if chat:
+        call = lambda: client.chat.completions.create(messages=case["messages"], logprobs=True,
+                                                      top_logprobs=3, **args)
+    else:
+        call = lambda: client.completions.create(prompt=case["prompt"], logprobs=3, **args)
+    out = []
+    for r in (call() if stream else [call()]):
+        for c in r.choices:
+            if c.logprobs is None:
+                continue
+            if chat:
+                out += [{"token": e.token, "logprob": e.logprob, "bytes": e.bytes,
+                         "top": [t.token for t in e.top_logprobs],
+                         "top_logprobs": [t.logprob for t in e.top_logprobs]}
+                        for e in c.logprobs.content or []]
+            else:
+                l = c.logprobs
+                # A dict by text: its order is not the ranking, its values are.
+                ranked = lambda top: sorted(top.items(), key=lambda kv: -kv[1])
+                out += [{"token": t, "logprob": lp, "top": [k for k, _ in ranked(top)],
+                         "top_logprobs": [v for _, v in ranked(top)], "offset": off}
+                        for t, lp, top, off in zip(l.tokens, l.token_logprobs, l.top_logprobs,
+                                                   l.text_offset)]
+    return out
+
+
 def refusal(call):
     try:
         call()
@@ -61,6 +92,10 @@ def main(port, model, cases_path, ids_only, long_model):
     with ThreadPoolExecutor(16) as pool:
         plain = list(pool.map(lambda c: run(client, model, c, False), cases))
         streamed = list(pool.map(lambda c: run(client, model, c, True), cases))
+    plain_cases = [c for c in cases if "stop" not in c]
+    with ThreadPoolExecutor(4) as pool:
+        lp_plain = list(pool.map(lambda c: logprobs(client, model, c, False), plain_cases))
+        lp_streamed = list(pool.map(lambda c: logprobs(client, model, c, True), plain_cases))
     models = sorted(m.id for m in client.models.list())
     user = [{"role": "user", "content": "Hi"}]
     refusals = {
@@ -80,6 +115,7 @@ def main(port, model, cases_path, ids_only, long_model):
     first = next(iter(gone))
     gone.close()
     print(json.dumps({"plain": plain, "streamed": streamed, "models": models,
+                      "logprobs_plain": lp_plain, "logprobs_streamed": lp_streamed,
                       "refusals": refusals, "gone_first": first.choices[0].delta.role}))
 
 

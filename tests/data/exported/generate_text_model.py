@@ -8,7 +8,8 @@ one out (scripts/jax-exported-data writes it to generate_text/):
 - the exports (prefill buckets 32 and 64, insert, decode, a 128-position cache), the weights and
   generation.json, as generate/ has them, with the vocabulary the tokenizer has;
 - text_cases.json: JAX's greedy generations for text prompts, chat conversations and stop
-  strings, each with its prompt ids and its text (decoded as the tokenizer decodes, special
+  strings, each with its prompt ids, its text, and each step's log-probability of its token and
+  three most likely tokens (decoded as the tokenizer decodes, special
   tokens skipped). Cases whose logit margin at a step is under 1e-3 are left out, so that an XLA
   build's last-bit differences cannot flip a token.
 
@@ -132,15 +133,19 @@ def main(out, cache=None):
         entry, logits = jit_prefill(params, tokens, np.int32(len(prompt)))
         cache = {n: jnp.zeros((L, S, T, H, DH), jnp.float32) for n in "kv"}
         cache = jit_insert(cache, entry, np.int32(0))
-        out, margin, pos = [], np.inf, len(prompt)
+        out, margin, pos, logprobs = [], np.inf, len(prompt), []
         while True:
             l = np.asarray(logits[0], np.float64)
             top = np.sort(l)[-2:]
             margin = min(margin, float(top[1] - top[0]))
             token = int(np.argmax(l))
             out.append(token)
+            # The token's log-probability and the three most likely tokens (log-softmax).
+            lse = l.max() + np.log(np.exp(l - l.max()).sum())
+            logprobs.append({"logprob": float(l[token] - lse),
+                             "top": [int(i) for i in np.argsort(-l, kind="stable")[:3]]})
             if token == 0 or len(out) == MAX_NEW:
-                return out, margin
+                return out, margin, logprobs
             step_tokens, step_pos = np.zeros(S, np.int32), np.zeros(S, np.int32)
             step_tokens[0], step_pos[0] = token, pos
             cache, all_logits = jit_decode(params, cache, step_tokens, step_pos)
@@ -148,13 +153,15 @@ def main(out, cache=None):
             pos += 1
 
     def case(kind, prompt_text, ids, **more):
-        tokens, margin = generate(ids)
+        tokens, margin, logprobs = generate(ids)
         if margin < 1e-3:
             return None
         text = tok.decode(tokens, skip_special_tokens=True)
+        for l in logprobs:
+            l["top_text"] = [tok.decode([i], skip_special_tokens=True) for i in l["top"]]
         return {"kind": kind, "prompt_ids": ids, "tokens": tokens, "text": text,
                 "finish": "stop" if tokens[-1] == 0 else "length", "min_margin": margin,
-                "prompt": prompt_text, **more}
+                "prompt": prompt_text, "logprobs": logprobs, **more}
 
     cases = []
     for text in USER_TEXTS[:12]:

@@ -1,12 +1,15 @@
 //! OpenAI's `/v1/completions` and `/v1/chat/completions` request bodies, read into what every
 //! generation route asks ([`Asked`], the one reader's) plus the text-only parts (the prompt or
-//! the messages, stop strings, streaming). Fields the server cannot honour (`n` above 1, tools,
-//! a `response_format` other than text, log probabilities, penalties, `echo`) are refused with
-//! a message naming them; an unknown field is refused as any malformed body is.
+//! the messages, stop strings, streaming, log probabilities). Fields the server cannot honour
+//! (`n` above 1, tools, a `response_format` other than text, penalties, `echo`) are refused
+//! with a message naming them; an unknown field is refused as any malformed body is.
 
 use serde::Deserialize;
 
 use super::generate_request::{Asked, MAX_PROMPT_IDS};
+
+/// Most alternatives a chat's `top_logprobs` may ask for (OpenAI's bound, and the engine's).
+pub const MAX_TOP_LOGPROBS: usize = 20;
 
 /// Most stop strings a request may give, as OpenAI's API bounds them.
 pub const MAX_STOP_STRINGS: usize = 4;
@@ -122,6 +125,8 @@ pub struct OpenAiRequest {
     pub stream: bool,
     pub include_usage: bool,
     pub input: Input,
+    /// Each token's log-probability and this many alternatives', if asked.
+    pub logprobs: Option<usize>,
 }
 
 /// What the answer continues.
@@ -161,6 +166,7 @@ pub fn read(body: &[u8], route: Route) -> Result<OpenAiRequest, Refused> {
         message: format!("the request body is not a valid request: {e}"),
     })?;
     unsupported(&c)?;
+    let logprobs = logprobs(&c, route)?;
     // Each route's fields that belong to the other.
     let wrong: &[(&'static str, bool)] = match route {
         Route::Completions => &[("messages", c.messages.is_some())],
@@ -233,7 +239,46 @@ pub fn read(body: &[u8], route: Route) -> Result<OpenAiRequest, Refused> {
         stream: c.stream,
         include_usage: options.include_usage,
         input,
+        logprobs,
     })
+}
+
+/// Most alternatives a completion's `logprobs` may ask for, as OpenAI's API bounds them (a
+/// chat's `top_logprobs` may ask for 20).
+pub const MAX_COMPLETION_LOGPROBS: usize = 5;
+
+/// A chat's `logprobs` (true or false) with `top_logprobs` (0 to 20), or a completion's
+/// `logprobs` (a count of alternatives, 0 to 5): how many alternatives each token names.
+fn logprobs(c: &Common, route: Route) -> Result<Option<usize>, Refused> {
+    use serde_json::Value;
+    let top = c.top_logprobs.map(|n| n as usize);
+    match (route, &c.logprobs) {
+        (_, None | Some(Value::Null)) | (Route::Chat, Some(Value::Bool(false))) => {
+            match top.is_some_and(|n| n > 0) {
+                true => Err(refuse(
+                    "top_logprobs",
+                    "`top_logprobs` needs `logprobs` true",
+                )),
+                false => Ok(None),
+            }
+        }
+        (Route::Chat, Some(Value::Bool(true))) => match top.unwrap_or(0) {
+            n if n <= MAX_TOP_LOGPROBS => Ok(Some(n)),
+            n => Err(refuse(
+                "top_logprobs",
+                format!("`top_logprobs` is {n}; at most {MAX_TOP_LOGPROBS}"),
+            )),
+        },
+        (Route::Completions, Some(Value::Number(n))) => match n.as_u64() {
+            Some(k) if k as usize <= MAX_COMPLETION_LOGPROBS => Ok(Some(k as usize)),
+            _ => Err(refuse(
+                "logprobs",
+                format!("`logprobs` is {n}; 0 to {MAX_COMPLETION_LOGPROBS}"),
+            )),
+        },
+        (Route::Chat, _) => Err(refuse("logprobs", "`logprobs` is true or false")),
+        (Route::Completions, _) => Err(refuse("logprobs", "`logprobs` is a count of alternatives")),
+    }
 }
 
 /// Refuses what would change the answer and is not built, rather than ignoring it.
@@ -255,14 +300,6 @@ fn unsupported(c: &Common) -> Result<(), Refused> {
         && f.get("type").and_then(|t| t.as_str()) != Some("text")
     {
         return not("response_format", "a response_format other than text");
-    }
-    let wants_logprobs = match &c.logprobs {
-        None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => false,
-        Some(serde_json::Value::Number(n)) => n.as_u64() != Some(0),
-        Some(_) => true,
-    };
-    if wants_logprobs || c.top_logprobs.is_some_and(|n| n > 0) {
-        return not("logprobs", "`logprobs`");
     }
     for (param, p) in [
         ("frequency_penalty", c.frequency_penalty),
@@ -347,119 +384,5 @@ fn messages(m: Option<Vec<ChatMessage>>) -> Result<Vec<(String, String)>, Refuse
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bodies_are_read_into_the_one_readers_fields_and_what_is_not_built_is_refused() {
-        let chat = read(
-            br#"{"model": "lm", "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
-                "max_completion_tokens": 5, "temperature": 0.5, "top_p": 0.9, "seed": 7, "stop": "x",
-                "stream": true, "stream_options": {"include_usage": true}, "n": 1, "user": "me"}"#,
-            Route::Chat,
-        )
-        .unwrap();
-        let a = &chat.asked;
-        assert_eq!(
-            (a.max_tokens, a.temperature, a.top_p, a.seed),
-            (Some(5), Some(0.5), Some(0.9), Some(7))
-        );
-        assert_eq!(chat.stop_strings, ["x"]);
-        assert!(chat.stream && chat.include_usage);
-        assert!(
-            matches!(&chat.input, Input::Chat(m) if m == &[("user".to_string(), "Hi".to_string())])
-        );
-        let plain = read(br#"{"model": "lm", "prompt": "Hi"}"#, Route::Completions).unwrap();
-        assert_eq!(plain.asked.max_tokens, Some(16));
-        let ids = read(br#"{"model": "lm", "prompt": [1, 2]}"#, Route::Completions).unwrap();
-        assert!(matches!(ids.input, Input::Prompt(Prompt::Ids(ref i)) if i == &[1, 2]));
-        for (body, route, param) in [
-            (
-                r#"{"model": "lm", "prompt": "a", "n": 2}"#,
-                Route::Completions,
-                Some("n"),
-            ),
-            (
-                r#"{"model": "lm", "messages": [{"role": "user", "content": "a"}], "tools": [{}]}"#,
-                Route::Chat,
-                Some("tools"),
-            ),
-            (
-                r#"{"model": "lm", "messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_object"}}"#,
-                Route::Chat,
-                Some("response_format"),
-            ),
-            (
-                r#"{"model": "lm", "prompt": "a", "logprobs": 2}"#,
-                Route::Completions,
-                Some("logprobs"),
-            ),
-            (
-                r#"{"model": "lm", "messages": [{"role": "user", "content": "a"}], "logprobs": true}"#,
-                Route::Chat,
-                Some("logprobs"),
-            ),
-            (
-                r#"{"model": "lm", "prompt": "a", "stop": ["1","2","3","4","5"]}"#,
-                Route::Completions,
-                Some("stop"),
-            ),
-            (
-                r#"{"model": "lm", "prompt": "a", "temperature": 3}"#,
-                Route::Completions,
-                Some("temperature"),
-            ),
-            (
-                r#"{"model": "lm", "prompt": "a", "max_tokens": 0}"#,
-                Route::Completions,
-                Some("max_tokens"),
-            ),
-            (
-                r#"{"model": "lm", "prompt": ["a", "b"]}"#,
-                Route::Completions,
-                Some("prompt"),
-            ),
-            (
-                r#"{"model": "lm", "prompt": [-1]}"#,
-                Route::Completions,
-                Some("prompt"),
-            ),
-            (
-                r#"{"model": "lm", "messages": []}"#,
-                Route::Chat,
-                Some("messages"),
-            ),
-            (
-                r#"{"model": "lm", "messages": [{"role": "robot", "content": "a"}]}"#,
-                Route::Chat,
-                Some("messages"),
-            ),
-            (
-                r#"{"model": "lm", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]}"#,
-                Route::Chat,
-                Some("messages"),
-            ),
-            (
-                r#"{"model": "lm", "prompt": "a", "messages": []}"#,
-                Route::Completions,
-                Some("messages"),
-            ),
-            (
-                r#"{"model": "lm", "messages": [{"role": "user", "content": "a"}], "prompt": "a"}"#,
-                Route::Chat,
-                Some("prompt"),
-            ),
-            (
-                r#"{"model": "lm", "prompt": "a", "beam_width": 2}"#,
-                Route::Completions,
-                None,
-            ),
-            (r#"{"prompt": "a"}"#, Route::Completions, None),
-            (r#"[1]"#, Route::Completions, None),
-        ] {
-            let r = read(body.as_bytes(), route).unwrap_err();
-            assert_eq!(r.param, param, "{body}: {}", r.message);
-            assert!(!r.message.is_empty());
-        }
-    }
-}
+#[path = "openai_request_tests.rs"]
+mod tests;

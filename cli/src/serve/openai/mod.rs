@@ -12,7 +12,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use pjrt_actors::generate::{Finish, TokenEvent, TokenStream};
+use pjrt_actors::generate::{Finish, TokenLogprobs, TokenStream};
 use serde_json::{Value, json};
 
 use super::body::read_held_body;
@@ -21,7 +21,10 @@ use super::http::json_body;
 use super::kserve::ServerState;
 use super::limits::{OFF_THREAD_BYTES, off_thread};
 use super::wire::openai_request::{self, Input, Prompt, Route};
-use crate::text::{Message, StopText, TextModel, TextStream};
+use crate::text::{Message, TextModel};
+use pieces::{Piece, Pieces, logprobs_json};
+
+mod pieces;
 
 type App = Arc<ServerState>;
 
@@ -73,6 +76,8 @@ async fn chat(State(app): State<App>, headers: HeaderMap, body: Body) -> Respons
 
 /// A request started: its sequence, and what its answer is written with.
 struct Started {
+    /// Each token's log-probabilities were asked for.
+    logprobs: bool,
     tokens: Option<TokenStream>,
     text: Arc<TextModel>,
     shape: Shape,
@@ -159,9 +164,10 @@ async fn start(
         asked.seed = Some(now.as_nanos() as u64 ^ ANSWERS.load(Ordering::Relaxed));
     }
     let prompt_tokens = prompt.len();
-    let request = g
+    let mut request = g
         .request(prompt, &asked, app.limits.request_time)
         .map_err(plain)?;
+    request.logprobs = r.logprobs;
     let tokens = g.generator.submit(request).map_err(|e| plain(e.into()))?;
     let n = ANSWERS.fetch_add(1, Ordering::Relaxed);
     let prefix = match route {
@@ -169,6 +175,7 @@ async fn start(
         Route::Completions => "cmpl",
     };
     Ok(Started {
+        logprobs: r.logprobs.is_some(),
         tokens: Some(tokens),
         text,
         prompt_tokens,
@@ -187,82 +194,6 @@ async fn start(
     })
 }
 
-/// What a sequence's answer is made of, as it comes: text to give, then how it ended.
-enum Piece {
-    Text(String),
-    Done { finish: &'static str, tokens: usize },
-    Failed(ServeError),
-}
-
-/// A sequence's tokens read into text pieces: each token's text once whole, stop strings cut,
-/// the sequence let go (its slot freed) as soon as one matches.
-struct Pieces {
-    tokens: Option<TokenStream>,
-    text: Arc<TextModel>,
-    decoded: TextStream,
-    stop: StopText,
-    made: usize,
-    queued: std::collections::VecDeque<Piece>,
-}
-
-impl Pieces {
-    fn new(s: &mut Started) -> Pieces {
-        Pieces {
-            tokens: s.tokens.take(),
-            text: s.text.clone(),
-            decoded: TextStream::default(),
-            stop: StopText::new(std::mem::take(&mut s.stops)),
-            made: 0,
-            queued: Default::default(),
-        }
-    }
-
-    /// The next piece; `None` after the last.
-    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Piece>> {
-        loop {
-            if let Some(p) = self.queued.pop_front() {
-                return Poll::Ready(Some(p));
-            }
-            let Some(tokens) = self.tokens.as_mut() else {
-                return Poll::Ready(None);
-            };
-            let event = std::task::ready!(tokens.poll_event(cx));
-            let (given, end) = match event {
-                Some(Ok(TokenEvent::Token(t))) => {
-                    self.made += 1;
-                    let (given, hit) = self.stop.push(&self.decoded.push(&self.text, t));
-                    (given, hit.then_some("stop"))
-                }
-                Some(Ok(TokenEvent::Done(finish))) => {
-                    let (mut rest, hit) = self.stop.push(&self.decoded.finish(&self.text));
-                    if !hit {
-                        rest += &self.stop.finish();
-                    }
-                    (rest, Some(if hit { "stop" } else { finish.as_str() }))
-                }
-                Some(Err(e)) => {
-                    self.tokens = None;
-                    return Poll::Ready(Some(Piece::Failed(e.into())));
-                }
-                None => {
-                    self.tokens = None;
-                    let e = ServeError::Unavailable("the generator stopped".into());
-                    return Poll::Ready(Some(Piece::Failed(e)));
-                }
-            };
-            if !given.is_empty() {
-                self.queued.push_back(Piece::Text(given));
-            }
-            if let Some(finish) = end {
-                // Dropping the stream cancels a sequence a stop string ended early.
-                self.tokens = None;
-                let tokens = self.made;
-                self.queued.push_back(Piece::Done { finish, tokens });
-            }
-        }
-    }
-}
-
 fn usage(prompt: usize, completion: usize) -> Value {
     json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
 }
@@ -270,11 +201,21 @@ fn usage(prompt: usize, completion: usize) -> Value {
 /// The whole answer in one body.
 async fn whole(mut s: Started) -> Result<Response, ServeError> {
     let mut pieces = Pieces::new(&mut s);
-    let (mut out, mut end) = (String::new(), ("stop", 0));
+    let (mut out, mut end, mut entries) = (String::new(), ("stop", 0), Vec::new());
     while let Some(p) = std::future::poll_fn(|cx| pieces.poll_next(cx)).await {
         match p {
-            Piece::Text(t) => out += &t,
-            Piece::Done { finish, tokens } => end = (finish, tokens),
+            Piece::Text(t, l) => {
+                out += &t;
+                entries.extend(l);
+            }
+            Piece::Done {
+                finish,
+                tokens,
+                logprobs,
+            } => {
+                end = (finish, tokens);
+                entries.extend(logprobs);
+            }
             Piece::Failed(e) => return Err(e),
         }
     }
@@ -285,11 +226,15 @@ async fn whole(mut s: Started) -> Result<Response, ServeError> {
         ));
     }
     let sh = &s.shape;
+    let logprobs = match s.logprobs {
+        true => logprobs_json(sh.route, &s.text, &entries, &mut 0),
+        false => Value::Null,
+    };
     let choice = match sh.route {
         Route::Chat => json!({"index": 0, "message": {"role": "assistant", "content": out},
-            "logprobs": null, "finish_reason": finish}),
+            "logprobs": logprobs, "finish_reason": finish}),
         Route::Completions => {
-            json!({"index": 0, "text": out, "logprobs": null, "finish_reason": finish})
+            json!({"index": 0, "text": out, "logprobs": logprobs, "finish_reason": finish})
         }
     };
     let object = match sh.route {
@@ -304,6 +249,17 @@ async fn whole(mut s: Started) -> Result<Response, ServeError> {
 impl Shape {
     /// One chunk: a text delta, or the last one with its finish reason.
     fn chunk(&self, delta: Option<&str>, finish: Option<&str>, first: bool) -> Bytes {
+        self.chunk_with(delta, finish, first, Value::Null)
+    }
+
+    /// One chunk, with its tokens' log-probabilities.
+    fn chunk_with(
+        &self,
+        delta: Option<&str>,
+        finish: Option<&str>,
+        first: bool,
+        logprobs: Value,
+    ) -> Bytes {
         let choice = match self.route {
             Route::Chat => {
                 let mut d = json!({});
@@ -313,10 +269,10 @@ impl Shape {
                 if let Some(t) = delta {
                     d["content"] = t.into();
                 }
-                json!({"index": 0, "delta": d, "logprobs": null, "finish_reason": finish})
+                json!({"index": 0, "delta": d, "logprobs": logprobs, "finish_reason": finish})
             }
             Route::Completions => json!({"index": 0, "text": delta.unwrap_or(""),
-                "logprobs": null, "finish_reason": finish}),
+                "logprobs": logprobs, "finish_reason": finish}),
         };
         self.event(json!({"choices": [choice]}))
     }
@@ -351,6 +307,7 @@ fn stream(app: &ServerState, mut s: Started) -> Response {
         ready.push_back(s.shape.chunk(Some(""), None, true));
     }
     let body = Chunks {
+        logprobs: s.logprobs.then(|| (s.text.clone(), 0)),
         pieces: Pieces::new(&mut s),
         shape: s.shape,
         prompt_tokens: s.prompt_tokens,
@@ -374,6 +331,9 @@ fn stream(app: &ServerState, mut s: Started) -> Response {
 
 /// A stream's chunks as the answer's body.
 struct Chunks {
+    /// With log-probabilities asked: the text model that names tokens, and where the next
+    /// token's text starts.
+    logprobs: Option<(Arc<TextModel>, usize)>,
     pieces: Pieces,
     shape: Shape,
     prompt_tokens: usize,
@@ -386,13 +346,31 @@ struct Chunks {
 }
 
 impl Chunks {
+    /// The log-probabilities of a chunk's tokens, if asked.
+    fn logprobs(&mut self, entries: &[TokenLogprobs]) -> Value {
+        match self.logprobs.as_mut() {
+            Some((text, offset)) => logprobs_json(self.shape.route, text, entries, offset),
+            None => Value::Null,
+        }
+    }
+
     /// The chunks of one piece.
     fn made(&mut self, p: Piece) {
-        let sh = &self.shape;
         match p {
-            Piece::Text(t) => self.ready.push_back(sh.chunk(Some(&t), None, false)),
-            Piece::Done { finish, tokens } => {
-                self.ready.push_back(sh.chunk(None, Some(finish), false));
+            Piece::Text(t, entries) => {
+                let l = self.logprobs(&entries);
+                let chunk = self.shape.chunk_with(Some(&t), None, false, l);
+                self.ready.push_back(chunk);
+            }
+            Piece::Done {
+                finish,
+                tokens,
+                logprobs,
+            } => {
+                let l = self.logprobs(&logprobs);
+                let sh = &self.shape;
+                self.ready
+                    .push_back(sh.chunk_with(None, Some(finish), false, l));
                 if sh.include_usage {
                     let u = json!({"choices": [], "usage": usage(self.prompt_tokens, tokens)});
                     self.ready.push_back(sh.event(u));
