@@ -110,6 +110,10 @@ fn a_generation_model_is_a_model_on_every_endpoint_and_both_protocols_read_it_al
         );
     }
     assert_eq!(seen["every_model"], json!(["id", "lm"]), "{seen}");
+    // Triton's repository index lists both kinds, ready, over both protocols.
+    let index = json!([["id", "READY"], ["lm", "READY"]]);
+    assert_eq!(seen["index_http"], index, "{seen}");
+    assert_eq!(seen["index_grpc"], index, "{seen}");
     assert_eq!(seen["ready_version_2_http"], false, "{seen}");
     let (status, _, body) = http(
         server.http,

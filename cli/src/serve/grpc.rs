@@ -369,6 +369,11 @@ where
             "ModelStatistics" => plain(req, limit, move |r: ModelRef| {
                 triton::statistics(&m, &r.name, &r.version).map_err(status)
             }),
+            "RepositoryIndex" => plain(req, limit, move |r: RepositoryIndexRequest| {
+                Ok(RepositoryIndexResponse {
+                    models: m.repository_index(r.ready),
+                })
+            }),
             "ModelInfer" => self.infer(req),
             "ModelStreamInfer" => super::generate_grpc::stream_infer(m, req),
             other => {

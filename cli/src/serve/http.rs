@@ -51,6 +51,7 @@ pub fn router(models: Arc<ServerState>) -> Router {
             get(model_config_v),
         )
         .route("/v2/models/stats", get(all_stats))
+        .route("/v2/repository/index", post(repository_index))
         .route("/v2/models/{model}/stats", get(model_stats))
         .route(
             "/v2/models/{model}/versions/{version}/stats",
@@ -146,6 +147,29 @@ fn config_at(app: &ServerState, model: &str, version: &str) -> Response {
     match app.served(model, version) {
         Ok(m) => json_body(&triton::config_json(&triton::model_config(app, m))).into_response(),
         Err(e) => error(e),
+    }
+}
+
+/// Triton's repository index: `{"ready": true}` in the body (optional) lists ready models only.
+async fn repository_index(State(app): State<App>, body: Bytes) -> Response {
+    #[derive(serde::Deserialize, Default)]
+    #[serde(deny_unknown_fields)]
+    struct Asked {
+        #[serde(default)]
+        ready: bool,
+    }
+    let asked = match body.is_empty() {
+        true => Ok(Asked::default()),
+        false => serde_json::from_slice::<Asked>(&body),
+    };
+    match asked {
+        Ok(asked) => {
+            let index: Vec<Value> = (app.repository_index(asked.ready).into_iter())
+                .map(|m| json!({"name": m.name, "version": m.version, "state": m.state}))
+                .collect();
+            json_body(&Value::from(index)).into_response()
+        }
+        Err(e) => error(ServeError::Invalid(format!("repository index request: {e}"))),
     }
 }
 

@@ -71,6 +71,21 @@ impl ServerState {
         )
     }
 
+    /// Triton's repository index: every model served, each at its one version, `READY` (or
+    /// `UNAVAILABLE` while the server drains; none when only ready ones are asked for then).
+    pub fn repository_index(&self, only_ready: bool) -> Vec<super::wire::messages::ModelIndex> {
+        let ready = self.is_ready();
+        (self.every_model())
+            .filter(|_| ready || !only_ready)
+            .map(|m| super::wire::messages::ModelIndex {
+                name: m.name().into(),
+                version: super::kserve::VERSION.into(),
+                state: if ready { "READY" } else { "UNAVAILABLE" }.into(),
+                reason: String::new(),
+            })
+            .collect()
+    }
+
     /// The generation model named, at `version` when one is named.
     pub fn generation_at(
         &self,

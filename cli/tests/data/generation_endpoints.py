@@ -38,6 +38,9 @@ def endpoints(http_port, grpc_port, model):
         "stats_http": stats_h,
         "stats_grpc": stats_g,
         "every_model": sorted(s["name"] for s in h.get_inference_statistics()["model_stats"]),
+        "index_http": sorted((m["name"], m["state"]) for m in h.get_model_repository_index()),
+        "index_grpc": sorted((m["name"], m["state"])
+                             for m in g.get_model_repository_index(as_json=True)["models"]),
         # tritonclient.http answers False for a status that is not 200, and raises nothing.
         "ready_version_2_http": h.is_model_ready(model, "2"),
         "version_2": [

@@ -286,6 +286,34 @@ pub struct ModelTransactionPolicy {
     pub decoupled: bool,
 }
 
+// Triton's model repository index (grpc_service.proto's RepositoryIndex).
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RepositoryIndexRequest {
+    #[prost(string, tag = "1")]
+    pub repository_name: String,
+    #[prost(bool, tag = "2")]
+    pub ready: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ModelIndex {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(string, tag = "2")]
+    pub version: String,
+    #[prost(string, tag = "3")]
+    pub state: String,
+    #[prost(string, tag = "4")]
+    pub reason: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RepositoryIndexResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub models: Vec<ModelIndex>,
+}
+
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ModelConfigResponse {
     #[prost(message, optional, tag = "1")]
