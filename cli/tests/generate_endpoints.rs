@@ -152,7 +152,7 @@ fn a_generation_model_is_a_model_on_every_endpoint_and_both_protocols_read_it_al
     for (id, says) in [
         ("unknown", "unknown field `beam_width`"),
         ("version", "no version `2`"),
-        ("two-contents", "also fills int64_contents"),
+        ("two-contents", "int64_contents holds"),
     ] {
         let e = s[id]["error"].as_str().unwrap();
         assert!(e.contains(says), "{id}: {s}");

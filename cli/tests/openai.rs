@@ -150,6 +150,19 @@ fn the_openai_client_gets_jaxs_text_for_every_case_plain_and_streamed() {
     assert_eq!(metric(server.http, ok), asked);
 }
 
+/// A JSON body POSTed to `path`: the answer's bytes, its status checked to be 200.
+fn post_ok(server: &Server, path: &str, body: &Value) -> Vec<u8> {
+    let (status, _, answer) = http(
+        server.http,
+        "POST",
+        path,
+        &[("Content-Type", "application/json".into())],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    answer
+}
+
 fn ids(v: &Value) -> Vec<i64> {
     (v.as_array().unwrap().iter())
         .map(|t| t.as_i64().unwrap())
@@ -169,17 +182,7 @@ fn one_request_gets_one_answer_over_every_protocol() {
         json!({"max_tokens": 10, "temperature": 0.9, "top_k": 20, "top_p": 0.9, "seed": 5}),
         json!({"max_tokens": 10, "temperature": 1.5, "seed": 11}),
     ];
-    let post = |path: &str, body: &Value| {
-        let (status, _, answer) = http(
-            server.http,
-            "POST",
-            path,
-            &[("Content-Type", "application/json".into())],
-            body.to_string().as_bytes(),
-        );
-        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
-        answer
-    };
+    let post = |path: &str, body: &Value| post_ok(&server, path, body);
     let grpc_requests: Vec<Value> = (table.iter())
         .map(|p| json!({"prompt": prompt, "params": p}))
         .collect();
@@ -240,17 +243,7 @@ fn every_recorded_case_gets_jaxs_answer_over_kserve_http_and_grpc() {
     let cases: Vec<&Value> = (cases["cases"].as_array().unwrap().iter())
         .filter(|c| c.get("stop").is_none())
         .collect();
-    let post = |path: &str, body: &Value| {
-        let (status, _, answer) = http(
-            server.http,
-            "POST",
-            path,
-            &[("Content-Type", "application/json".into())],
-            body.to_string().as_bytes(),
-        );
-        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
-        answer
-    };
+    let post = |path: &str, body: &Value| post_ok(&server, path, body);
     for case in &cases {
         let body = match case["kind"].as_str().unwrap() {
             "completion" => json!({"text_input": case["prompt"], "max_tokens": 12}),

@@ -161,20 +161,21 @@ pub async fn generate_stream(
             text: text.map(|t| (t, TextStream::default())),
             stop: Box::pin(async move { super::listen::stopped(&mut stop).await }),
         };
-        (
-            StatusCode::OK,
-            [
-                (
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("text/event-stream"),
-                ),
-                (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-            ],
-            Body::new(events),
-        )
-            .into_response()
+        event_stream(Body::new(events))
     });
     counted(&app, model, started, answer)
+}
+
+/// An answer of server-sent events: 200, its content type, not to be cached.
+pub(super) fn event_stream(body: Body) -> Response {
+    let headers = [
+        (
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        ),
+        (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+    ];
+    (StatusCode::OK, headers, body).into_response()
 }
 
 /// A token stream as server-sent events (`data: {...}\n\n`).

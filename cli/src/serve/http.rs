@@ -169,7 +169,9 @@ async fn repository_index(State(app): State<App>, body: Bytes) -> Response {
                 .collect();
             json_body(&Value::from(index)).into_response()
         }
-        Err(e) => error(ServeError::Invalid(format!("repository index request: {e}"))),
+        Err(e) => error(ServeError::Invalid(format!(
+            "repository index request: {e}"
+        ))),
     }
 }
 

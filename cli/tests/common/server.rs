@@ -264,36 +264,32 @@ pub fn identity_program(rows_and_dims: &str, ty: &str) -> String {
     )
 }
 
-/// The python of the venv holding tritonclient (scripts/triton-venv makes it), asked once per
-/// test process.
-pub fn triton_python() -> String {
-    static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    PYTHON
-        .get_or_init(|| {
-            let o =
-                Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/triton-venv"))
-                    .output()
-                    .unwrap();
-            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-            String::from_utf8_lossy(&o.stdout).trim().to_string()
-        })
-        .clone()
+/// The python of the venv `script` (in scripts/) makes and prints, asked once per test process.
+fn venv_python(script: &str, cell: &'static std::sync::OnceLock<String>) -> String {
+    cell.get_or_init(|| {
+        let o = Command::new(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../scripts")
+                .join(script),
+        )
+        .output()
+        .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    })
+    .clone()
 }
 
-/// The python of the venv holding OpenAI's client (scripts/openai-venv makes it), asked once
-/// per test process.
+/// The python of the venv holding tritonclient (scripts/triton-venv makes it).
+pub fn triton_python() -> String {
+    static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    venv_python("triton-venv", &PYTHON)
+}
+
+/// The python of the venv holding OpenAI's client (scripts/openai-venv makes it).
 pub fn openai_python() -> String {
     static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    PYTHON
-        .get_or_init(|| {
-            let o =
-                Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/openai-venv"))
-                    .output()
-                    .unwrap();
-            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-            String::from_utf8_lossy(&o.stdout).trim().to_string()
-        })
-        .clone()
+    venv_python("openai-venv", &PYTHON)
 }
 
 /// Runs `script` (in cli/tests/data) with `args` on tritonclient's venv, checks it succeeded,

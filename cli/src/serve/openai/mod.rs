@@ -10,7 +10,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use pjrt_actors::generate::{Finish, TokenLogprobs, TokenStream};
 use serde_json::{Value, json};
@@ -315,18 +315,7 @@ fn stream(app: &ServerState, mut s: Started) -> Response {
         ended: false,
         stop: Box::pin(async move { super::listen::stopped(&mut stop).await }),
     };
-    (
-        StatusCode::OK,
-        [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/event-stream"),
-            ),
-            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        ],
-        Body::new(body),
-    )
-        .into_response()
+    super::generate_http::event_stream(Body::new(body))
 }
 
 /// A stream's chunks as the answer's body.

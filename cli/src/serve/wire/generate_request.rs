@@ -7,6 +7,8 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
+use pjrt_actors::ElementType;
+
 use super::messages::{InferParameter, ModelInferRequest, ParameterChoice};
 use super::{shown, shown_dims};
 
@@ -220,24 +222,13 @@ pub fn prompt_of(r: &ModelInferRequest) -> Result<Vec<i32>, String> {
         ([raw], None) if raw.len() % 4 == 0 => (raw.chunks_exact(4))
             .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect(),
-        ([], Some(c)) => {
-            // INT32 values are int_contents; a request that also fills another typed field is
-            // ambiguous, refused as ModelInfer refuses it.
-            let others = [
-                ("bool_contents", c.bool_contents.len()),
-                ("int64_contents", c.int64_contents.len()),
-                ("uint_contents", c.uint_contents.len()),
-                ("uint64_contents", c.uint64_contents.len()),
-                ("fp32_contents", c.fp32_contents.len()),
-                ("fp64_contents", c.fp64_contents.len()),
-            ];
-            if let Some((field, _)) = others.iter().find(|(_, n)| *n > 0) {
-                return Err(format!(
-                    "input_ids is INT32, given in int_contents; it also fills {field}"
-                ));
-            }
-            c.int_contents.clone()
-        }
+        // INT32 values are int_contents, read as ModelInfer reads typed contents (another
+        // typed field filled too is refused, naming it).
+        ([], Some(c)) => super::grpc_contents::read_contents(c, ElementType::S32, n as usize)
+            .map_err(|e| format!("input_ids: {e}"))?
+            .chunks_exact(4)
+            .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect(),
         _ => {
             return Err(
                 "input_ids needs its raw contents (one, a multiple of 4 bytes) or int_contents, not both"
