@@ -87,6 +87,48 @@ fn perf_analyzer_measures_serve_over_http_and_grpc_with_the_servers_breakdown() 
     }
 }
 
+/// A generation model, found as Triton's decoupled model: perf_analyzer streams requests to it
+/// over gRPC with no version named (it picks the version whose queue count grew, so the
+/// statistics must count each request's wait for a slot), and reads the server's side.
+#[test]
+fn perf_analyzer_streams_to_a_generation_model_and_reads_its_statistics() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/exported/generate");
+    let server = Server::start(&["--generation".into(), format!("lm={}", dir.display())]).unwrap();
+    let scratch = Scratch::new("perf-analyzer-generate");
+    let input = scratch.write(
+        "in.json",
+        &json!({"data": [{"input_ids": {"content": [5, 6, 7], "shape": [3]}, "max_tokens": [4]}]})
+            .to_string(),
+    );
+    let o = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/perf-analyzer"))
+        .args([
+            "-m",
+            "lm",
+            "-u",
+            &format!("127.0.0.1:{}", server.grpc),
+            "-i",
+            "grpc",
+        ])
+        .args(["--streaming", "--input-data", &input])
+        .args(["--measurement-interval", "500", "--concurrency-range", "2"])
+        .args(["--stability-percentage", "1000"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(text.contains("Detected decoupled model"), "{text}");
+    let server_side = &text[text.find("Server:").unwrap_or_else(|| panic!("{text}"))..];
+    assert!(
+        number_after(server_side, "Successful request count:") > 10.0,
+        "{text}"
+    );
+    assert!(number_after(&text, "Throughput:") > 10.0, "{text}");
+}
+
 #[test]
 fn a_model_config_renames_its_tensors_for_triton_and_inference() {
     let scratch = Scratch::new("triton-rename");

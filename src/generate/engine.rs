@@ -157,6 +157,8 @@ impl Engine {
 
     /// Sends `s`'s prompt to prefill for slot `slot`; nothing is read yet.
     fn start_prefill(&mut self, slot: usize, s: Submitted) -> Result<Prefilling> {
+        // Its wait for a slot ends here.
+        self.counters.queue.observe(s.at.elapsed());
         let m = &self.model;
         let prompt = &s.request.prompt;
         let (bucket, prefill) = (m.prefills.iter())

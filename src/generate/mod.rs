@@ -186,6 +186,8 @@ pub struct GeneratorStats {
     pub first_token: Latencies,
     /// Time between a sequence's tokens, per bucket, over every such gap.
     pub inter_token: Latencies,
+    /// Time from submit to a slot (its prefill sent), per bucket, over requests admitted.
+    pub queue: Latencies,
     /// When the last token was made, if one was.
     pub last_token: Option<std::time::SystemTime>,
     /// Sequences running in decode slots now.
@@ -206,6 +208,7 @@ struct Counters {
     busy_slot_steps: AtomicU64,
     first_token: latency::LatencyHistogram,
     inter_token: latency::LatencyHistogram,
+    queue: latency::LatencyHistogram,
     /// Milliseconds since the Unix epoch at the last token made (0: none yet).
     last_token_ms: AtomicU64,
     running: AtomicU64,
@@ -370,6 +373,7 @@ impl Generator {
             busy_slot_steps: c.busy_slot_steps.load(Relaxed),
             first_token: c.first_token.snapshot(),
             inter_token: c.inter_token.snapshot(),
+            queue: c.queue.snapshot(),
             last_token: match c.last_token_ms.load(Relaxed) {
                 0 => None,
                 ms => Some(std::time::UNIX_EPOCH + Duration::from_millis(ms)),

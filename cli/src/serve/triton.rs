@@ -226,9 +226,14 @@ pub fn model_statistics(state: &ServerState, m: Served) -> ModelStatistics {
     match m {
         Served::Batched(m) => batched_statistics(state, m),
         Served::Generation { name, model } => {
-            // The engine's phases are its own (time to first token, between tokens: /metrics);
-            // Triton's queue and compute phases are a batcher's, left empty here.
+            // Triton's queue is the wait for a decode slot (perf_analyzer finds the version
+            // whose queue count grew); its compute phases are a batcher's, left empty here
+            // (the engine's own are time to first token and between tokens: /metrics).
             let s = model.generator.stats();
+            let queue = StatisticDuration {
+                count: s.queue.count(),
+                ns: u64::try_from(s.queue.sum.as_nanos()).unwrap_or(u64::MAX),
+            };
             let (ok, failed) = state.metrics.outcomes(name);
             ModelStatistics {
                 name: name.into(),
@@ -239,6 +244,7 @@ pub fn model_statistics(state: &ServerState, m: Served) -> ModelStatistics {
                 inference_stats: Some(InferStatistics {
                     success: Some(duration(ok)),
                     fail: Some(duration(failed)),
+                    queue: Some(queue),
                     ..empty_phases()
                 }),
                 batch_stats: Vec::new(),
