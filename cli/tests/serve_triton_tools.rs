@@ -38,13 +38,21 @@ fn number_after(text: &str, key: &str) -> f64 {
         .unwrap_or_else(|_| panic!("`{key}` is not followed by a number:\n{text}"))
 }
 
-fn perf_analyzer(url: &str, protocol: &str) -> Report {
+/// perf_analyzer's report on model `lm` at `url` over `protocol`, `concurrency` in flight,
+/// with `extra` arguments; it must succeed.
+fn perf_analyzer_text(url: &str, protocol: &str, concurrency: &str, extra: &[&str]) -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/perf-analyzer");
     let o = Command::new(script)
         .args(["-m", "lm", "-u", url, "-i", protocol])
-        .args(["--measurement-interval", "500", "--concurrency-range", "4"])
+        .args([
+            "--measurement-interval",
+            "500",
+            "--concurrency-range",
+            concurrency,
+        ])
         // Any three windows do: this checks what it reports, not how steady the machine is.
         .args(["--stability-percentage", "1000"])
+        .args(extra)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&o.stdout).to_string();
@@ -53,6 +61,11 @@ fn perf_analyzer(url: &str, protocol: &str) -> Report {
         "{text}\n{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    text
+}
+
+fn perf_analyzer(url: &str, protocol: &str) -> Report {
+    let text = perf_analyzer_text(url, protocol, "4", &[]);
     // The server's breakdown is its own section (`Server:`), its phases one `+`-joined list:
     // `(overhead N usec + queue N usec + compute input N usec + compute infer N usec + ...)`.
     let server = &text[text
@@ -100,26 +113,8 @@ fn perf_analyzer_streams_to_a_generation_model_and_reads_its_statistics() {
         &json!({"data": [{"input_ids": {"content": [5, 6, 7], "shape": [3]}, "max_tokens": [4]}]})
             .to_string(),
     );
-    let o = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/perf-analyzer"))
-        .args([
-            "-m",
-            "lm",
-            "-u",
-            &format!("127.0.0.1:{}", server.grpc),
-            "-i",
-            "grpc",
-        ])
-        .args(["--streaming", "--input-data", &input])
-        .args(["--measurement-interval", "500", "--concurrency-range", "2"])
-        .args(["--stability-percentage", "1000"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&o.stdout).to_string();
-    assert!(
-        o.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let url = format!("127.0.0.1:{}", server.grpc);
+    let text = perf_analyzer_text(&url, "grpc", "2", &["--streaming", "--input-data", &input]);
     assert!(text.contains("Detected decoupled model"), "{text}");
     let server_side = &text[text.find("Server:").unwrap_or_else(|| panic!("{text}"))..];
     assert!(
