@@ -67,11 +67,15 @@ async fn start(
     // threads that answer every connection. Its lists are bounded as they are read.
     let big = bytes.len() >= OFF_THREAD_BYTES;
     let parsed = off_thread(big, move || serde_json::from_slice::<GenerateBody>(&bytes)).await?;
-    let body = parsed.map_err(|e| ServeError::Invalid(format!("generate request: {e}")))?;
+    let mut body = parsed.map_err(|e| ServeError::Invalid(format!("generate request: {e}")))?;
     drop(body_held);
-    let prompt = match (&body.text_input, body.input_ids.is_empty()) {
-        (Some(text), true) => g.text(&at.model)?.encode(text, true)?,
-        (None, false) => body.input_ids.clone(),
+    let prompt = match (body.text_input.take(), body.input_ids.is_empty()) {
+        // Tokenizing costs as much as the text is long: a large one on a blocking thread too.
+        (Some(text), true) => {
+            let encoder = g.text(&at.model)?.clone();
+            off_thread(big, move || encoder.encode(&text, true)).await??
+        }
+        (None, false) => std::mem::take(&mut body.input_ids),
         (Some(_), false) => {
             return Err(ServeError::Invalid(
                 "generate request: it gives both `input_ids` and `text_input`; give one".into(),

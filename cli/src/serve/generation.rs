@@ -148,8 +148,11 @@ pub fn load(client: &Client, name: &str, dir: &Path) -> Result<ServedGeneration>
 
 impl ServedGeneration {
     /// Its text model, or the error every text route answers without one.
-    pub fn text(&self, name: &str) -> std::result::Result<&crate::text::TextModel, ServeError> {
-        self.text.as_deref().ok_or_else(|| {
+    pub fn text(
+        &self,
+        name: &str,
+    ) -> std::result::Result<&std::sync::Arc<crate::text::TextModel>, ServeError> {
+        self.text.as_ref().ok_or_else(|| {
             ServeError::Invalid(format!(
                 "generation model `{name}` has no tokenizer: its folder has no tokenizer.json, so it takes and answers token ids only"
             ))

@@ -135,26 +135,27 @@ async fn start(
     drop(body_held);
     model.clone_from(&r.model);
     let g = app.generation(&r.model).map_err(|e| (e, Some("model")))?;
-    let text = g.text.clone().ok_or_else(|| {
-        let e = g.text(&r.model).err();
-        (
-            e.unwrap_or(ServeError::Internal("no text model".into())),
-            Some("model"),
-        )
-    })?;
-    let prompt = match r.input {
-        Input::Prompt(Prompt::Text(t)) => text.encode(&t, true),
-        Input::Prompt(Prompt::Texts(t)) => text.encode(&t[0], true),
+    let text = g.text(&r.model).map_err(|e| (e, Some("model")))?.clone();
+    let param = match route {
+        Route::Chat => "messages",
+        Route::Completions => "prompt",
+    };
+    // The template and the tokenizer cost as much as the body is long: a large one runs on a
+    // blocking thread, as its parse did.
+    let encoder = text.clone();
+    let encoded = off_thread(big, move || match r.input {
+        Input::Prompt(Prompt::Text(t)) => encoder.encode(&t, true),
+        Input::Prompt(Prompt::Texts(t)) => encoder.encode(&t[0], true),
         Input::Prompt(Prompt::Ids(ids)) => Ok(ids.iter().map(|&t| t as i32).collect()),
         Input::Chat(messages) => {
             let messages: Vec<Message> = (messages.into_iter())
                 .map(|(role, content)| Message { role, content })
                 .collect();
-            text.chat_prompt(&messages)
-                .map_err(pjrt_actors::Error::InvalidArgument)
+            (encoder.chat_prompt(&messages)).map_err(pjrt_actors::Error::InvalidArgument)
         }
-    }
-    .map_err(|e| (ServeError::Invalid(e.to_string()), Some("messages")))?;
+    });
+    let prompt = (encoded.await.map_err(plain)?)
+        .map_err(|e| (ServeError::Invalid(e.to_string()), Some(param)))?;
     let mut asked = r.asked;
     if asked.seed.is_none() && asked.temperature.is_some_and(|t| t > 0.0) {
         // No seed: each request samples its own way, as OpenAI's do.
