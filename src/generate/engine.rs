@@ -325,12 +325,18 @@ impl Engine {
             }
         }
         let before = self.waiting.len();
+        let counters = &self.counters;
         self.waiting.retain(|s| {
             let expired = s.request.deadline.is_some_and(|d| d <= now);
             if expired {
                 let _ = s.events.send(Ok(TokenEvent::Done(Finish::Deadline)));
             }
-            !(expired || s.cancel.load(Relaxed) || s.events.is_closed())
+            let gone = !expired && (s.cancel.load(Relaxed) || s.events.is_closed());
+            // A client that leaves before its slot is counted as one that leaves after.
+            if gone {
+                send_done(counters, &s.events, Finish::Cancelled);
+            }
+            !(expired || gone)
         });
         self.queued
             .fetch_sub((before - self.waiting.len()) as u64, Relaxed);

@@ -194,8 +194,8 @@ pub struct GeneratorStats {
     pub running: u64,
     /// Requests waiting for a slot now.
     pub waiting: u64,
-    /// Sequences ended because their stream was dropped or cancelled (a client gone), each
-    /// freeing its slot.
+    /// Requests ended because their stream was dropped or cancelled (a client gone): running
+    /// ones, each freeing its slot, and waiting ones, each leaving the queue.
     pub cancelled: u64,
 }
 

@@ -315,3 +315,45 @@ fn the_text_models_recorded_prompts_give_jaxs_tokens() {
         assert_eq!(&got, want, "{prompt:?}");
     }
 }
+
+/// A request whose client leaves while it waits for a slot is counted cancelled, as one that
+/// leaves after its first token is (it left the queue uncounted: a client that gave up on a
+/// busy server was invisible in `cancelled`). On the 4,096-position model, so that the four
+/// running sequences cannot end on their own within the test.
+#[test]
+fn a_request_dropped_while_waiting_is_counted_cancelled() {
+    let dir = data().join("../generate_long");
+    let read = |f: &str| std::fs::read(dir.join(f)).unwrap();
+    let client = Client::open().unwrap();
+    let (p8, p16) = (read("prefill_8.exported"), read("prefill_16.exported"));
+    let model = GenerationModel::load(
+        &client,
+        &[&p8, &p16],
+        &read("insert.exported"),
+        &read("decode.exported"),
+        Some(&read("weights.safetensors")),
+    )
+    .unwrap();
+    let generator = Generator::start(model, GeneratorConfig::default()).unwrap();
+    let mut running: Vec<_> = (1..5)
+        .map(|first| (generator.submit(GenerateRequest::greedy(vec![first], 4000))).unwrap())
+        .collect();
+    for s in &mut running {
+        assert!(matches!(s.next_blocking(), Some(Ok(TokenEvent::Token(_)))));
+    }
+    let waiting = generator
+        .submit(GenerateRequest::greedy(vec![5], 10))
+        .unwrap();
+    assert_eq!(generator.stats().waiting, 1);
+    drop(waiting);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while generator.stats().cancelled < 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let stats = generator.stats();
+    assert_eq!(
+        (stats.cancelled, stats.waiting, stats.running),
+        (1, 0, 4),
+        "{stats:?}"
+    );
+}

@@ -228,7 +228,7 @@ pub fn render_metrics(
         ),
         (
             "pjrt_actors_generate_cancelled_total",
-            "Sequences ended because their client went away or cancelled, each freeing its slot.",
+            "Requests ended because their client went away or cancelled, running (each freeing its slot) or waiting.",
             |s| s.cancelled as f64,
         ),
     ];
