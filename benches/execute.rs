@@ -15,9 +15,9 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use pjrt_actors::{Client, CompileOptions};
+use pjrt_actors_core::client::runtime::block_on;
 use pjrt_actors_core::compile::DeviceFacts;
 use pjrt_actors_core::pjrt::{HostBuffer, PjrtClient, PjrtLoadedExecutable, Plugin};
-use pjrt_actors_core::runtime::block_on;
 use pjrt_actors_fence::baseline::RawAdd;
 use prost::Message;
 use support::*;

@@ -10,7 +10,7 @@ use pjrt_actors_core::compile::envelope;
 use pjrt_actors_core::compile::program_check::{
     check_program_for, explain_parse_failure, plugin_stablehlo,
 };
-use pjrt_actors_core::executable::ExecutableMeta;
+use pjrt_actors_core::execute::executable::ExecutableMeta;
 use pjrt_actors_core::pjrt::{ArrayType, NamedValue};
 use pjrt_actors_core::{Error, Result, TopologyDescription};
 

@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use std::future::Future;
 
-use pjrt_actors_core::actors::memory_space::AsyncUpload;
 use pjrt_actors_core::arrays::buffers::{ArrayCore, BufferSlot};
 use pjrt_actors_core::arrays::site::Site;
+use pjrt_actors_core::client::state::Upload;
+use pjrt_actors_core::device::memory_space::AsyncUpload;
 use pjrt_actors_core::dtype::{ElementType, byte_size};
 use pjrt_actors_core::ids::ArrayId;
 use pjrt_actors_core::pjrt::{HostBuffer, NativeType, zeroed_vec};
-use pjrt_actors_core::state::Upload;
 use pjrt_actors_core::{Error, Result};
 
 use crate::handles::{Array, Client, ClientGuard, Device, MemorySpace, guard_of};

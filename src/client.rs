@@ -6,7 +6,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use pjrt_actors_core::actors::buffer_registry::DefragmentReport;
+use pjrt_actors_core::arrays::registry::DefragmentReport;
 use pjrt_actors_core::pjrt::{DmaMapping, Layout, NamedValue, SharedBytes};
 use pjrt_actors_core::{ClientSnapshot, ClientState, Error, Result, TopologyDescription};
 

@@ -69,7 +69,7 @@ impl ClientBuilder {
     /// JAX's `XLA_PYTHON_CLIENT_PREALLOCATE` / `_MEM_FRACTION` / `_ALLOCATOR`; an option set
     /// here wins.
     pub fn option_text(mut self, name: &str, value: &str) -> crate::Result<Self> {
-        let (name, value) = pjrt_actors_core::config::parse_option(name, value)?;
+        let (name, value) = pjrt_actors_core::client::config::parse_option(name, value)?;
         self.config.options.retain(|(n, _)| *n != name);
         self.config.options.push((name, value));
         Ok(self)
@@ -95,7 +95,7 @@ impl ClientBuilder {
         self.config
             .options
             .push(("num_nodes".into(), NamedValue::Int64(num_nodes)));
-        self.config.kv_store = Some(pjrt_actors_core::config::KvStoreHandle(store));
+        self.config.kv_store = Some(pjrt_actors_core::client::config::KvStoreHandle(store));
         self
     }
 

@@ -7,18 +7,18 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
 
-use pjrt_actors_core::actors::compile_service::CompileSpec;
 use pjrt_actors_core::arrays::site::Site;
 use pjrt_actors_core::callbacks::HostCallback;
+use pjrt_actors_core::client::state::ClientState;
 pub use pjrt_actors_core::compile::cache::CancelToken;
 use pjrt_actors_core::compile::cache::CompileKey;
 use pjrt_actors_core::compile::envelope;
 use pjrt_actors_core::compile::program_check::{
     check_program_for, explain_parse_failure, plugin_stablehlo,
 };
+use pjrt_actors_core::compile::service::CompileSpec;
 use pjrt_actors_core::compile::{CompileOptions, encode_options};
-use pjrt_actors_core::executable::ExecutableCore;
-use pjrt_actors_core::state::ClientState;
+use pjrt_actors_core::execute::executable::ExecutableCore;
 use pjrt_actors_core::{Error, Result};
 
 use crate::handles::{Caller, Client, ClientGuard, LoadedExecutable, wait};
@@ -334,7 +334,7 @@ async fn until_cancelled<F: Future>(fut: F, cancel: Option<&CancelToken>) -> Res
 
 #[cfg(test)]
 mod tests {
-    use pjrt_actors_core::runtime::block_on;
+    use pjrt_actors_core::client::runtime::block_on;
 
     use super::*;
 

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use pjrt_actors_core::actors::device::{DeviceHandle, DeviceWorkStats};
+use pjrt_actors_core::device::actor::{DeviceHandle, DeviceWorkStats};
 use pjrt_actors_core::pjrt::{DeviceMemoryStats, NamedValue};
 use pjrt_actors_core::{DeviceSnapshot, MemorySnapshot};
 use pjrt_actors_core::{Error, Result};

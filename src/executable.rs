@@ -7,12 +7,12 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use pjrt_actors_core::actors::device::Run;
 use pjrt_actors_core::arrays::buffers::ArrayCore;
 use pjrt_actors_core::arrays::donation::PendingUse;
 use pjrt_actors_core::callbacks::{CallbackSet, HostCallback};
 use pjrt_actors_core::compile::envelope::{self, Envelope};
-use pjrt_actors_core::executable::ExecutableCore;
+use pjrt_actors_core::device::actor::Run;
+use pjrt_actors_core::execute::executable::ExecutableCore;
 use pjrt_actors_core::execute::{Donate, ExecuteOptions, Outputs as CoreOutputs, caller_context};
 use pjrt_actors_core::ids::ExecutableId;
 use pjrt_actors_core::pjrt::{ArrayType, CompiledMemoryStats, NamedValue};
@@ -369,8 +369,8 @@ impl LoadedExecutable {
             killed: false,
         };
         let run = self.run_async(&[args], None, false, &[]);
-        let outputs =
-            pjrt_actors_core::runtime::block_on_until(run, deadline)?.ok_or_else(exceeded)??;
+        let outputs = pjrt_actors_core::client::runtime::block_on_until(run, deadline)?
+            .ok_or_else(exceeded)??;
         for output in &outputs {
             if !output.wait_ready_until(deadline)? {
                 return Err(exceeded());
@@ -419,7 +419,7 @@ impl LoadedExecutable {
     /// a host callback on a device actor's thread, which the choice could be.
     #[track_caller]
     pub fn execute_least_loaded(&self, args: &[&Array]) -> Result<Vec<Array>> {
-        if pjrt_actors_core::runtime::on_runtime_thread() {
+        if pjrt_actors_core::client::runtime::on_runtime_thread() {
             return Err(Error::BlockingOnRuntimeThread);
         }
         wait(self.execute_least_loaded_async(args))

@@ -9,8 +9,8 @@ pub(crate) use pjrt_actors_core::ClientGuard;
 use pjrt_actors_core::Result;
 use pjrt_actors_core::arrays::buffers::{ArrayCore, ArrayOwner};
 use pjrt_actors_core::callbacks::CallbackSet;
-use pjrt_actors_core::executable::ExecutableCore;
-use pjrt_actors_core::runtime::block_on;
+use pjrt_actors_core::client::runtime::block_on;
+use pjrt_actors_core::execute::executable::ExecutableCore;
 
 /// Returns `Pending` once (waking itself at once), then `Ready`.
 pub(crate) async fn yield_once() {

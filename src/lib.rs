@@ -116,10 +116,10 @@ pub use handles::{Array, Client, Device, LoadedExecutable, MemorySpace, wait};
 pub use pjrt_actors_core::CompileOptionsProto;
 pub use pjrt_actors_core::HostArray;
 pub use pjrt_actors_core::TopologyDescription;
-pub use pjrt_actors_core::actors::buffer_registry::DefragmentReport;
-pub use pjrt_actors_core::actors::device::DeviceWorkStats;
+pub use pjrt_actors_core::arrays::registry::DefragmentReport;
 pub use pjrt_actors_core::arrays::site::SiteCapture;
 pub use pjrt_actors_core::callbacks::{CallbackKind, HostCallback};
+pub use pjrt_actors_core::client::config::CACHE_DIR_ENV;
 pub use pjrt_actors_core::compile::disk_cache::DiskCache;
 pub use pjrt_actors_core::compile::redis_cache::{
     CACHE_REDIS_ENV, CACHE_REDIS_READ_ONLY_ENV, RedisCacheConfig, RedisTier,
@@ -128,14 +128,14 @@ pub use pjrt_actors_core::compile::worker::{
     COMPILE_TIMEOUT_ENV, COMPILE_WORKER_ENV, COMPILE_WORKER_MEMORY_ENV, time_limit,
 };
 pub use pjrt_actors_core::compile::{CompileOptions, JAX_DEBUG_OPTIONS, XlaOption};
-pub use pjrt_actors_core::config::CACHE_DIR_ENV;
+pub use pjrt_actors_core::device::actor::DeviceWorkStats;
 pub use pjrt_actors_core::dtype::ElementType;
+#[cfg(feature = "redis")]
+pub use pjrt_actors_core::fleet::kv_store::RedisKvStore;
 pub use pjrt_actors_core::formats::sharding::{Mesh, PartitionSpec, Sharding};
 /// Typed ids of index plus epoch, one type per kind (a stale id never names a new thing, and an
 /// array's id is not an executable's).
 pub use pjrt_actors_core::ids::{ArrayId, ExecutableId, Id, kind};
-#[cfg(feature = "redis")]
-pub use pjrt_actors_core::kv_store::RedisKvStore;
 pub use pjrt_actors_core::pjrt::kv::{KvError, KvStore};
 pub use pjrt_actors_core::pjrt::lapack;
 pub use pjrt_actors_core::pjrt::{

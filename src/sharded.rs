@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use pjrt_actors_core::executable::SpmdLayout;
+use pjrt_actors_core::execute::executable::SpmdLayout;
 use pjrt_actors_core::formats::shard_blocks::{copy_block, place_block};
 use pjrt_actors_core::formats::sharding::Sharding;
 use pjrt_actors_core::{Error, Result};

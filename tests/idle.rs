@@ -67,13 +67,13 @@ fn an_idle_clients_actor_threads_sleep() {
 #[test]
 fn round_trips_in_a_row_find_the_actor_thread_still_looking() {
     let (_client, device, exe, a) = adding_on_the_first_device();
-    let before = pjrt_actors_core::runtime::spin_hits();
+    let before = pjrt_actors_core::client::runtime::spin_hits();
     for _ in 0..2000 {
         device.memory_stats().unwrap();
         let out = exe.execute(&[&a, &a]).unwrap();
         assert_eq!(out[0].to_vec::<f32>().unwrap(), [2.0; 4]);
     }
-    let hits = pjrt_actors_core::runtime::spin_hits() - before;
+    let hits = pjrt_actors_core::client::runtime::spin_hits() - before;
     if std::env::var_os("IDLE_TEST_SPIN_OFF").is_some() {
         assert_eq!(
             hits, 0,
@@ -91,7 +91,7 @@ fn round_trips_in_a_row_find_the_actor_thread_still_looking() {
             "--exact",
             "round_trips_in_a_row_find_the_actor_thread_still_looking",
         ])
-        .env(pjrt_actors_core::runtime::ACTOR_SPIN_ENV, "0")
+        .env(pjrt_actors_core::client::runtime::ACTOR_SPIN_ENV, "0")
         .env("IDLE_TEST_SPIN_OFF", "1")
         .output()
         .unwrap();

@@ -195,7 +195,7 @@ impl DeviceModel {
             Ok(Ok(outputs)) => outputs,
             Ok(Err(e)) => return fail_all(live, e, metrics),
             Err(panic) => {
-                let reason = pjrt_actors_core::supervision::panic_message(panic.as_ref());
+                let reason = pjrt_actors_core::protocol::supervision::panic_message(panic.as_ref());
                 return fail_all(
                     live,
                     Error::Panicked {

@@ -35,7 +35,7 @@ fn check_batch_bytes(name: &str, signature: &Signature, rows: usize) -> Result<(
             elements * t.dtype.byte_size() as u128
         })
         .sum();
-    let limit = pjrt_actors_core::config::machine_memory().unwrap_or(u64::MAX) / 2;
+    let limit = pjrt_actors_core::client::config::machine_memory().unwrap_or(u64::MAX) / 2;
     let bytes = row_bytes.saturating_mul(rows as u128);
     if bytes > limit as u128 {
         return Err(bad_model(

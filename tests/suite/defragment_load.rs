@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use pjrt_actors::{Client, CompileOptions, HostBuffer};
-use pjrt_actors_core::runtime::block_on;
+use pjrt_actors_core::client::runtime::block_on;
 
 #[test]
 fn a_compile_and_an_upload_finish_while_a_defragment_of_10000_arrays_runs() {

@@ -255,7 +255,7 @@ fn an_array_alone_keeps_its_client_open_and_finds_it_again() {
     assert_eq!(array.device().id(), device);
     assert_eq!(array.memory_space().kind(), "device");
     assert!(client.live_arrays().unwrap().contains(&array));
-    let bytes = pjrt_actors_core::runtime::block_on(array.to_bytes_async())
+    let bytes = pjrt_actors_core::client::runtime::block_on(array.to_bytes_async())
         .unwrap()
         .unwrap();
     assert_eq!(bytes.len(), 16);

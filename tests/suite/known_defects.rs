@@ -1,4 +1,4 @@
-//! The known-defect table (core/src/compile/known_defects.tsv) on the plugin under test: on the
+//! The known-defect table (actors/src/compile/known_defects.tsv) on the plugin under test: on the
 //! build an entry names, a program using its op gets the entry's fix and computes right, however
 //! its types are spelled, in text, in MLIR bytecode and in JAX's portable artifacts; compiled as
 //! written (known defects allowed) it computes wrong (the entry is real). On every other plugin

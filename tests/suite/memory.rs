@@ -425,12 +425,14 @@ fn arrays_made_by_async_calls_are_sited_at_the_callers_line() {
     let (h, ty) = (HostBuffer::UntilTransferCompletes(data), ElementType::F32);
     let upload = client.buffer_from_host_async(h, ty, &[4], &device, None);
     let upload_line = line!() - 1;
-    let a = pjrt_actors_core::runtime::block_on(upload)
+    let a = pjrt_actors_core::client::runtime::block_on(upload)
         .unwrap()
         .unwrap();
     let run = exe.execute_async(&[&a, &a]);
     let run_line = line!() - 1;
-    let out = pjrt_actors_core::runtime::block_on(run).unwrap().unwrap();
+    let out = pjrt_actors_core::client::runtime::block_on(run)
+        .unwrap()
+        .unwrap();
     let profile = samples(&client.heap_profile().unwrap());
     let buffers_at = |line: u32| {
         profile

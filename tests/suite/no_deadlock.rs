@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use pjrt_actors::{Array, Client, Error, LoadedExecutable};
-use pjrt_actors_core::runtime::block_on;
+use pjrt_actors_core::client::runtime::block_on;
 
 use crate::callbacks::{load_around, pure_map};
 use crate::common::within;

@@ -674,7 +674,7 @@ fn a_panicking_actor_fails_one_request_and_is_restarted() {
     let client = Client::open().unwrap();
     let device = common::nth_device(&client, 1);
     let had_stats = device.memory_stats().unwrap().is_some();
-    let before = pjrt_actors_core::supervision::restarts();
+    let before = pjrt_actors_core::protocol::supervision::restarts();
     match device.poison_actor() {
         Err(Error::Panicked { what, reason }) => {
             assert_eq!(what, "poison");
@@ -682,10 +682,9 @@ fn a_panicking_actor_fails_one_request_and_is_restarted() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(common::eventually(
-        Duration::from_secs(5),
-        || pjrt_actors_core::supervision::restarts() > before
-    ));
+    assert!(common::eventually(Duration::from_secs(5), || {
+        pjrt_actors_core::protocol::supervision::restarts() > before
+    }));
     // The next requests to the same actor work.
     assert_eq!(device.memory_stats().unwrap().is_some(), had_stats);
     let exe = client

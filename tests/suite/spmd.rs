@@ -347,7 +347,7 @@ fn the_async_execute_gives_what_the_blocking_one_gives() {
     let refs: Vec<_> = args.iter().collect();
     let blocking = exe.execute_sharded(&refs).unwrap();
     let future = exe.execute_sharded_async(&refs);
-    let async_out = pjrt_actors_core::runtime::block_on(future)
+    let async_out = pjrt_actors_core::client::runtime::block_on(future)
         .unwrap()
         .unwrap();
     assert_eq!(async_out[0].sharding(), blocking[0].sharding());

@@ -173,7 +173,7 @@ impl RedisCluster {
             .query(&mut c)
             .unwrap();
         let nodes: String = redis::cmd("CLUSTER").arg("NODES").query(&mut c).unwrap();
-        let master = (pjrt_actors_core::redis_target::masters_in(&nodes).into_iter())
+        let master = (pjrt_actors_core::fleet::target::masters_in(&nodes).into_iter())
             .find(|m| m.serves(slot))?;
         self.nodes.iter().position(|n| n.port == master.port)
     }

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The crates and their source roots, relative to the workspace.
-const CRATES: &[&str] = &["fence/src", "core/src", "src", "cli/src"];
+const CRATES: &[&str] = &["fence/src", "actors/src", "src", "cli/src"];
 
 /// Files allowed past the line limit, and why.
 const LONG_FILES: &[(&str, &str)] = &[
@@ -24,7 +24,7 @@ const LONG_FILES: &[(&str, &str)] = &[
         "one PJRT object: compile, metadata, parameter types and execute of a loaded executable",
     ),
     (
-        "core/src/callbacks/mod.rs",
+        "actors/src/callbacks/mod.rs",
         "the callback type, its two program-text builders and the id reader, which must agree",
     ),
     (
@@ -161,7 +161,7 @@ fn reach_past_the_formats(code: &str) -> Vec<String> {
 #[test]
 fn the_format_readers_need_neither_pjrt_nor_the_actors() {
     let mut files = Vec::new();
-    rust_files(&workspace().join("core/src/formats"), &mut files);
+    rust_files(&workspace().join("actors/src/formats"), &mut files);
     assert!(files.len() >= 9, "{files:?}");
     let problems: Vec<String> = (files.iter())
         .flat_map(|f| {
@@ -175,16 +175,16 @@ fn the_format_readers_need_neither_pjrt_nor_the_actors() {
         "format readers reaching past their room: {problems:?}"
     );
     // The check sees what it is for.
-    let bad = "use crate::pjrt::PjrtClient;\nfn f() { crate::actors::client::x(); }\n// crate::state\nuse crate::error::Error;";
+    let bad = "use crate::pjrt::PjrtClient;\nfn f() { crate::client::actor::x(); }\n// crate::client::state\nuse crate::error::Error;";
     assert_eq!(
         reach_past_the_formats(bad),
-        ["crate::pjrt::PjrtClient", "crate::actors::client::x"]
+        ["crate::pjrt::PjrtClient", "crate::client::actor::x"]
     );
 }
 
 #[test]
 fn unsafe_code_is_forbidden_outside_the_fence() {
-    for krate in ["core/src/lib.rs", "src/lib.rs", "cli/src/main.rs"] {
+    for krate in ["actors/src/lib.rs", "src/lib.rs", "cli/src/main.rs"] {
         let root = std::fs::read_to_string(workspace().join(krate)).unwrap();
         assert!(
             root.contains("#![forbid(unsafe_code)]"),
@@ -322,7 +322,7 @@ fn declares(sources: &str, item: &str) -> bool {
 fn every_item_the_architecture_names_exists() {
     let doc = architecture();
     let sources = sources_under(&[
-        "core",
+        "actors",
         "fence/src",
         "src",
         "cli",
@@ -352,7 +352,7 @@ fn every_item_the_architecture_names_exists() {
 #[test]
 fn every_test_the_architecture_names_exists() {
     let doc = architecture();
-    let sources = sources_under(&["tests", "core", "fence/src", "src", "cli"]);
+    let sources = sources_under(&["tests", "actors", "fence/src", "src", "cli"]);
     let named = named_tests(&doc);
     assert!(
         named.len() >= 15,
