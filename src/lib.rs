@@ -91,6 +91,8 @@ pub mod serving;
 /// ([`Client::load_exported`](crate::Client::load_exported) gives an `ExportedModel`).
 pub mod export {
     pub use crate::exported_model::{CALLING_CONVENTIONS, ExportedModel, dotted_path};
+    /// What `Exported::parse` refuses bytes with (it converts into [`Error`](crate::Error)).
+    pub use pjrt_actors_core::formats::Error as ReadError;
     pub use pjrt_actors_core::formats::exported::{
         Aval, Dim, Exported, ExportedDtype, ExportedSharding, PyTree, SERIALIZATION_VERSIONS,
     };

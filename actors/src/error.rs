@@ -231,6 +231,15 @@ impl From<pjrt_actors_fence::Error> for Error {
     }
 }
 
+/// A format reader's error is bad input, with the reader's message.
+impl From<pjrt_actors_formats::Error> for Error {
+    fn from(e: pjrt_actors_formats::Error) -> Self {
+        match e {
+            pjrt_actors_formats::Error::InvalidArgument(message) => Error::InvalidArgument(message),
+        }
+    }
+}
+
 impl Error {
     /// Attaches whose request failed (the caller's span and call site) to an error from the
     /// plugin or the compiler, where none is attached yet.

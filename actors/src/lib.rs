@@ -14,7 +14,6 @@ mod error;
 pub mod execute;
 #[cfg(feature = "redis")]
 pub mod fleet;
-pub mod formats;
 pub mod ids;
 mod lock_rank;
 pub mod protocol;
@@ -28,5 +27,7 @@ pub use compile::topology::TopologyDescription;
 pub use error::{Error, PjrtCode, PluginError, Result};
 pub use pjrt_actors_fence as pjrt;
 pub use pjrt_actors_fence::dtype;
-/// The compile options XLA reads, as `pjrt-sys` generates them.
-pub use pjrt_sys::protos::xla::CompileOptionsProto;
+/// The format readers (their own crate, `pjrt-actors-formats`: no PJRT, no actors).
+pub use pjrt_actors_formats as formats;
+/// The compile options XLA reads, as the format crate generates them.
+pub use pjrt_actors_formats::protos::xla::CompileOptionsProto;

@@ -178,7 +178,7 @@ fn execute_options_carry_send_and_recv_callback_lists() {
 #[test]
 fn an_executable_reports_its_compile_options_where_the_plugin_can() {
     use pjrt_actors_core::compile::{CompileOptions, DeviceFacts};
-    use pjrt_sys::protos::xla::CompileOptionsProto;
+    use pjrt_actors_core::formats::protos::xla::CompileOptionsProto;
     use prost::Message;
 
     let plugin = Plugin::discover().unwrap();

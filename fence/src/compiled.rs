@@ -266,13 +266,13 @@ impl PjrtExecutable {
     }
 
     /// The optimized HLO module.
-    pub fn optimized_module(&self) -> Result<pjrt_sys::protos::xla::HloModuleProto> {
+    pub fn optimized_module(&self) -> Result<pjrt_actors_formats::protos::xla::HloModuleProto> {
         let (format, code) = self.optimized_program()?;
         match format.as_str() {
-            "hlo" => pjrt_sys::protos::xla::HloModuleProto::decode(code.as_slice())
+            "hlo" => pjrt_actors_formats::protos::xla::HloModuleProto::decode(code.as_slice())
                 .map_err(|e| e.to_string()),
             "hlo_with_config" => {
-                pjrt_sys::protos::xla::HloModuleProtoWithConfig::decode(code.as_slice())
+                pjrt_actors_formats::protos::xla::HloModuleProtoWithConfig::decode(code.as_slice())
                     .map_err(|e| e.to_string())
                     .and_then(|m| m.hlo_module.ok_or_else(|| "no module".to_string()))
             }

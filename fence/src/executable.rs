@@ -247,7 +247,9 @@ pub struct HostTransfers<'a> {
 }
 
 /// The entry computation's parameter types, read from an optimized HLO module.
-pub fn parameter_types(module: &pjrt_sys::protos::xla::HloModuleProto) -> Result<Vec<ArrayType>> {
+pub fn parameter_types(
+    module: &pjrt_actors_formats::protos::xla::HloModuleProto,
+) -> Result<Vec<ArrayType>> {
     let shape = module
         .host_program_shape
         .as_ref()

@@ -201,8 +201,8 @@ fn parse_layout(bytes: &[u8]) -> Result<Layout> {
             tiles,
         });
     }
-    let proto =
-        pjrt_sys::protos::xla::LayoutProto::decode(bytes).map_err(|e| bad(e.to_string()))?;
+    let proto = pjrt_actors_formats::protos::xla::LayoutProto::decode(bytes)
+        .map_err(|e| bad(e.to_string()))?;
     Ok(Layout {
         minor_to_major: proto.minor_to_major,
         tiles: proto.tiles.into_iter().map(|t| t.dimensions).collect(),

@@ -3,7 +3,7 @@
 //! no statistics, so there the absence is checked; the GPU check runs this binary on a GPU.
 
 use pjrt_actors::{Array, Client, CompileOptions};
-use pjrt_sys::protos::xla::CompileOptionsProto;
+use pjrt_actors_core::formats::protos::xla::CompileOptionsProto;
 use prost::Message;
 
 #[test]

@@ -144,7 +144,10 @@ fn cut_garbled_and_foreign_bytes_are_typed_errors() {
         let mut garbled = bytes.clone();
         garbled[i] ^= 0xff;
         if let Err(e) = Exported::parse(&garbled) {
-            assert!(matches!(e, pjrt_actors::Error::InvalidArgument(_)), "{e}");
+            assert!(
+                matches!(e, pjrt_actors::export::ReadError::InvalidArgument(_)),
+                "{e}"
+            );
         }
     }
     for foreign in [

@@ -533,7 +533,7 @@ fn run_with_timeout(
 }
 
 /// The callback ids a compiled program calls, read from its optimized HLO module.
-pub fn callback_ids(module: &pjrt_sys::protos::xla::HloModuleProto) -> Vec<i64> {
+pub fn callback_ids(module: &pjrt_actors_formats::protos::xla::HloModuleProto) -> Vec<i64> {
     let mut ids = Vec::new();
     for c in &module.computations {
         for i in &c.instructions {

@@ -55,7 +55,7 @@ pub struct TransferPlan {
 impl TransferPlan {
     /// Reads the plan; a host send/recv without our attributes is refused (no closure could
     /// answer it).
-    pub fn read(module: &pjrt_sys::protos::xla::HloModuleProto) -> Result<Self> {
+    pub fn read(module: &pjrt_actors_formats::protos::xla::HloModuleProto) -> Result<Self> {
         let mut plan = TransferPlan::default();
         for c in &module.computations {
             for i in &c.instructions {
@@ -287,7 +287,7 @@ mod tests {
     use super::*;
     use crate::callbacks::{CallbackKind, CallbackSet};
     use crate::dtype::ElementType;
-    use pjrt_sys::protos::xla::{
+    use pjrt_actors_formats::protos::xla::{
         FrontendAttributes, HloComputationProto, HloInstructionProto, HloModuleProto,
     };
 

@@ -5,7 +5,7 @@
 use std::future::Future;
 
 use actix::{Actor, Handler, Message, SyncContext};
-use pjrt_sys::protos::xla::CompileOptionsProto;
+use pjrt_actors_formats::protos::xla::CompileOptionsProto;
 
 use crate::compile::encode_options;
 use std::sync::Arc;

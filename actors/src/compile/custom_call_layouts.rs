@@ -3,7 +3,7 @@
 //! scalars (batch dims outermost), the layouts jax's lowering always writes; any other layout
 //! would factor the transpose in silence.
 
-use pjrt_sys::protos::xla::{HloModuleProto, ShapeProto};
+use pjrt_actors_formats::protos::xla::{HloModuleProto, ShapeProto};
 
 use crate::error::{Error, Result};
 

@@ -1,7 +1,7 @@
 //! Compile options: `CompileOptions` turned into a `CompileOptionsProto` the plugin cannot
 //! abort on, checked against the client's devices.
 
-use pjrt_sys::protos::xla::{
+use pjrt_actors_formats::protos::xla::{
     CompileOptionsProto, DeviceAssignmentProto, ExecutableBuildOptionsProto,
     device_assignment_proto,
 };

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use actix::{Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, WrapFuture};
-use pjrt_sys::protos::xla::CompileOptionsProto;
+use pjrt_actors_formats::protos::xla::CompileOptionsProto;
 use tokio::sync::oneshot;
 use tracing::Span;
 

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use pjrt_sys::protos::xla::{
+use pjrt_actors_formats::protos::xla::{
     CompileOptionsProto, OptionOverrideProto, option_override_proto::Value as OverrideValue,
 };
 use prost::Message as _;

@@ -57,7 +57,7 @@ pub struct SpmdLayout {
 /// The partition count the options asked for (1 when they cannot be read).
 fn partitions_of(compile_options: &[u8]) -> usize {
     use prost::Message as _;
-    pjrt_sys::protos::xla::CompileOptionsProto::decode(compile_options)
+    pjrt_actors_formats::protos::xla::CompileOptionsProto::decode(compile_options)
         .ok()
         .and_then(|o| o.executable_build_options)
         .map_or(1, |b| b.num_partitions.max(1) as usize)
@@ -175,7 +175,7 @@ impl ExecutableMeta {
 
 /// Refuses a program that reads infeed or writes outfeed: nothing here feeds or drains those
 /// queues, so its execute would wait forever.
-fn refuse_feeds(module: &pjrt_sys::protos::xla::HloModuleProto) -> Result<()> {
+fn refuse_feeds(module: &pjrt_actors_formats::protos::xla::HloModuleProto) -> Result<()> {
     let feeds = (module.computations.iter())
         .flat_map(|c| &c.instructions)
         .find(|i| i.opcode == "infeed" || i.opcode == "outfeed");

@@ -1,13 +1,6 @@
 //! Tests of the module above, kept apart to hold it under the file-size limit.
 use super::*;
 
-#[test]
-fn portable_names_are_read_as_stablehlo_names() {
-    assert_eq!(stablehlo_name("vhlo.atan2_v1"), "stablehlo.atan2");
-    assert_eq!(stablehlo_name("vhlo.composite_v2"), "stablehlo.composite");
-    assert_eq!(stablehlo_name("chlo.atan"), "chlo.atan");
-}
-
 fn entry(sha: &str) -> KnownDefect {
     KnownDefect::from_line(&format!(
         "cpu\t0.115\t1.20.0\t{sha}\tchlo.atan\tf64\tatan_float64_20_20_chlo\tanother"

@@ -9,7 +9,7 @@ fuzz_target!(|bytes: &[u8]| {
     let mut code = b"ML\xefR".to_vec();
     code.extend_from_slice(bytes);
     for program in [bytes, &code[..]] {
-        let p = pjrt_actors::spmd::read(program);
+        let p = pjrt_actors_formats::spmd::read(program);
         assert!(p.num_partitions.is_none_or(|n| n >= 1));
         assert!(p.num_replicas.is_none_or(|n| n >= 1));
     }

@@ -53,7 +53,7 @@ pub fn read(code: &[u8]) -> ProgramPartitioning {
 /// `sdy` dialect, and its ops and attributes apart, never `sdy.sharding` whole), and the
 /// module op's dictionary gives the counts.
 fn read_bytecode(code: &[u8]) -> ProgramPartitioning {
-    let summary = crate::formats::mlir_bytecode::summary(code, &COUNTS).unwrap_or_default();
+    let summary = crate::mlir_bytecode::summary(code, &COUNTS).unwrap_or_default();
     let num_partitions = count(summary.module_integers.first().copied().flatten());
     let num_replicas = count(summary.module_integers.get(1).copied().flatten());
     // Shardy ops (`sdy.mesh`, `sdy.manual_computation`), or a sharding attribute by name. A

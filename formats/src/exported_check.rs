@@ -2,7 +2,7 @@
 //! its kept arguments, its shardings against the avals and the device count, its module's form.
 
 use crate::Result;
-use crate::formats::exported::{Exported, ExportedSharding, bad};
+use crate::exported::{Exported, ExportedSharding, bad};
 
 impl Exported {
     /// What must agree within an artifact for it to be called.

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use pjrt_sys::protos::xla::{HloModuleProto, ShapeProto};
+use crate::protos::xla::{HloModuleProto, ShapeProto};
 
 use crate::dtype::ElementType;
 

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pjrt_actors::known_defects::ops_used;
+use pjrt_actors_formats::program_ops::ops_used;
 
 fuzz_target!(|bytes: &[u8]| {
     let mut code = b"ML\xefR".to_vec();

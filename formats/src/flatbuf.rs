@@ -132,8 +132,14 @@ fn string_at(buf: &[u8], at: usize) -> Option<&str> {
 }
 
 impl<'a> Vector<'a> {
+    /// The number of elements.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Whether the vector has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// The elements as bytes (a `[ubyte]` vector).

@@ -7,10 +7,10 @@
 use std::fmt;
 use std::ops::Range;
 
-use pjrt_sys::protos::xla::{HloModuleProto, OpSharding, op_sharding};
+use crate::protos::xla::{HloModuleProto, OpSharding, op_sharding};
 
 use crate::error::{Error, Result};
-use crate::formats::shard_blocks::strides;
+use crate::shard_blocks::strides;
 
 /// A device mesh: named axes with sizes, and the device ids in mesh (row-major) order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -231,9 +231,12 @@ impl Sharding {
     }
 
     /// The same layout with each device id replaced (logical partition ids to devices).
-    pub fn map_devices(&self, f: impl Fn(i32) -> Result<i32>) -> Result<Sharding> {
+    pub fn map_devices<E>(
+        &self,
+        f: impl Fn(i32) -> std::result::Result<i32, E>,
+    ) -> std::result::Result<Sharding, E> {
         Ok(Sharding {
-            devices: self.devices.iter().map(|&d| f(d)).collect::<Result<_>>()?,
+            devices: (self.devices.iter().map(|&d| f(d))).collect::<std::result::Result<_, E>>()?,
             ..self.clone()
         })
     }
@@ -346,7 +349,7 @@ pub fn module_shardings(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::shard_blocks::{copy_block, place_block};
+    use crate::shard_blocks::{copy_block, place_block};
 
     /// (spec, rank, tiles, replicas, devices)
     type NamedCase<'a> = (&'a [&'a [&'a str]], usize, &'a [usize], usize, &'a [i32]);

@@ -5,13 +5,13 @@
 
 use std::fmt;
 
-use pjrt_sys::protos::xla::OpSharding;
+use crate::protos::xla::OpSharding;
 use prost::Message as _;
 
 use crate::dtype::ElementType;
 use crate::error::{Error, Result};
-use crate::formats::flatbuf::{Table, Vector};
-pub use crate::formats::pytree::PyTree;
+use crate::flatbuf::{Table, Vector};
+pub use crate::pytree::PyTree;
 
 /// How deep a pytree may nest: a hostile artifact could recurse without end.
 const MAX_TREE_DEPTH: usize = 256;

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pjrt_actors::export::Exported;
+use pjrt_actors_formats::exported::Exported;
 
 fuzz_target!(|bytes: &[u8]| {
     if let Ok(e) = Exported::parse(bytes) {
