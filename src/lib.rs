@@ -151,3 +151,31 @@ pub use sharded::ShardedArray;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 mod readme {}
+
+/// The book's pages (docs/): their Rust examples run as doctests too, so a page cannot drift
+/// from the API.
+#[cfg(doctest)]
+mod docs {
+    #[doc = include_str!("../docs/embedding.md")]
+    mod embedding {}
+    #[doc = include_str!("../docs/serving.md")]
+    mod serving {}
+    #[doc = include_str!("../docs/generation.md")]
+    mod generation {}
+    #[doc = include_str!("../docs/exports.md")]
+    mod exports {}
+    #[doc = include_str!("../docs/spmd.md")]
+    mod spmd {}
+    #[doc = include_str!("../docs/fleets.md")]
+    mod fleets {}
+    #[doc = include_str!("../docs/memory.md")]
+    mod memory {}
+    #[doc = include_str!("../docs/plugins.md")]
+    mod plugins {}
+    #[doc = include_str!("../docs/reliability.md")]
+    mod reliability {}
+    #[doc = include_str!("../docs/benchmarks.md")]
+    mod benchmarks {}
+    #[doc = include_str!("../docs/cli.md")]
+    mod cli {}
+}

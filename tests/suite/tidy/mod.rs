@@ -252,6 +252,53 @@ fn tree(dir: &Path, rel: &str, out: &mut BTreeSet<String>) {
     }
 }
 
+/// The markdown links of `doc` to files of this tree (`[text](path)`, an anchor cut off).
+fn local_links(doc: &str) -> Vec<&str> {
+    (doc.split("](").skip(1))
+        .filter_map(|rest| rest.split(')').next())
+        .map(|link| link.split('#').next().unwrap_or(link))
+        .filter(|link| !link.is_empty() && !link.contains("://"))
+        .collect()
+}
+
+#[test]
+fn the_readme_is_short_and_its_book_pages_exist() {
+    let readme = std::fs::read_to_string(workspace().join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 400,
+        "README.md is {lines} lines: the rest belongs in docs/"
+    );
+    let links = local_links(&readme);
+    let pages: BTreeSet<&str> = (links.iter().copied())
+        .filter(|l| l.starts_with("docs/"))
+        .collect();
+    assert!(
+        pages.len() >= 10,
+        "the README's table of contents: {pages:?}"
+    );
+    let missing: Vec<&&str> = (links.iter())
+        .filter(|l| !workspace().join(l).exists())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the README links to what does not exist: {missing:?}"
+    );
+    // Every page is compiled for its examples (src/lib.rs's `docs` doctest module).
+    let lib = std::fs::read_to_string(workspace().join("src/lib.rs")).unwrap();
+    for page in &pages {
+        assert!(
+            lib.contains(&format!("include_str!(\"../{page}\")")),
+            "{page}'s examples are not doc-tested"
+        );
+    }
+    // The check sees a link, with or without an anchor, and not a web address.
+    assert_eq!(
+        local_links("[a](docs/x.md#y) and [b](https://e.org) [c](ARCH.md)"),
+        ["docs/x.md", "ARCH.md"]
+    );
+}
+
 #[test]
 fn every_path_the_architecture_names_exists() {
     let doc = architecture();
