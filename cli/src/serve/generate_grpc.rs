@@ -187,7 +187,7 @@ fn error_response(model: &str, id: &str, e: ServeError) -> ModelStreamInferRespo
         answer.parameters.insert(
             "triton_final_response".into(),
             InferParameter {
-                choice: Some(ParameterChoice::Bool(true)),
+                parameter_choice: Some(ParameterChoice::BoolParam(true)),
             },
         );
     }
@@ -205,17 +205,17 @@ fn response(
     finish: Option<&str>,
 ) -> ModelStreamInferResponse {
     let param = |choice| InferParameter {
-        choice: Some(choice),
+        parameter_choice: Some(choice),
     };
     let mut parameters = HashMap::new();
     parameters.insert(
         "triton_final_response".into(),
-        param(ParameterChoice::Bool(finish.is_some())),
+        param(ParameterChoice::BoolParam(finish.is_some())),
     );
     if let Some(f) = finish {
         parameters.insert(
             "finish_reason".into(),
-            param(ParameterChoice::String(f.into())),
+            param(ParameterChoice::StringParam(f.into())),
         );
     }
     let (outputs, raw) = match token {
@@ -224,6 +224,7 @@ fn response(
                 name: "output_ids".into(),
                 datatype: "INT32".into(),
                 shape: vec![1],
+                ..Default::default()
             }],
             vec![t.to_le_bytes().to_vec()],
         ),

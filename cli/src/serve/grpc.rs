@@ -1,6 +1,7 @@
 //! KServe v2 over gRPC: the `inference.GRPCInferenceService` methods that match the HTTP
 //! endpoints, routed by path as tonic's generated servers do (the messages are in
-//! messages.rs). An inference message is decoded by us, off the runtime threads when large.
+//! wire/messages.rs, generated from Triton's descriptors). An inference message is decoded by
+//! us, off the runtime threads when large.
 // tonic's `Status` (176 bytes) is what every gRPC method returns: the protocol's error type.
 #![allow(clippy::result_large_err)]
 
@@ -40,17 +41,17 @@ fn whole(
     let Some(p) = params.get(name) else {
         return Ok(None);
     };
-    match &p.choice {
-        Some(ParameterChoice::Int64(n)) if *n >= 0 => Ok(Some(*n as u64)),
-        Some(ParameterChoice::Uint64(n)) => Ok(Some(*n)),
+    match &p.parameter_choice {
+        Some(ParameterChoice::Int64Param(n)) if *n >= 0 => Ok(Some(*n as u64)),
+        Some(ParameterChoice::Uint64Param(n)) => Ok(Some(*n)),
         other => Err(invalid(format!(
             "parameter `{name}` is {}; it takes a whole number from 0 (int64_param or uint64_param)",
             match other {
-                Some(ParameterChoice::Int64(n)) => format!("int64_param {n}"),
-                Some(ParameterChoice::Bool(b)) => format!("bool_param {b}"),
-                Some(ParameterChoice::String(s)) => format!("string_param `{}`", shown(s)),
-                Some(ParameterChoice::Double(d)) => format!("double_param {d}"),
-                Some(ParameterChoice::Uint64(n)) => format!("uint64_param {n}"),
+                Some(ParameterChoice::Int64Param(n)) => format!("int64_param {n}"),
+                Some(ParameterChoice::BoolParam(b)) => format!("bool_param {b}"),
+                Some(ParameterChoice::StringParam(s)) => format!("string_param `{}`", shown(s)),
+                Some(ParameterChoice::DoubleParam(d)) => format!("double_param {d}"),
+                Some(ParameterChoice::Uint64Param(n)) => format!("uint64_param {n}"),
                 None => "empty".into(),
             }
         ))),
@@ -161,6 +162,7 @@ async fn model_infer(
             name: a.spec.name,
             datatype: datatype_name(a.data.dtype).unwrap_or("").into(),
             shape: a.data.dims,
+            ..Default::default()
         });
         response.raw_output_contents.push(a.data.bytes);
     }
@@ -169,7 +171,10 @@ async fn model_infer(
     Ok(response)
 }
 
-fn metadata(models: &ServerState, r: &ModelRef) -> Result<ModelMetadataResponse, Status> {
+fn metadata(
+    models: &ServerState,
+    r: &ModelMetadataRequest,
+) -> Result<ModelMetadataResponse, Status> {
     let m = models.served(&r.name, &r.version).map_err(status)?;
     let (inputs, outputs) = m.specs();
     let specs = |specs: &[super::kserve::TensorSpec]| {
@@ -239,11 +244,11 @@ impl Decoder for BytesDecoder {
 impl Codec for RawRequest {
     type Encode = ModelInferResponse;
     type Decode = Bytes;
-    type Encoder = <ProstCodec<ModelInferResponse, Empty> as Codec>::Encoder;
+    type Encoder = <ProstCodec<ModelInferResponse, ModelInferRequest> as Codec>::Encoder;
     type Decoder = BytesDecoder;
 
     fn encoder(&mut self) -> Self::Encoder {
-        ProstCodec::<ModelInferResponse, Empty>::default().encoder()
+        ProstCodec::<ModelInferResponse, ModelInferRequest>::default().encoder()
     }
 
     fn decoder(&mut self) -> Self::Decoder {
@@ -341,32 +346,34 @@ where
             .unwrap_or("")
             .to_string();
         match method.as_str() {
-            "ServerLive" => plain(req, limit, |_: Empty| Ok(Flag { value: true })),
-            "ServerReady" => plain(req, limit, move |_: Empty| {
-                Ok(Flag {
-                    value: m.is_ready(),
+            "ServerLive" => plain(req, limit, |_: ServerLiveRequest| {
+                Ok(ServerLiveResponse { live: true })
+            }),
+            "ServerReady" => plain(req, limit, move |_: ServerReadyRequest| {
+                Ok(ServerReadyResponse {
+                    ready: m.is_ready(),
                 })
             }),
-            "ModelReady" => plain(req, limit, move |r: ModelRef| {
-                (m.served(&r.name, &r.version).map_err(status)).map(|_| Flag {
-                    value: m.is_ready(),
+            "ModelReady" => plain(req, limit, move |r: ModelReadyRequest| {
+                (m.served(&r.name, &r.version).map_err(status)).map(|_| ModelReadyResponse {
+                    ready: m.is_ready(),
                 })
             }),
-            "ServerMetadata" => plain(req, limit, |_: Empty| {
+            "ServerMetadata" => plain(req, limit, |_: ServerMetadataRequest| {
                 Ok(ServerMetadataResponse {
                     name: "pjrt-actors".into(),
                     version: env!("CARGO_PKG_VERSION").into(),
                     extensions: EXTENSIONS.iter().map(|e| e.to_string()).collect(),
                 })
             }),
-            "ModelMetadata" => plain(req, limit, move |r: ModelRef| metadata(&m, &r)),
-            "ModelConfig" => plain(req, limit, move |r: ModelRef| {
+            "ModelMetadata" => plain(req, limit, move |r: ModelMetadataRequest| metadata(&m, &r)),
+            "ModelConfig" => plain(req, limit, move |r: ModelConfigRequest| {
                 let model = m.served(&r.name, &r.version).map_err(status)?;
                 Ok(ModelConfigResponse {
                     config: Some(triton::model_config(&m, model)),
                 })
             }),
-            "ModelStatistics" => plain(req, limit, move |r: ModelRef| {
+            "ModelStatistics" => plain(req, limit, move |r: ModelStatisticsRequest| {
                 triton::statistics(&m, &r.name, &r.version).map_err(status)
             }),
             "RepositoryIndex" => plain(req, limit, move |r: RepositoryIndexRequest| {

@@ -12,15 +12,17 @@ use serde_json::{Value, json};
 use super::kserve::{ServedModel, ServerState, TensorSpec, VERSION};
 use super::served::Served;
 use super::wire::datatype_name;
+use super::wire::messages::model_config::SchedulingChoice;
+use super::wire::messages::model_instance_group::Kind;
 use super::wire::messages::*;
 
 /// Triton's `TYPE_*` name and number for an element type.
 pub fn triton_type(t: ElementType) -> (&'static str, i32) {
     // Triton's config names each of the protocol's datatypes `TYPE_` and the same word.
     let protocol = datatype_name(t).unwrap_or("");
-    (data_type::NAMES.iter())
-        .find(|(n, _)| n.strip_prefix("TYPE_") == Some(protocol))
-        .map_or(("TYPE_INVALID", 0), |&(n, k)| (n, k))
+    let kind =
+        DataType::from_str_name(&format!("TYPE_{protocol}")).unwrap_or(DataType::TypeInvalid);
+    (kind.as_str_name(), kind as i32)
 }
 
 /// The model's configuration as Triton's `ModelConfig`.
@@ -43,8 +45,8 @@ fn config_tensor(s: &TensorSpec, batched: bool) -> (String, i32, Vec<i64>) {
 
 fn instance_kind(state: &ServerState) -> i32 {
     match state.client.platform().eq_ignore_ascii_case("cpu") {
-        true => KIND_CPU,
-        false => KIND_GPU,
+        true => Kind::Cpu as i32,
+        false => Kind::Gpu as i32,
     }
 }
 
@@ -62,8 +64,8 @@ fn generation_config(state: &ServerState, m: Served) -> ModelConfig {
             .map(|(name, data_type, dims)| ModelInput {
                 name,
                 data_type,
-                format: 0,
                 dims,
+                ..Default::default()
             })
             .collect(),
         output: (outputs.iter())
@@ -72,6 +74,7 @@ fn generation_config(state: &ServerState, m: Served) -> ModelConfig {
                 name,
                 data_type,
                 dims,
+                ..Default::default()
             })
             .collect(),
         instance_group: vec![ModelInstanceGroup {
@@ -79,30 +82,33 @@ fn generation_config(state: &ServerState, m: Served) -> ModelConfig {
             count: 1,
             gpus: Vec::new(),
             kind: instance_kind(state),
+            ..Default::default()
         }],
-        dynamic_batching: None,
         model_transaction_policy: Some(ModelTransactionPolicy { decoupled: true }),
+        ..Default::default()
     }
 }
 
 fn batched_config(state: &ServerState, m: &ServedModel) -> ModelConfig {
     let config = m.batcher.config();
     let p = &m.policy;
-    let gpu = instance_kind(state) == KIND_GPU;
+    let gpu = instance_kind(state) == Kind::Gpu as i32;
     let groups = m.batcher.device_groups();
     let instance_group = match gpu {
         false => vec![ModelInstanceGroup {
             name: m.name.clone(),
             count: groups.len() as i32,
             gpus: Vec::new(),
-            kind: KIND_CPU,
+            kind: Kind::Cpu as i32,
+            ..Default::default()
         }],
         true => (groups.iter().enumerate())
             .map(|(k, ids)| ModelInstanceGroup {
                 name: format!("{}_{k}", m.name),
                 count: 1,
                 gpus: ids.clone(),
-                kind: KIND_GPU,
+                kind: Kind::Gpu as i32,
+                ..Default::default()
             })
             .collect(),
     };
@@ -111,8 +117,8 @@ fn batched_config(state: &ServerState, m: &ServedModel) -> ModelConfig {
         .map(|(name, data_type, dims)| ModelInput {
             name,
             data_type,
-            format: 0,
             dims,
+            ..Default::default()
         })
         .collect();
     let output = (m.outputs.iter())
@@ -121,6 +127,7 @@ fn batched_config(state: &ServerState, m: &ServedModel) -> ModelConfig {
             name,
             data_type,
             dims,
+            ..Default::default()
         })
         .collect();
     let micros = |d: Option<Duration>| d.map_or(0, |d| d.as_micros() as u64);
@@ -132,7 +139,7 @@ fn batched_config(state: &ServerState, m: &ServedModel) -> ModelConfig {
         input,
         output,
         instance_group,
-        dynamic_batching: Some(ModelDynamicBatching {
+        scheduling_choice: Some(SchedulingChoice::DynamicBatching(ModelDynamicBatching {
             preferred_batch_size: (config.allowed_batch_sizes.iter())
                 .map(|&s| s.min(i32::MAX as usize) as i32)
                 .collect(),
@@ -150,17 +157,19 @@ fn batched_config(state: &ServerState, m: &ServedModel) -> ModelConfig {
                 allow_timeout_override: p.allow_timeout_override,
                 max_queue_size: config.max_queued.min(u32::MAX as usize) as u32,
             }),
-        }),
+            ..Default::default()
+        })),
         model_transaction_policy: Some(ModelTransactionPolicy { decoupled: false }),
+        ..Default::default()
     }
 }
 
 /// The configuration as Triton's HTTP endpoint writes it.
 pub fn config_json(c: &ModelConfig) -> Value {
     let type_name = |k: i32| {
-        (data_type::NAMES.iter())
-            .find(|(_, n)| *n == k)
-            .map_or("TYPE_INVALID", |(n, _)| *n)
+        DataType::try_from(k)
+            .unwrap_or(DataType::TypeInvalid)
+            .as_str_name()
     };
     let decoupled = c.model_transaction_policy.is_some_and(|p| p.decoupled);
     let mut config = json!({
@@ -188,13 +197,13 @@ pub fn config_json(c: &ModelConfig) -> Value {
         "model_transaction_policy": {"decoupled": decoupled},
         "instance_group": c.instance_group.iter().map(|g| json!({
             "name": g.name,
-            "kind": if g.kind == KIND_GPU { "KIND_GPU" } else { "KIND_CPU" },
+            "kind": Kind::try_from(g.kind).unwrap_or(Kind::Cpu).as_str_name(),
             "count": g.count,
             "gpus": g.gpus,
         })).collect::<Vec<_>>(),
     });
-    if let Some(batching) = &c.dynamic_batching {
-        let queue = batching.default_queue_policy.clone().unwrap_or_default();
+    if let Some(SchedulingChoice::DynamicBatching(batching)) = &c.scheduling_choice {
+        let queue = batching.default_queue_policy.unwrap_or_default();
         config["dynamic_batching"] = json!({
             "preferred_batch_size": batching.preferred_batch_size,
             "max_queue_delay_microseconds": batching.max_queue_delay_microseconds,
@@ -248,6 +257,7 @@ pub fn model_statistics(state: &ServerState, m: Served) -> ModelStatistics {
                     ..empty_phases()
                 }),
                 batch_stats: Vec::new(),
+                ..Default::default()
             }
         }
     }
@@ -300,6 +310,7 @@ fn batched_statistics(state: &ServerState, m: &ServedModel) -> ModelStatistics {
                 compute_output: Some(duration(b.compute_output)),
             })
             .collect(),
+        ..Default::default()
     }
 }
 
@@ -329,7 +340,7 @@ pub fn statistics_json(r: &ModelStatisticsResponse) -> Value {
     };
     let stats = (r.model_stats.iter())
         .map(|m| {
-            let i = m.inference_stats.clone().unwrap_or_default();
+            let i = m.inference_stats.unwrap_or_default();
             json!({
                 "name": m.name,
                 "version": m.version,

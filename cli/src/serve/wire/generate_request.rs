@@ -153,15 +153,15 @@ pub fn asked_of(p: &HashMap<String, InferParameter>) -> Result<Asked, String> {
         if CLIENT_FLAGS.contains(&name.as_str()) {
             continue;
         }
-        let value = match (name.as_str(), value.choice.as_ref()) {
+        let value = match (name.as_str(), value.parameter_choice.as_ref()) {
             (_, None) => continue,
-            ("stop", Some(ParameterChoice::String(ids))) => stop_list(ids)?,
-            (_, Some(ParameterChoice::Bool(b))) => Value::from(*b),
-            (_, Some(ParameterChoice::Int64(n))) if name == "stop" => Value::from(vec![*n]),
-            (_, Some(ParameterChoice::Int64(n))) => Value::from(*n),
-            (_, Some(ParameterChoice::Uint64(n))) => Value::from(*n),
-            (_, Some(ParameterChoice::Double(d))) => Value::from(*d),
-            (_, Some(ParameterChoice::String(s))) => Value::from(shown(s)),
+            ("stop", Some(ParameterChoice::StringParam(ids))) => stop_list(ids)?,
+            (_, Some(ParameterChoice::BoolParam(b))) => Value::from(*b),
+            (_, Some(ParameterChoice::Int64Param(n))) if name == "stop" => Value::from(vec![*n]),
+            (_, Some(ParameterChoice::Int64Param(n))) => Value::from(*n),
+            (_, Some(ParameterChoice::Uint64Param(n))) => Value::from(*n),
+            (_, Some(ParameterChoice::DoubleParam(d))) => Value::from(*d),
+            (_, Some(ParameterChoice::StringParam(s))) => Value::from(shown(s)),
         };
         // Each read alone first, so that an error names its parameter (serde's names none).
         let alone = serde_json::Map::from_iter([(name.clone(), value)]);
@@ -256,7 +256,7 @@ mod tests {
                 (
                     n.to_string(),
                     InferParameter {
-                        choice: Some(c.clone()),
+                        parameter_choice: Some(c.clone()),
                     },
                 )
             })
@@ -267,13 +267,13 @@ mod tests {
     fn stream_parameters_are_read_as_the_http_body_is() {
         use ParameterChoice::*;
         let asked = asked_of(&params(&[
-            ("max_tokens", Int64(5)),
-            ("temperature", Double(0.5)),
-            ("top_k", Uint64(3)),
-            ("top_p", Double(0.9)),
-            ("seed", Int64(7)),
-            ("stop", String("[0, 2]".into())),
-            ("triton_enable_empty_final_response", Bool(true)),
+            ("max_tokens", Int64Param(5)),
+            ("temperature", DoubleParam(0.5)),
+            ("top_k", Uint64Param(3)),
+            ("top_p", DoubleParam(0.9)),
+            ("seed", Int64Param(7)),
+            ("stop", StringParam("[0, 2]".into())),
+            ("triton_enable_empty_final_response", BoolParam(true)),
         ]))
         .unwrap();
         let body: GenerateBody = serde_json::from_str(
@@ -281,25 +281,28 @@ mod tests {
         )
         .unwrap();
         assert_eq!(format!("{asked:?}"), format!("{:?}", body.asked()));
-        let one = asked_of(&params(&[("stop", Int64(4))])).unwrap();
+        let one = asked_of(&params(&[("stop", Int64Param(4))])).unwrap();
         assert_eq!(one.stop, Some(vec![4]));
-        let none = asked_of(&params(&[("stop", String("".into()))])).unwrap();
+        let none = asked_of(&params(&[("stop", StringParam("".into()))])).unwrap();
         assert_eq!(none.stop, Some(vec![]));
         // Refused as the HTTP body refuses them: an unknown name, a wrong type, a bad list.
         for (bad, says) in [
             (
-                params(&[("max_token", Int64(5))]),
+                params(&[("max_token", Int64Param(5))]),
                 "unknown field `max_token`",
             ),
-            (params(&[("max_tokens", Int64(-1))]), "invalid value"),
-            (params(&[("max_tokens", Double(2.5))]), "invalid type"),
+            (params(&[("max_tokens", Int64Param(-1))]), "invalid value"),
+            (params(&[("max_tokens", DoubleParam(2.5))]), "invalid type"),
             (
-                params(&[("temperature", String("hot".into()))]),
+                params(&[("temperature", StringParam("hot".into()))]),
                 "invalid type",
             ),
-            (params(&[("stop", String("0,x".into()))]), "takes token ids"),
             (
-                params(&[("sequence_id", Int64(1))]),
+                params(&[("stop", StringParam("0,x".into()))]),
+                "takes token ids",
+            ),
+            (
+                params(&[("sequence_id", Int64Param(1))]),
                 "unknown field `sequence_id`",
             ),
         ] {
@@ -307,7 +310,7 @@ mod tests {
             assert!(err.contains(says), "{err}");
         }
         let long = vec!["1"; MAX_STOP_TOKENS + 1].join(",");
-        let err = asked_of(&params(&[("stop", String(long))])).unwrap_err();
+        let err = asked_of(&params(&[("stop", StringParam(long))])).unwrap_err();
         assert!(err.contains("more than 1024"), "{err}");
     }
 
