@@ -192,7 +192,7 @@ impl RouterHandle<'_> {
     /// which answers on the run's own channel: past the device queue's limit, `Error::Busy`
     /// at once.
     pub fn execute(self, run: Run) -> impl Future<Output = Result<Outputs>> + use<> {
-        let (request, answer_on) = ExecuteRequest::new(run);
+        let (request, answer_on) = DeviceHandle::execute_request(run);
         tell(self.addr, request);
         answer(answer_on)
     }

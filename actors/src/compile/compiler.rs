@@ -99,11 +99,11 @@ impl Actor for CompilerActor {
 #[derive(Message)]
 #[rtype(result = "Loaded")]
 pub(crate) struct CompileJob {
-    pub(crate) key: CompileKey,
-    pub(crate) code: Arc<Vec<u8>>,
-    pub(crate) options: CompileOptionsProto,
-    pub(crate) env: CompileEnv,
-    pub(crate) span: Span,
+    key: CompileKey,
+    code: Arc<Vec<u8>>,
+    options: CompileOptionsProto,
+    env: CompileEnv,
+    span: Span,
 }
 
 impl Handler<CompileJob> for CompilerActor {
@@ -336,9 +336,24 @@ pub struct CompilerPoolHandle<'a> {
 }
 
 impl CompilerPoolHandle<'_> {
-    /// Compiles `job` on a free worker (the compile service's queue hands jobs out only as
-    /// workers free up); resolves to the loaded executable, not yet registered.
-    pub(crate) fn compile(self, job: CompileJob) -> impl Future<Output = Loaded> + use<> {
+    /// Compiles `code` with `options` on a free worker (the compile service's queue hands
+    /// jobs out only as workers free up), in `span`; resolves to the loaded executable, not yet
+    /// registered.
+    pub(crate) fn compile(
+        self,
+        key: CompileKey,
+        code: Arc<Vec<u8>>,
+        options: CompileOptionsProto,
+        env: CompileEnv,
+        span: Span,
+    ) -> impl Future<Output = Loaded> + use<> {
+        let job = CompileJob {
+            key,
+            code,
+            options,
+            env,
+            span,
+        };
         ask(self.addr, job)
     }
 

@@ -15,7 +15,7 @@ use tracing::Span;
 use crate::arrays::site::Site;
 use crate::client::state::ClientState;
 use crate::compile::cache::{CancelToken, CompileKey, bump};
-use crate::compile::compiler::{CompileJob, CompilerActor, CompilerPoolHandle};
+use crate::compile::compiler::{CompilerActor, CompilerPoolHandle};
 use crate::compile::env::CompileEnv;
 use crate::compile::flight::{SingleFlight, Submitted, Waiter};
 use crate::error::{Error, Result};
@@ -88,13 +88,7 @@ impl CompileService {
                 addr: &self.pool,
                 state: &self.state,
             };
-            let request = pool.compile(CompileJob {
-                key,
-                code: spec.code,
-                options: spec.options,
-                env: self.env.clone(),
-                span: spec.span,
-            });
+            let request = pool.compile(key, spec.code, spec.options, self.env.clone(), spec.span);
             ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
                 if let Err(e) = guarded("compile finish", || {
                     act.finish(key, site, result);

@@ -143,7 +143,8 @@ pub struct Run {
 /// Runs an executable on this device's actor (the first device of a replicated run, or the
 /// chosen device of a portable one). Outputs come back flat, device-major, on `reply`: the
 /// client actor routes the request here, and the answer goes straight back to the caller.
-/// Built only by [`RouterHandle::execute`](crate::client::actor::RouterHandle::execute).
+/// Built only by [`DeviceHandle::execute_request`], for
+/// [`RouterHandle::execute`](crate::client::actor::RouterHandle::execute), which routes it.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct ExecuteRequest {
@@ -158,19 +159,6 @@ pub(crate) struct ExecuteRequest {
 }
 
 impl ExecuteRequest {
-    /// A request for `run`, sent now from the current span; its answer comes on `reply`.
-    pub(crate) fn new(run: Run) -> (Self, oneshot::Receiver<Result<Outputs>>) {
-        let (reply, answer) = oneshot::channel();
-        let request = ExecuteRequest {
-            run,
-            slot: None,
-            span: Span::current(),
-            sent: std::time::Instant::now(),
-            reply,
-        };
-        (request, answer)
-    }
-
     /// The device whose actor serves it: the chosen one of a portable run, else the first
     /// device the executable runs on.
     pub(crate) fn device(&self) -> Option<usize> {
@@ -387,6 +375,22 @@ pub struct DeviceHandle<'a> {
 }
 
 impl DeviceHandle<'_> {
+    /// A request to run `run` on a device actor, sent now from the current span; its answer
+    /// comes on the receiver. The router picks the device and sends it on.
+    pub(crate) fn execute_request(
+        run: Run,
+    ) -> (ExecuteRequest, oneshot::Receiver<Result<Outputs>>) {
+        let (reply, answer) = oneshot::channel();
+        let request = ExecuteRequest {
+            run,
+            slot: None,
+            span: Span::current(),
+            sent: std::time::Instant::now(),
+            reply,
+        };
+        (request, answer)
+    }
+
     /// The device allocator's statistics.
     pub fn memory_stats(self) -> impl Future<Output = Result<Option<DeviceMemoryStats>>> + use<> {
         ask(

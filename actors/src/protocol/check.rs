@@ -105,6 +105,127 @@ fn public_messages(code: &str) -> Vec<String> {
     out
 }
 
+/// The message types `code` declares (`#[derive(Message)]`), each with how a value is written:
+/// `Name {` for a struct with fields, `Name(` for a tuple struct, the bare name for a unit one.
+fn declared_messages(code: &str) -> Vec<(String, &'static str)> {
+    let mut out = Vec::new();
+    let mut lines = code.lines().peekable();
+    while let Some(line) = lines.next() {
+        if line.trim() != "#[derive(Message)]" {
+            continue;
+        }
+        for decl in lines.by_ref() {
+            let decl = decl.trim();
+            if decl.starts_with("#[") || decl.starts_with("//") {
+                continue;
+            }
+            let Some(rest) = decl.split("struct ").nth(1) else {
+                break;
+            };
+            let name: String = (rest.chars())
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            let form = match rest[name.len()..].trim_start().chars().next() {
+                Some('(') => "(",
+                Some(';') => "",
+                _ => " {",
+            };
+            out.push((name, form));
+            break;
+        }
+    }
+    out
+}
+
+/// The byte ranges of `code`'s `impl … XHandle … {` blocks: where an actor's handle builds its
+/// messages.
+fn handle_impls(code: &str) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for line in code.split_inclusive('\n') {
+        let t = line.trim_start();
+        let head = t.split('{').next().unwrap_or("");
+        let is_handle_impl = t.starts_with("impl")
+            && !head.contains(" for ")
+            && (head.split(|c: char| !(c.is_alphanumeric() || c == '_')))
+                .any(|w| w.ends_with("Handle"));
+        if is_handle_impl && let Some(open) = line.find('{') {
+            let start = at + open;
+            out.push(start..start + block(code, start).len());
+        }
+        at += line.len();
+    }
+    out
+}
+
+/// Where `files` (name, text) build a message of `messages` (name, form, declaring file)
+/// anywhere but inside its own file's handle impls: `file: Name`, once per place.
+fn built_outside_their_handle(
+    files: &[(String, String)],
+    messages: &[(String, &'static str, &str)],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (file, code) in files {
+        let handles = handle_impls(code);
+        // Line comments blanked, keeping offsets, so prose naming a message builds nothing.
+        let code: String = (code.split_inclusive('\n'))
+            .map(|l| match l.trim_start().starts_with("//") {
+                true => " ".repeat(l.len() - 1) + "\n",
+                false => l.to_string(),
+            })
+            .collect();
+        for (name, form, home) in messages {
+            // Elsewhere a message is reached only through a `use`; without one the name is
+            // something else's (an error variant, say).
+            let imported = (code.lines())
+                .any(|l| l.trim_start().starts_with("use ") && l.contains(name.as_str()));
+            if file.as_str() != *home && !imported {
+                continue;
+            }
+            let mut from = 0;
+            while let Some(found) = code[from..].find(name.as_str()) {
+                let at = from + found;
+                from = at + name.len();
+                let before = code[..at].chars().last().unwrap_or(' ');
+                let after = &code[from..];
+                let ident = |c: char| c.is_alphanumeric() || c == '_';
+                let whole_word = !(ident(before) || after.starts_with(ident));
+                // A declaration, a type (`msg: Name`), or another item's path (`Error::Name`).
+                let declared = ["struct ", "enum ", "impl ", "Handler<", "for ", ": ", "::"]
+                    .iter()
+                    .any(|p| code[..at].ends_with(p));
+                let built = match *form {
+                    "" => after.starts_with([')', ',', ';']),
+                    f => after.starts_with(f) || after.starts_with("::new("),
+                };
+                let in_its_handle =
+                    file.as_str() == *home && handles.iter().any(|h| h.contains(&at));
+                if whole_word && built && !declared && !in_its_handle {
+                    out.push(format!("{file}: {name}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every .rs file under `dir`, as (path from `dir`, text).
+fn sources_under(dir: &std::path::Path, base: &std::path::Path, out: &mut Vec<(String, String)>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources_under(&path, base, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let name = path
+                .strip_prefix(base)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            out.push((name, std::fs::read_to_string(&path).unwrap()));
+        }
+    }
+}
+
 /// What is wrong with the client actor's handlers against `owned` (message, what it owns, with
 /// each owned field named in backticks): a handler not listed (a forward belongs in a handle),
 /// a listed message with no handler, or a handler that never reads a field it claims.
@@ -168,6 +289,36 @@ fn only_an_actors_own_handle_builds_its_messages() {
     );
 }
 
+/// The actor files as paths under src/, for `SOURCES`' names.
+const ACTOR_FILES: &[(&str, &str)] = &[
+    ("client.rs", "client/actor.rs"),
+    ("compile_service.rs", "compile/service.rs"),
+    ("compiler.rs", "compile/compiler.rs"),
+    ("device.rs", "device/actor.rs"),
+    ("memory_space.rs", "device/memory_space.rs"),
+    ("buffer_registry.rs", "arrays/registry.rs"),
+];
+
+#[test]
+fn each_message_is_built_only_by_its_own_actors_handle() {
+    let messages: Vec<(String, &'static str, &str)> = (SOURCES.iter())
+        .flat_map(|(file, code)| {
+            let home = ACTOR_FILES.iter().find(|(f, _)| f == file).unwrap().1;
+            (declared_messages(code).into_iter()).map(move |(n, f)| (n, f, home))
+        })
+        .collect();
+    assert!(messages.len() >= 20, "{messages:?}");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources_under(&src, &src, &mut files);
+    files.retain(|(f, _)| f != "protocol/check.rs");
+    let problems = built_outside_their_handle(&files, &messages);
+    assert!(
+        problems.is_empty(),
+        "messages built outside their actor's handle: {problems:?}"
+    );
+}
+
 #[test]
 fn the_client_actor_handles_only_what_it_owns() {
     let (_, client) = SOURCES.iter().find(|(f, _)| *f == "client.rs").unwrap();
@@ -192,6 +343,36 @@ fn the_protocol_checks_see_what_breaks_them() {
     let public = "#[derive(Message)]\n/// docs\n#[rtype(result = \"()\")]\npub struct B { x: u8 }";
     assert!(public_messages(private).is_empty());
     assert_eq!(public_messages(public), ["pub struct B { x: u8 }"]);
+
+    let declared = "#[derive(Message)]\n#[rtype(result = \"()\")]\npub(crate) struct Run {\n    x: u8,\n}\n#[derive(Message)]\npub(crate) struct Stop;\n#[derive(Message)]\npub(crate) struct Forget(u8);";
+    let messages: Vec<(String, &'static str, &str)> = (declared_messages(declared).into_iter())
+        .map(|(n, f)| (n, f, "a.rs"))
+        .collect();
+    assert_eq!(messages.len(), 3);
+    let handle = "impl AHandle {\n    fn run(&self) { ask(&self.addr, Run { x: 1 }); tell(&self.addr, Stop); ask(&self.addr, Forget(2)) }\n}\nimpl Handler<Stop> for A {}\n// Run { x } in prose\n";
+    let files = |code: &str, name: &str| vec![(name.to_string(), code.to_string())];
+    assert!(built_outside_their_handle(&files(handle, "a.rs"), &messages).is_empty());
+    // The same handle in another actor's file builds messages that are not its own.
+    let moved = format!("use crate::a::{{Forget, Run, Stop}};\n{handle}");
+    assert_eq!(
+        built_outside_their_handle(&files(&moved, "b.rs"), &messages),
+        ["b.rs: Run", "b.rs: Stop", "b.rs: Forget"]
+    );
+    // A message as a type is no value; another file's variant of the same name is not it.
+    let typed = "impl Handler<Stop> for A {\n    fn handle(&mut self, _: Stop, msg: Run) {}\n}";
+    assert!(built_outside_their_handle(&files(typed, "a.rs"), &messages).is_empty());
+    let variant = "enum E {\n    Run { x: u8 },\n}\nfn f() -> E { E::Run { x: 1 } }";
+    assert!(built_outside_their_handle(&files(variant, "e.rs"), &messages).is_empty());
+    let elsewhere = "impl Service {\n    fn go(&self) { self.pool.send(Run { x: 1 }); let r = Run::new(2); }\n}";
+    assert_eq!(
+        built_outside_their_handle(&files(elsewhere, "a.rs"), &messages),
+        ["a.rs: Run", "a.rs: Run"]
+    );
+    let imported = format!("use crate::a::{{Run, Stop}};\n{elsewhere}");
+    assert_eq!(
+        built_outside_their_handle(&files(&imported, "c.rs"), &messages),
+        ["c.rs: Run", "c.rs: Run"]
+    );
 
     let owned: &[(&str, &str)] = &[("Route", "the choice (`next`)")];
     let routes = "impl Handler<Route> for ClientActor {\n    fn handle(&mut self) { guarded(\"r\", || { self.next += 1; Ok(()) }) }\n}";
