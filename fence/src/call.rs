@@ -2,6 +2,9 @@
 //! `unsafe fn`: nothing calls the plugin safely with an arbitrary function pointer) and
 //! and `Plugin::check`.
 
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use pjrt_sys as sys;
 
 use crate::abi;
@@ -32,6 +35,27 @@ macro_rules! call {
 }
 pub(crate) use {args, call};
 
+thread_local! {
+    /// Whether this thread must never call the plugin (the actor system's thread, whose every
+    /// message would wait behind a slow call).
+    static NO_PLUGIN_CALLS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Plugin calls made, in this process, on a thread that forbids them.
+static CALLS_WHERE_FORBIDDEN: AtomicU64 = AtomicU64::new(0);
+
+/// Marks the current thread as one that must make no plugin call: one made there anyway is
+/// counted (`plugin_calls_where_forbidden`) and logged as an error, naming the function.
+pub fn forbid_plugin_calls_on_this_thread() {
+    NO_PLUGIN_CALLS.with(|c| c.set(true));
+}
+
+/// How many plugin calls ran, in this process, on a thread that forbids them: 0 unless a path
+/// breaks the rule (tests read it).
+pub fn plugin_calls_where_forbidden() -> u64 {
+    CALLS_WHERE_FORBIDDEN.load(Ordering::Relaxed)
+}
+
 impl Plugin {
     /// Calls one PJRT function with its args struct, turning a returned error into `Error::Pjrt`.
     ///
@@ -51,6 +75,15 @@ impl Plugin {
                 hint: String::new(),
             });
         };
+        if NO_PLUGIN_CALLS.with(Cell::get) {
+            CALLS_WHERE_FORBIDDEN.fetch_add(1, Ordering::Relaxed);
+            let thread = std::thread::current();
+            tracing::error!(
+                function,
+                thread = thread.name(),
+                "a plugin call on a thread that must make none"
+            );
+        }
         // SAFETY: guaranteed by the caller.
         let err = unsafe { f(args) };
         self.check(function, err, size_of::<A>(), std::any::type_name::<A>())

@@ -29,6 +29,7 @@ mod plugin_bytes;
 mod values;
 
 pub use buffer::{HostBuffer, PjrtBuffer, PjrtEvent};
+pub use call::{forbid_plugin_calls_on_this_thread, plugin_calls_where_forbidden};
 pub use client::{
     DeviceDescription, DeviceMemoryStats, MemoryDescription, PjrtClient, PjrtDevice, PjrtMemory,
     PjrtTopology,

@@ -326,3 +326,61 @@ fn an_ordered_callback_may_compile_run_list_arrays_and_profile_the_heap() {
         assert_eq!(out, [3., 6., 9., 12.]);
     }
 }
+
+/// No plugin call runs on the actor system's thread (where the client actor and the compile
+/// service route and queue): executables evicted from the memory cache, cleared from it, or
+/// compiled for a caller who left are destroyed elsewhere, async runs routed there (one refused
+/// with its arguments' last handles) too, and so is the client itself at shutdown.
+#[test]
+fn no_plugin_call_runs_on_the_actor_systems_thread() {
+    use pjrt_actors::{CancelToken, CompileOptions};
+    let options = CompileOptions::default();
+    let client = Client::builder()
+        .compile_threads(1)
+        .memory_cache_entries(1)
+        .open()
+        .unwrap();
+    // Evicted: each compile pushes the one before out of a one-entry cache, with no handle left.
+    for k in 0..3 {
+        let (program, _) = crate::common::distinct_module(200 + k, 2);
+        drop(client.compile_and_load(&program, &options).unwrap());
+    }
+    // Cleared.
+    assert_eq!(client.clear_compile_cache().unwrap(), 1);
+    // Abandoned mid-compile: its caller cancels while the compiler runs it.
+    let token = CancelToken::new();
+    let abandoned = {
+        let (client, token) = (client.clone(), token.clone());
+        std::thread::spawn(move || {
+            let (slow, _) = crate::common::distinct_module(300, 1500);
+            client.compile_request(&slow).cancel_with(&token).load()
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while client.compile_queue_len() == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    token.cancel();
+    assert!(matches!(
+        abandoned.join().unwrap(),
+        Err(Error::RequestCancelled { .. })
+    ));
+    // Let the abandoned compile finish and its result be dropped.
+    while client.compile_queue_len() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Routed through the client actor: async runs, their arguments' last handles in the run.
+    let (program, dims) = crate::common::distinct_module(400, 2);
+    let exe = client.compile_and_load(&program, &options).unwrap();
+    let n = dims.iter().product::<i64>() as usize;
+    let device = &client.devices()[0];
+    for _ in 0..20 {
+        let x = device.put(&vec![1.0f32; n], &dims).unwrap();
+        let run = exe.execute_async(&[&x, &x]);
+        drop(x);
+        drop(block_on(run));
+    }
+    drop((exe, client));
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(pjrt_actors_core::pjrt::plugin_calls_where_forbidden(), 0);
+}

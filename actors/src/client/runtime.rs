@@ -173,6 +173,9 @@ impl Runtime {
             .name(format!("{name}-system"))
             .spawn(move || {
                 tag.mark_current_thread();
+                // The system thread routes and queues; a plugin call here would hold every
+                // message behind it (counted, and the test suite holds the count at 0).
+                crate::pjrt::forbid_plugin_calls_on_this_thread();
                 Arc::new(Mail::default()).watch_here();
                 let runner = actix_rt::System::with_tokio_rt(actor_tokio_runtime);
                 let started = runner.block_on(async move {

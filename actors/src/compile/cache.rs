@@ -106,14 +106,17 @@ impl<V: Clone> LruCache<V> {
         Some(value.clone())
     }
 
-    pub(crate) fn insert(&self, key: CompileKey, value: V) {
+    /// Inserts `value`, and gives back what left the cache for it (the entry it replaced and
+    /// the least recently used past the capacity), for the caller to drop where it may: an
+    /// executable's drop unregisters it and calls the plugin, which is nothing to do under the
+    /// cache's lock (its rank is a leaf) nor on the actor system's thread.
+    #[must_use = "what left the cache is the caller's to drop where plugin calls may run"]
+    pub(crate) fn insert(&self, key: CompileKey, value: V) -> Vec<V> {
         if self.capacity == 0 {
-            return;
+            return vec![value];
         }
         let tick = self.clock.fetch_add(1, Ordering::Relaxed);
         let mut map = self.map.write();
-        // What leaves the cache is dropped after the lock (an executable's drop unregisters it
-        // and calls the plugin: nothing to do under the cache's lock, whose rank is a leaf).
         let mut evicted = Vec::new();
         evicted.extend(map.insert(key, (value, AtomicU64::new(tick))));
         while map.len() > self.capacity {
@@ -127,19 +130,20 @@ impl<V: Clone> LruCache<V> {
             }
         }
         drop(map);
-        drop(evicted);
+        evicted.into_iter().map(|(v, _)| v).collect()
     }
 
-    /// Forgets `key`'s entry; returns whether there was one.
-    pub fn remove(&self, key: &CompileKey) -> bool {
-        let removed = self.map.write().remove(key);
-        removed.is_some()
+    /// Takes `key`'s entry out, for the caller to drop (see `insert`).
+    #[must_use = "what left the cache is the caller's to drop where plugin calls may run"]
+    pub fn take(&self, key: &CompileKey) -> Option<V> {
+        self.map.write().remove(key).map(|(v, _)| v)
     }
 
-    /// Empties the cache; returns how many entries it held.
-    pub fn clear(&self) -> usize {
+    /// Empties the cache; gives back every entry, for the caller to drop (see `insert`).
+    #[must_use = "what left the cache is the caller's to drop where plugin calls may run"]
+    pub fn clear(&self) -> Vec<V> {
         let all = std::mem::take(&mut *self.map.write());
-        all.len()
+        all.into_values().map(|(v, _)| v).collect()
     }
 }
 
@@ -205,23 +209,29 @@ mod tests {
     fn the_least_recently_used_entry_goes_first_and_hits_refresh_recency() {
         let stats = Arc::new(CacheStats::default());
         let cache = LruCache::new(2, stats.clone());
-        cache.insert(key(1), "one");
-        cache.insert(key(2), "two");
+        assert!(cache.insert(key(1), "one").is_empty());
+        assert!(cache.insert(key(2), "two").is_empty());
         assert_eq!(cache.get(&key(1)), Some("one")); // 1 is now newer than 2
-        cache.insert(key(3), "three");
+        assert_eq!(
+            cache.insert(key(3), "three"),
+            ["two"],
+            "given back, not dropped"
+        );
         assert_eq!(cache.get(&key(2)), None, "2 was the least recently used");
         assert_eq!(cache.get(&key(1)), Some("one"));
         assert_eq!(cache.get(&key(3)), Some("three"));
         assert_eq!(stats.memory_evictions.load(Ordering::Relaxed), 1);
         assert_eq!(stats.memory_hits.load(Ordering::Relaxed), 3);
-        assert_eq!(cache.clear(), 2);
+        let mut all = cache.clear();
+        all.sort();
+        assert_eq!(all, ["one", "three"]);
         assert_eq!(cache.get(&key(1)), None);
     }
 
     #[test]
     fn a_cache_of_capacity_zero_keeps_nothing() {
         let cache = LruCache::new(0, Arc::new(CacheStats::default()));
-        cache.insert(key(1), 1);
+        assert_eq!(cache.insert(key(1), 1), [1]);
         assert_eq!(cache.get(&key(1)), None);
     }
 

@@ -23,7 +23,7 @@ use crate::compile::worker::{CompileWorker, WorkerSpec};
 use crate::error::{Error, Result};
 use crate::execute::executable::ExecutableMeta;
 use crate::pjrt::{NamedValue, PjrtClient, PjrtDevice, PjrtLoadedExecutable, PjrtTopology};
-use crate::protocol::supervision::{Mailbox, ask, guarded};
+use crate::protocol::supervision::{Mailbox, ask, guarded, tell};
 
 /// What a worker answers: the loaded executable and what was read of it.
 pub type Loaded = Result<(PjrtLoadedExecutable, ExecutableMeta)>;
@@ -335,7 +335,29 @@ pub struct CompilerPoolHandle<'a> {
     pub(crate) state: &'a Arc<ClientState>,
 }
 
+/// Executables (loaded, or registered cores) let go by an actor that must not call the plugin
+/// (the compile service, on the system thread), dropped on a compiler thread.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Release(Vec<Box<dyn Send>>);
+
+impl Handler<Release> for CompilerActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Release, _: &mut SyncContext<Self>) {
+        let _ = guarded("release executables", || {
+            drop(msg.0);
+            Ok(())
+        });
+    }
+}
+
 impl CompilerPoolHandle<'_> {
+    /// Drops `executables` on a compiler thread, where plugin calls may run; nobody waits.
+    pub(crate) fn release(self, executables: Vec<Box<dyn Send>>) {
+        tell(self.addr, Release(executables));
+    }
+
     /// Compiles `code` with `options` on a free worker (the compile service's queue hands
     /// jobs out only as workers free up), in `span`; resolves to the loaded executable, not yet
     /// registered.

@@ -78,6 +78,11 @@ impl<K: Hash + Eq + Copy, J, R: Clone> SingleFlight<K, J, R> {
         None
     }
 
+    /// Whether anyone still waits for `key`'s result (a waiter not cancelled, not gone).
+    pub fn anyone_waiting(&self, key: &K) -> bool {
+        (self.waiting.get(key)).is_some_and(|ws| ws.iter().any(|w| !w.abandoned()))
+    }
+
     /// A worker finished `key`: its result goes to every waiter still there. Returns whether
     /// anyone took it (a result no one waits for is the caller's to drop).
     pub fn finish(&mut self, key: K, result: R) -> bool {

@@ -48,13 +48,13 @@ pub(crate) struct Submit {
 /// Forget every executable in the memory cache (they stay loaded while handles hold them);
 /// answers how many it held.
 #[derive(Message)]
-#[rtype(result = "Result<usize>")]
+#[rtype(result = "Result<Vec<Arc<ExecutableCore>>>")]
 pub(crate) struct ClearMemoryCache;
 
 /// Forgets one key's executable in the memory cache (an unloaded compile's: it must not stay
 /// loaded and live); answers whether it was there.
 #[derive(Message)]
-#[rtype(result = "Result<bool>")]
+#[rtype(result = "Result<Option<Arc<ExecutableCore>>>")]
 pub(crate) struct ForgetCompiled(CompileKey);
 
 pub struct CompileService {
@@ -111,14 +111,51 @@ impl CompileService {
         site: Site,
         result: Result<(PjrtLoadedExecutable, ExecutableMeta)>,
     ) {
+        if !self.flight.anyone_waiting(&key) {
+            // Abandoned mid-compile: never registered, so never live; destroyed on a compiler
+            // thread.
+            bump(&self.env.stats.cancelled);
+            let compiled = result.ok().map(|(exe, _)| Box::new(exe) as Box<dyn Send>);
+            let what = "an abandoned compile";
+            (self.flight).finish(key, Err(Error::RequestCancelled { what }));
+            self.release(compiled.into_iter().collect());
+            return;
+        }
         let result = result.map(|(exe, meta)| self.state.register_executable(exe, meta, site));
         let delivered = self.flight.finish(key, result.clone());
         match (result, delivered) {
-            (Ok(core), true) => self.state.memory_cache.insert(key, core),
+            (Ok(core), true) => {
+                let evicted = self.state.memory_cache.insert(key, core);
+                self.release(Self::boxed(evicted));
+            }
             (_, true) => {}
-            // Abandoned mid-compile: the result is dropped here, unregistered, not leaked.
-            (_, false) => bump(&self.env.stats.cancelled),
+            // Its last waiter left as it was answered: let go (unregistered, not leaked).
+            (result, false) => {
+                bump(&self.env.stats.cancelled);
+                self.release(Self::boxed(result.into_iter().collect()));
+            }
         }
+    }
+
+    /// Executables as what `CompilerPoolHandle::release` drops.
+    fn boxed(executables: Vec<Arc<ExecutableCore>>) -> Vec<Box<dyn Send>> {
+        (executables.into_iter())
+            .map(|e| Box::new(e) as Box<dyn Send>)
+            .collect()
+    }
+
+    /// Hands executables this service lets go to the compiler pool to be dropped there: a
+    /// drop may destroy the executable, a plugin call, which never runs on this actor's thread
+    /// (the system thread).
+    fn release(&self, executables: Vec<Box<dyn Send>>) {
+        if executables.is_empty() {
+            return;
+        }
+        let pool = CompilerPoolHandle {
+            addr: &self.pool,
+            state: &self.state,
+        };
+        pool.release(executables);
     }
 
     fn submit(&mut self, spec: CompileSpec, waiter: Waiter<CompileReply>) {
@@ -170,19 +207,22 @@ impl Handler<Submit> for CompileService {
 }
 
 impl Handler<ForgetCompiled> for CompileService {
-    type Result = Result<bool>;
+    type Result = Result<Option<Arc<ExecutableCore>>>;
 
     fn handle(&mut self, msg: ForgetCompiled, _: &mut Context<Self>) -> Self::Result {
+        // The caller's handle drops what is taken, on the caller's thread.
         guarded("forget compiled", || {
-            Ok(self.state.memory_cache.remove(&msg.0))
+            Ok(self.state.memory_cache.take(&msg.0))
         })
     }
 }
 
 impl Handler<ClearMemoryCache> for CompileService {
-    type Result = Result<usize>;
+    type Result = Result<Vec<Arc<ExecutableCore>>>;
 
     fn handle(&mut self, _: ClearMemoryCache, _: &mut Context<Self>) -> Self::Result {
+        // The caller's handle drops what is cleared, on the caller's thread, before it answers:
+        // once the clear returns, what it held is gone.
         guarded("clear memory cache", || Ok(self.state.memory_cache.clear()))
     }
 }
@@ -217,11 +257,15 @@ impl CompileServiceHandle<'_> {
 
     /// Forgets one key's executable in the memory cache; resolves to whether it was there.
     pub fn forget(self, key: CompileKey) -> impl Future<Output = Result<bool>> + use<> {
-        ask(self.addr, ForgetCompiled(key))
+        // What was taken is dropped here, where the caller polls: never the system thread.
+        let taken = ask(self.addr, ForgetCompiled(key));
+        async move { taken.await.map(|executable| executable.is_some()) }
     }
 
     /// Forgets every executable the memory cache holds; resolves to how many it held.
     pub fn clear_memory_cache(self) -> impl Future<Output = Result<usize>> + use<> {
-        ask(self.addr, ClearMemoryCache)
+        // What was cleared is dropped here, where the caller polls: never the system thread.
+        let cleared = ask(self.addr, ClearMemoryCache);
+        async move { cleared.await.map(|all| all.len()) }
     }
 }
