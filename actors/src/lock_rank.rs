@@ -31,6 +31,43 @@ const fn rank(name: &'static str, bit: u32, followers: &[LockRank]) -> LockRank 
     }
 }
 
+/// The bit the subsystem leaves below share: a compile or an execute may take any of them
+/// under a callback's turn or a buffer slot (a callback compiles and runs programs).
+const SUBSYSTEM_LEAF: LockRank = LockRank {
+    name: "a subsystem's leaf",
+    bit: 1 << 6,
+    followers: 0,
+};
+
+/// A leaf of one subsystem, named: nothing is taken while it is held, and it is never held
+/// together with another (each guards one small piece of state for an instant, or a wait).
+const fn leaf(name: &'static str) -> LockRank {
+    LockRank {
+        name,
+        ..SUBSYSTEM_LEAF
+    }
+}
+
+/// The Redis tier's connection, or the key-value store's: held while connecting (one attempt
+/// at a time) and, for the store's blocking connection, for one operation.
+pub const REDIS_CONNECTION: LockRank = leaf("Redis connection");
+/// What a Redis failure keeps the tier from asking (`Skips`).
+pub const REDIS_SKIPS: LockRank = leaf("Redis tier's skips");
+/// When the tier last asked a cluster for its slot map.
+pub const REDIS_MAP_ASKED: LockRank = leaf("Redis tier's slot-map time");
+/// Compiles waiting for a wake-up on a Redis channel (with its condition variable).
+pub const REDIS_WAKE: LockRank = leaf("Redis tier's wake-up waiters");
+/// A compile worker's child process, shared with its watchdog.
+pub const WORKER_PROCESS: LockRank = leaf("compile worker process");
+/// The sha256 of each plugin file read, once a process (the known-defect table's key).
+pub const PLUGIN_DIGESTS: LockRank = leaf("plugin file digests");
+/// The runtime's threads to join, and how long to wait for workers.
+pub const RUNTIME_THREADS: LockRank = leaf("runtime threads");
+/// The count of live compiler worker threads (with its condition variable).
+pub const WORKER_COUNT: LockRank = leaf("compiler worker count");
+/// Worker tokens handed to compiler threads as they start.
+pub const WORKER_TOKENS: LockRank = leaf("compiler worker tokens");
+
 /// Leaves: nothing is taken while one is held.
 pub const REGISTRY_SHARD: LockRank = rank("registry shard", 1 << 0, &[]);
 pub const CALLBACK_FAILURE: LockRank = rank("callback failure", 1 << 1, &[]);
@@ -51,6 +88,7 @@ pub const CALLBACK_ORDER: LockRank = rank(
         SEND_RECV,
         REGISTRY_SHARD,
         COMPILE_CACHE,
+        SUBSYSTEM_LEAF,
     ],
 );
 /// `BUFFER_SLOT`'s bit with no followers, to name it inside the ranks it follows.
@@ -71,6 +109,7 @@ pub const BUFFER_SLOT: LockRank = rank(
         SEND_RECV,
         REGISTRY_SHARD,
         COMPILE_CACHE,
+        SUBSYSTEM_LEAF,
     ],
 );
 
@@ -160,6 +199,18 @@ impl<G> Ranked<G> {
     }
 }
 
+impl<T> Ranked<MutexGuard<'_, T>> {
+    /// Waits on `condvar` until notified or `deadline`, the lock let go meanwhile (its rank
+    /// stays: nothing is taken while waiting).
+    pub fn wait_until(
+        &mut self,
+        condvar: &parking_lot::Condvar,
+        deadline: std::time::Instant,
+    ) -> parking_lot::WaitTimeoutResult {
+        condvar.wait_until(&mut self.guard, deadline)
+    }
+}
+
 /// A mutex with its rank: every `lock` is checked against the ranks this thread holds.
 pub struct RankedMutex<T> {
     rank: LockRank,
@@ -241,6 +292,13 @@ impl<G: DerefMut> DerefMut for Ranked<G> {
 mod tests {
     use super::*;
 
+    /// A caught panic's message (this module imports nothing of the crate, so no cycle).
+    fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+        (payload.downcast_ref::<String>().cloned())
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
+    }
+
     #[test]
     fn locks_taken_in_their_order_pass_and_may_be_let_go_in_any() {
         let slot_a = acquire(BUFFER_SLOT);
@@ -262,7 +320,7 @@ mod tests {
             let _shard = acquire(REGISTRY_SHARD);
             let _slot = acquire(BUFFER_SLOT);
         });
-        let message = crate::protocol::supervision::panic_message(&*caught.unwrap_err());
+        let message = panic_text(caught.unwrap_err());
         assert!(
             message.contains("`buffer slot` taken at")
                 && message.contains("while `registry shard` is held")
@@ -297,7 +355,7 @@ mod tests {
                 let _shard = shard.lock();
                 take();
             }));
-            let message = crate::protocol::supervision::panic_message(&*caught.unwrap_err());
+            let message = panic_text(caught.unwrap_err());
             assert!(
                 message.contains("while `registry shard` is held"),
                 "{message}"

@@ -2,6 +2,7 @@
 //! its facts into the shared state, then start the actors and wire their routes. Every typed
 //! error happens before a thread starts; nothing else in the crate builds an actor.
 
+use crate::lock_rank::{RankedMutex, WORKER_TOKENS};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -160,7 +161,7 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
     let workers = WorkerCount::default();
     // Tokens are taken now, so shutdown waits even for a worker that has not started yet.
     let tokens: Vec<_> = (0..compile_threads).map(|_| workers.token()).collect();
-    let tokens = Arc::new(parking_lot::Mutex::new(tokens));
+    let tokens = Arc::new(RankedMutex::new(WORKER_TOKENS, tokens));
     let (st, wk) = (state.clone(), workers.clone());
     let (runtime, (client, routes)) = Runtime::start("pjrt-actors", workers, move |tag| {
         let mut arbiters = Vec::new();

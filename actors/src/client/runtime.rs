@@ -1,6 +1,7 @@
 //! The actix `System` a client runs on: started on threads the runtime owns, so callers never run
 //! an actix system themselves, and stopped and joined when the last handle goes.
 
+use crate::lock_rank::{RUNTIME_THREADS, RankedMutex, WORKER_COUNT};
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
@@ -104,8 +105,15 @@ pub fn on_runtime_thread() -> bool {
 
 /// Counts threads the runtime cannot join (actix's `SyncArbiter` workers hand out no join
 /// handle): each holds a `WorkerToken`, dropped as the last thing the thread does.
-#[derive(Clone, Default)]
-pub struct WorkerCount(Arc<(parking_lot::Mutex<usize>, parking_lot::Condvar)>);
+#[derive(Clone)]
+pub struct WorkerCount(Arc<(RankedMutex<usize>, parking_lot::Condvar)>);
+
+impl Default for WorkerCount {
+    fn default() -> Self {
+        let count = RankedMutex::new(WORKER_COUNT, 0);
+        WorkerCount(Arc::new((count, parking_lot::Condvar::new())))
+    }
+}
 
 /// Held by one worker thread for as long as it runs.
 pub struct WorkerToken(WorkerCount);
@@ -122,7 +130,7 @@ impl WorkerCount {
         let mut n = count.lock();
         let deadline = std::time::Instant::now() + timeout;
         while *n > 0 {
-            if cond.wait_until(&mut n, deadline).timed_out() {
+            if n.wait_until(cond, deadline).timed_out() {
                 return *n == 0;
             }
         }
@@ -141,7 +149,7 @@ impl Drop for WorkerToken {
 /// Owns the system thread and the arbiters started on it; `Drop` stops and joins them all.
 pub struct Runtime {
     system: actix_rt::System,
-    threads: parking_lot::Mutex<Threads>,
+    threads: RankedMutex<Threads>,
     tag: RuntimeTag,
     workers: WorkerCount,
 }
@@ -197,11 +205,14 @@ impl Runtime {
         Ok((
             Runtime {
                 system,
-                threads: parking_lot::Mutex::new(Threads {
-                    system_thread: Some(system_thread),
-                    arbiters,
-                    worker_wait: DEFAULT_SHUTDOWN_TIMEOUT,
-                }),
+                threads: RankedMutex::new(
+                    RUNTIME_THREADS,
+                    Threads {
+                        system_thread: Some(system_thread),
+                        arbiters,
+                        worker_wait: DEFAULT_SHUTDOWN_TIMEOUT,
+                    },
+                ),
                 tag,
                 workers,
             },

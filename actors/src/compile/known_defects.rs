@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use super::cache::CompileKey;
 use super::options::CompileOptions;
@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::formats::mlir_text_ops;
 use crate::formats::program_ops::op_names;
 pub use crate::formats::program_ops::ops_used;
+use crate::lock_rank::{PLUGIN_DIGESTS, RankedMutex};
 
 /// The table, one entry a line (tab-separated; `#` starts a comment).
 const TABLE: &str = include_str!("known_defects.tsv");
@@ -303,13 +304,13 @@ fn fixes_against(
 /// The sha256 of a plugin file, read once a process per path.
 pub fn plugin_sha256(path: &Path) -> Option<String> {
     // Process-wide, as the plugin file itself is: one read per file, whichever client asks.
-    static SEEN: OnceLock<Mutex<HashMap<PathBuf, Option<String>>>> = OnceLock::new();
-    let seen = SEEN.get_or_init(Default::default);
-    if let Some(hit) = seen.lock().ok()?.get(path) {
+    static SEEN: OnceLock<RankedMutex<HashMap<PathBuf, Option<String>>>> = OnceLock::new();
+    let seen = SEEN.get_or_init(|| RankedMutex::new(PLUGIN_DIGESTS, HashMap::new()));
+    if let Some(hit) = seen.lock().get(path) {
         return hit.clone();
     }
     let digest = sha256_file(path);
-    seen.lock().ok()?.insert(path.to_owned(), digest.clone());
+    seen.lock().insert(path.to_owned(), digest.clone());
     digest
 }
 

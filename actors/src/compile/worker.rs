@@ -18,10 +18,11 @@
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::lock_rank::{RankedMutex, WORKER_PROCESS};
 use crate::pjrt::NamedValue;
 
 /// The protocol the client and its worker speak, given to the worker as `--protocol`: a worker
@@ -199,7 +200,7 @@ type WorkerAnswer = std::result::Result<Vec<u8>, (Vec<u8>, Vec<u8>)>;
 pub struct CompileWorker {
     /// Shared with a compile's watchdog, which kills it past the time limit. It is reaped only
     /// after the watchdog has been joined, so its pid cannot be another process's by then.
-    child: Arc<Mutex<Child>>,
+    child: Arc<RankedMutex<Child>>,
     stdin: ChildStdin,
     stdout: ChildStdout,
     timeout: Duration,
@@ -221,7 +222,7 @@ impl CompileWorker {
             _ => unreachable!("both pipes were asked for"),
         };
         Ok(CompileWorker {
-            child: Arc::new(Mutex::new(child)),
+            child: Arc::new(RankedMutex::new(WORKER_PROCESS, child)),
             stdin,
             stdout,
             timeout: spec.limits.compile_timeout,
@@ -241,8 +242,8 @@ impl CompileWorker {
             .name("pjrt-actors-compile-watchdog".into())
             .spawn(move || {
                 let fired = cancelled.recv_timeout(timeout) == Err(mpsc::RecvTimeoutError::Timeout);
-                if fired && let Ok(mut child) = child.lock() {
-                    let _ = child.kill();
+                if fired {
+                    let _ = child.lock().kill();
                 }
                 fired
             })
@@ -350,9 +351,7 @@ impl CompileWorker {
 
     /// How the worker ended: killed first, or (`kill` false) waited for as it exits.
     fn ended(&mut self, kill: bool) -> Error {
-        let Ok(mut child) = self.child.lock() else {
-            return Error::Internal("a compile worker's handle was poisoned".into());
-        };
+        let mut child = self.child.lock();
         if kill {
             let _ = child.kill();
         }
@@ -387,10 +386,9 @@ impl CompileWorker {
 impl Drop for CompileWorker {
     fn drop(&mut self) {
         // No watchdog outlives a compile, so nothing else holds the child now; waiting reaps it.
-        if let Ok(mut child) = self.child.lock() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        let mut child = self.child.lock();
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 

@@ -2,9 +2,8 @@
 //! `put` (polling with backoff up to the plugin's timeout), `try_get` answers at once, `put`
 //! sets. Keys live under a namespace so several clients can share one server.
 
+use crate::lock_rank::{REDIS_CONNECTION, RankedMutex};
 use std::time::{Duration, Instant};
-
-use parking_lot::Mutex;
 
 use crate::fleet::target::RedisTarget;
 use crate::pjrt::kv::{KvError, KvStore};
@@ -13,7 +12,7 @@ use crate::pjrt::kv::{KvError, KvStore};
 pub struct RedisKvStore {
     target: RedisTarget,
     namespace: String,
-    conn: Mutex<Option<Box<dyn redis::ConnectionLike + Send>>>,
+    conn: RankedMutex<Option<Box<dyn redis::ConnectionLike + Send>>>,
     timeout: Duration,
 }
 
@@ -30,7 +29,7 @@ impl RedisKvStore {
         Ok(RedisKvStore {
             target,
             namespace: namespace.to_string(),
-            conn: Mutex::new(None),
+            conn: RankedMutex::new(REDIS_CONNECTION, None),
             timeout,
         })
     }

@@ -90,6 +90,7 @@ fn sources_under(dirs: &[&str]) -> String {
 }
 
 mod cycles;
+mod locks;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()

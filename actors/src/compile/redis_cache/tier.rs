@@ -2,11 +2,11 @@
 //! connection manager, or a cluster's connection) on a one-thread tokio runtime, leases renewed
 //! in the background, every round trip bounded.
 
+use crate::lock_rank::{REDIS_CONNECTION, REDIS_MAP_ASKED, REDIS_SKIPS, RankedMutex};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
 use redis::AsyncCommands;
 
 use super::{Lookup, MAX_LEASE, RedisCacheConfig, redact};
@@ -36,13 +36,13 @@ pub struct RedisTier {
     /// Taken on drop and shut down in the background: the last handle may go on a thread
     /// that runs another runtime (an actor's), where a blocking runtime drop would panic.
     rt: Option<tokio::runtime::Runtime>,
-    conn: Mutex<Option<RedisConnection>>,
+    conn: RankedMutex<Option<RedisConnection>>,
     /// After a connection failure or timeout, Redis (a cluster: that key's master) is skipped
     /// for a second, so an unreachable server costs one timeout per second, not one per
     /// compile. Shared with the task that reads a cluster's slot map.
-    skips: Arc<Mutex<Skips>>,
+    skips: Arc<RankedMutex<Skips>>,
     /// When the slot map was last asked for (at most once per skip).
-    map_asked: Mutex<Option<Instant>>,
+    map_asked: RankedMutex<Option<Instant>>,
     stats: Arc<CacheStats>,
     warned: AtomicBool,
     /// This process's lease tokens: host, pid and a counter.
@@ -99,9 +99,9 @@ impl RedisTier {
             config,
             target,
             rt: Some(rt),
-            conn: Mutex::new(None),
-            skips: Default::default(),
-            map_asked: Mutex::new(None),
+            conn: RankedMutex::new(REDIS_CONNECTION, None),
+            skips: Arc::new(RankedMutex::new(REDIS_SKIPS, Skips::default())),
+            map_asked: RankedMutex::new(REDIS_MAP_ASKED, None),
             stats,
             warned: AtomicBool::new(false),
             tokens: Default::default(),
@@ -220,7 +220,10 @@ impl RedisTier {
         }
         if skip {
             self.skips.lock().failed(slot, Instant::now());
-            if let Some(conn) = self.conn.lock().clone() {
+            // The connection's lock is let go before the slot map is asked for (an `if let`
+            // would hold it through its block).
+            let conn = self.conn.lock().clone();
+            if let Some(conn) = conn {
                 self.read_slot_map(conn);
             }
         }

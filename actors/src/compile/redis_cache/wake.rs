@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Condvar;
+
+use crate::lock_rank::{REDIS_WAKE, RankedMutex};
 
 /// Polling while wake-ups arrive: from the first delay to the cap, only as the fallback for a
 /// lost message (a dead holder sends none; its lease expiring is found by this poll).
@@ -25,11 +27,10 @@ pub fn next_poll(delay: Duration, live: bool) -> Duration {
 
 /// Who waits on which channel, and how often each was woken. Owned by the tier; only channels
 /// with a waiter are kept, so a fleet's other keys cost nothing here.
-#[derive(Default)]
 pub struct Wakes {
     /// channel -> (waiters, wake-ups seen). A Mutex with a Condvar: waiters block on compile
     /// threads (the tier's callers), the subscription task only flips counters.
-    waiting: Mutex<HashMap<String, (usize, u64)>>,
+    waiting: RankedMutex<HashMap<String, (usize, u64)>>,
     woken: Condvar,
     /// Whether the subscription is up (a waiter then polls slowly).
     live: AtomicBool,
@@ -43,6 +44,17 @@ pub struct Watch<'a> {
     wakes: &'a Wakes,
     channel: String,
     seen: u64,
+}
+
+impl Default for Wakes {
+    fn default() -> Self {
+        Wakes {
+            waiting: RankedMutex::new(REDIS_WAKE, HashMap::new()),
+            woken: Condvar::new(),
+            live: AtomicBool::new(false),
+            started: AtomicBool::new(false),
+        }
+    }
 }
 
 impl Wakes {
@@ -116,12 +128,7 @@ impl Watch<'_> {
                 self.seen = now;
                 return true;
             }
-            if self
-                .wakes
-                .woken
-                .wait_until(&mut waiting, deadline)
-                .timed_out()
-            {
+            if waiting.wait_until(&self.wakes.woken, deadline).timed_out() {
                 return false;
             }
         }
