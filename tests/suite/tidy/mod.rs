@@ -301,6 +301,15 @@ fn the_readme_is_short_and_its_book_pages_exist() {
 }
 
 #[test]
+fn the_architecture_is_at_most_600_lines() {
+    let lines = architecture().lines().count();
+    assert!(
+        lines <= 600,
+        "ARCHITECTURE.md is {lines} lines: it holds what changes rarely (the map, the owners, the invariants, the entry points); the rest belongs in docs/dev/"
+    );
+}
+
+#[test]
 fn every_path_the_architecture_names_exists() {
     let doc = architecture();
     let mut paths = BTreeSet::new();
