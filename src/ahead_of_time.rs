@@ -5,11 +5,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use pjrt_actors_core::compile::CompileOptions;
-use pjrt_actors_core::compile::envelope;
-use pjrt_actors_core::compile::program_check::{
-    check_program_for, explain_parse_failure, plugin_stablehlo,
-};
+use pjrt_actors_core::compile::program_check::{explain_parse_failure, plugin_stablehlo};
+use pjrt_actors_core::compile::{CompileOptions, encode_options, envelope, flow};
 use pjrt_actors_core::execute::executable::ExecutableMeta;
 use pjrt_actors_core::pjrt::{ArrayType, NamedValue};
 use pjrt_actors_core::{Error, Result, TopologyDescription};
@@ -44,10 +41,7 @@ impl CompileRequest {
     /// `compile` where the plugin has no ahead-of-time compiler: load, serialize, let go.
     pub(crate) async fn compile_by_loading(self) -> Result<Executable> {
         let state = self.shared.state();
-        let key = self.cache_key(
-            state,
-            &self.program_options()?.to_bytes(&state.device_facts())?,
-        );
+        let key = flow::prepare(state, &self.program, &self.options)?.key;
         // A program already loaded here stays so; one loaded only for this compile is let go.
         let loaded_before = state.cached_executable(&key).is_some();
         let shared = self.shared.clone();
@@ -230,14 +224,11 @@ fn compile_ahead(
     own: bool,
 ) -> Result<impl Future<Output = Result<Option<Executable>>> + use<>> {
     let state = client.state();
-    state.check_open()?;
+    flow::check(state, program, options.allow_known_defects)?;
     let snap = state.snapshot();
-    check_program_for(program, &snap.platform_name, snap.plugin_api_version)?;
-    state.check_known_defects(program, options.allow_known_defects)?;
-    let mut options = options.for_program(&pjrt_actors_core::formats::spmd::read(program))?;
-    state.fix_known_defects(program, &mut options);
-    let options = &options;
-    let proto = options.to_bytes(&state.device_facts())?;
+    let prepared = flow::prepare(state, program, options)?;
+    let options = &prepared.options;
+    let proto = encode_options(&prepared.proto);
     let compiled = client.shared.compiler_pool().compile_ahead(
         program.clone(),
         proto.clone(),

@@ -3,23 +3,16 @@
 //! cache's counters, and `Executable`, a compiled program that is not loaded.
 
 use std::future::Future;
-use std::pin::pin;
 use std::sync::Arc;
-use std::task::Poll;
 
+use pjrt_actors_core::Result;
 use pjrt_actors_core::arrays::site::Site;
 use pjrt_actors_core::callbacks::HostCallback;
-use pjrt_actors_core::client::state::ClientState;
+use pjrt_actors_core::compile::CompileOptions;
 pub use pjrt_actors_core::compile::cache::CancelToken;
-use pjrt_actors_core::compile::cache::CompileKey;
 use pjrt_actors_core::compile::envelope;
-use pjrt_actors_core::compile::program_check::{
-    check_program_for, explain_parse_failure, plugin_stablehlo,
-};
-use pjrt_actors_core::compile::service::CompileSpec;
-use pjrt_actors_core::compile::{CompileOptions, encode_options};
+use pjrt_actors_core::compile::flow::{self, CompileCall};
 use pjrt_actors_core::execute::executable::ExecutableCore;
-use pjrt_actors_core::{Error, Result};
 
 use crate::handles::{Caller, Client, ClientGuard, LoadedExecutable, wait};
 
@@ -132,67 +125,15 @@ impl CompileRequest {
         LoadedExecutable::bind(self.shared, core, self.callbacks).await
     }
 
-    /// The request's options for its program, with what the program says of its own
-    /// partitioning filled in and the options that avoid a known defect it runs into added
-    /// (the one place every compile path resolves them, before the cache key is made).
-    pub(crate) fn program_options(&self) -> Result<CompileOptions> {
-        let mut options = self
-            .options
-            .for_program(&pjrt_actors_core::formats::spmd::read(&self.program))?;
-        (self.shared.state()).fix_known_defects(&self.program, &mut options);
-        Ok(options)
-    }
-
-    /// The compile cache's key for this request, whose options encode as `options`.
-    pub(crate) fn cache_key(&self, state: &ClientState, options: &[u8]) -> CompileKey {
-        state.compile_key_allowing(&self.program, options, self.options.allow_known_defects)
-    }
-
-    /// Sends the compile to the compile service through the client actor and waits: for a
-    /// queue slot first (else `Error::Busy`), then for the result; a cancelled token ends both.
+    /// Compiles (or finds) the program through the core's one compile flow.
     async fn submit(&self) -> Result<Arc<ExecutableCore>> {
-        let state = self.shared.state();
-        state.check_open()?;
-        let proto = (self.program_options()?).to_proto(&state.device_facts())?;
-        let key = self.cache_key(state, &encode_options(&proto));
-        // A program in the memory cache compiled once already: the checks below guard the
-        // plugin, which a hit never reaches, so they run on misses only.
-        if let Some(hit) = state.cached_executable(&key) {
-            return Ok(hit);
-        }
-        let snap = state.snapshot();
-        check_program_for(&self.program, &snap.platform_name, snap.plugin_api_version)?;
-        state.check_known_defects(&self.program, self.options.allow_known_defects)?;
-        // XLA:CPU fails host send/recv at compile; say what to use instead.
-        let platform = &snap.platform_name;
-        if platform == "cpu"
-            && pjrt_actors_core::callbacks::send_recv::uses_host_transfers(&self.program)
-        {
-            return Err(pjrt_actors_core::callbacks::send_recv::unsupported_here(
-                platform,
-            ));
-        }
-        let cancel = self.cancel.as_ref();
-        let _permit = if self.wait_for_slot {
-            until_cancelled(state.acquire_compile_slot(), cancel).await??
-        } else {
-            state.try_acquire_compile_slot()?
-        };
-        let spec = CompileSpec {
+        let call = CompileCall {
             site: self.site.clone(),
-            key,
-            code: self.program.clone(),
-            options: proto,
-            span: tracing::Span::current(),
+            cancel: self.cancel.clone(),
+            wait_for_slot: self.wait_for_slot,
         };
-        let answer = self
-            .shared
-            .compile_service()
-            .submit(spec, self.cancel.clone());
-        until_cancelled(answer, cancel).await?.map_err(|e| {
-            let version = plugin_stablehlo(&snap.plugin_attributes);
-            explain_parse_failure(e, &self.program, &version)
-        })
+        let (state, service) = (self.shared.state(), self.shared.compile_service());
+        flow::compile(state, service, &self.program, &self.options, call).await
     }
 }
 
@@ -307,51 +248,6 @@ impl Client {
                 .map(|(core, set)| LoadedExecutable::new(shared.clone(), core, set))
                 .collect())
         }
-    }
-}
-
-/// Awaits `fut`, or `Error::RequestCancelled` as soon as `cancel` is cancelled.
-async fn until_cancelled<F: Future>(fut: F, cancel: Option<&CancelToken>) -> Result<F::Output> {
-    let Some(cancel) = cancel else {
-        return Ok(fut.await);
-    };
-    let mut fut = pin!(fut);
-    let mut cancelled = pin!(cancel.cancelled());
-    std::future::poll_fn(|cx| {
-        // The token first: the compile service drops a cancelled request's reply, which `fut`
-        // reads as the service gone (`ShutDown`); both wake this task, and the caller asked to
-        // cancel.
-        if cancelled.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Err(Error::RequestCancelled { what: "compile" }));
-        }
-        if let Poll::Ready(v) = fut.as_mut().poll(cx) {
-            return Poll::Ready(Ok(v));
-        }
-        Poll::Pending
-    })
-    .await
-}
-
-#[cfg(test)]
-mod tests {
-    use pjrt_actors_core::client::runtime::block_on;
-
-    use super::*;
-
-    #[test]
-    fn a_cancelled_token_wins_over_an_answer_that_is_ready_too() {
-        let token = CancelToken::new();
-        token.cancel();
-        // What the compile service's dropped reply reads as.
-        let answer = async { Err::<(), _>(Error::ShutDown) };
-        let got = block_on(until_cancelled(answer, Some(&token))).unwrap();
-        assert!(
-            matches!(got, Err(Error::RequestCancelled { .. })),
-            "{got:?}"
-        );
-        let fresh = CancelToken::new();
-        let got = block_on(until_cancelled(async { 7 }, Some(&fresh))).unwrap();
-        assert!(matches!(got, Ok(7)), "{got:?}");
     }
 }
 

@@ -1,6 +1,8 @@
-//! Compiling: the compile service, which owns the compile queue (`service`), and the compiler
-//! actors, which compile, load and describe topologies (`compiler`); options turned into what the plugin reads (`options`, `xla_options`), the checks a
-//! program gets before the plugin parses it (`program_check`, `custom_call_layouts`), the
+//! Compiling: the one compile flow every path takes (`flow`: options resolved, key, caches,
+//! checks, permit, submit), the compile service, which owns the compile queue (`service`), and
+//! the compiler actors, which compile, load and describe topologies (`compiler`); options
+//! turned into what the plugin reads (`options`, `xla_options`), the checks a program gets
+//! before the plugin parses it (`program_check`, `custom_call_layouts`), the
 //! compile cache's tiers (`cache` in memory, `disk_cache`, `redis_cache` for fleets) and
 //! single flight (`flight`), crash isolation (`worker`), what a job carries (`env`), serialized
 //! executables (`envelope`) and topologies (`topology`).
@@ -12,6 +14,7 @@ pub mod disk_cache;
 pub(crate) mod env;
 pub mod envelope;
 pub(crate) mod flight;
+pub mod flow;
 pub mod known_defects;
 mod options;
 pub mod program_check;

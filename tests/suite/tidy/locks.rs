@@ -1,6 +1,6 @@
-//! The lock check: every mutex and reader-writer lock in the core is a ranked type
-//! (`RankedMutex`, `RankedRwLock`, with a rank of lock_rank.rs, a named leaf at least), so no
-//! lock is taken unchecked.
+//! Checks on where the core's mechanisms live: every mutex and reader-writer lock in the core
+//! is a ranked type (`RankedMutex`, `RankedRwLock`, a named leaf at least), and the public
+//! crate compiles only through the core's one compile flow (`compile::flow`).
 
 use super::{is_ident, rust_files, workspace};
 
@@ -38,4 +38,48 @@ fn every_lock_in_the_core_is_ranked() {
     // The check sees what it is for.
     let bad = "use parking_lot::Mutex;\nstatic A: std::sync::RwLock<u8> = todo!();\nlet m = RankedMutex::new(R, 0); // a Mutex in prose";
     assert_eq!(raw_locks(bad).len(), 2, "{:?}", raw_locks(bad));
+}
+
+/// The steps of the compile flow `code` takes itself instead of calling the core's
+/// `compile::flow`: option resolution, keys, the checks, the permit, the submit.
+fn compile_steps_outside_the_flow(code: &str) -> Vec<&'static str> {
+    const STEPS: &[&str] = &[
+        "for_program(",
+        "fix_known_defects(",
+        "check_known_defects(",
+        "check_program_for(",
+        "compile_key_allowing(",
+        "acquire_compile_slot(",
+        "CompileSpec",
+        "compile_service().submit(",
+        "spmd::read(",
+    ];
+    let code: String = (code.lines())
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    STEPS.iter().copied().filter(|s| code.contains(s)).collect()
+}
+
+#[test]
+fn the_public_crate_compiles_only_through_the_cores_one_flow() {
+    let mut files = Vec::new();
+    rust_files(&workspace().join("src"), &mut files);
+    let problems: Vec<String> = (files.iter())
+        .flat_map(|f| {
+            let code = std::fs::read_to_string(f).unwrap();
+            let name = f.strip_prefix(workspace()).unwrap().display().to_string();
+            (compile_steps_outside_the_flow(&code).into_iter()).map(move |s| format!("{name}: {s}"))
+        })
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "compile steps taken outside actors/src/compile/flow.rs: {problems:?}"
+    );
+    // The check sees what it is for.
+    let bad = "let o = options.for_program(&spmd::read(p))?; // for_program( in prose\nstate.check_known_defects(p, false)?;";
+    assert_eq!(
+        compile_steps_outside_the_flow(bad),
+        ["for_program(", "check_known_defects(", "spmd::read("]
+    );
 }
