@@ -157,10 +157,88 @@ pub(crate) fn check_request(
     Ok(rows)
 }
 
+/// A request's inputs checked by element type and dims against the batcher's rule, before
+/// their data is read ([`Batcher::check_inputs`](super::Batcher::check_inputs)): the request
+/// its data makes ([`into_request`](Self::into_request)) is not checked by that rule again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedInputs {
+    rows: usize,
+    shapes: Vec<(ElementType, Vec<i64>)>,
+}
+
+impl CheckedInputs {
+    pub(crate) fn new(rows: usize, shapes: Vec<(ElementType, Vec<i64>)>) -> Self {
+        CheckedInputs { rows, shapes }
+    }
+
+    /// The request's rows (every input's leading dimension).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The request of `inputs`: the checked inputs, in the same order, with their bytes. An
+    /// input of another type or shape than was checked, or whose bytes are not its size, is
+    /// `Error::InvalidArgument`.
+    pub fn into_request(self, inputs: Vec<HostArray>) -> Result<super::InferRequest> {
+        let bad = |why: String| Error::InvalidArgument(format!("inference request: {why}"));
+        if inputs.len() != self.shapes.len() {
+            return Err(bad(format!(
+                "{} inputs given; {} were checked",
+                inputs.len(),
+                self.shapes.len()
+            )));
+        }
+        for (i, (input, (dtype, dims))) in inputs.iter().zip(&self.shapes).enumerate() {
+            if input.dtype != *dtype || input.dims != *dims {
+                return Err(bad(format!(
+                    "input {i} is {}{:?}; {dtype}{dims:?} was checked",
+                    input.dtype, input.dims
+                )));
+            }
+            let expected = dtype.byte_size() * element_count(dims);
+            if input.bytes.len() != expected {
+                return Err(bad(format!(
+                    "input {i} has {} bytes; {dtype}{dims:?} is {expected}",
+                    input.bytes.len()
+                )));
+            }
+        }
+        Ok(super::InferRequest::checked(inputs, self.rows))
+    }
+}
+
+/// The elements of `dims`, already checked to fit (a checked shape's).
+fn element_count(dims: &[i64]) -> usize {
+    dims.iter().map(|&d| d.max(0) as usize).product()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ArrayType;
+
+    #[test]
+    fn checked_inputs_make_their_request_only_with_the_checked_shapes_and_sizes() {
+        let checked = || CheckedInputs::new(2, vec![(ElementType::F32, vec![2, 3])]);
+        let right = HostArray::from_slice(&[0f32; 6], &[2, 3]);
+        let request = checked().into_request(vec![right.clone()]).unwrap();
+        assert_eq!(request.checked_rows, Some(2));
+        let other_shape = HostArray::from_slice(&[0f32; 6], &[3, 2]);
+        let other_type = HostArray::from_slice(&[0i32; 6], &[2, 3]);
+        let mut short = right.clone();
+        short.bytes.pop();
+        for (inputs, says) in [
+            (vec![other_shape], "was checked"),
+            (vec![other_type], "was checked"),
+            (vec![short], "23 bytes"),
+            (vec![right.clone(), right], "2 inputs given; 1 were checked"),
+        ] {
+            match checked().into_request(inputs) {
+                Err(Error::InvalidArgument(m)) => assert!(m.contains(says), "{m}"),
+                other => panic!("{:?}", other.map(|r| r.checked_rows)),
+            }
+        }
+    }
 
     #[test]
     fn each_way_a_request_can_miss_the_signature_is_named() {

@@ -24,7 +24,7 @@ use crate::host_data::HostArray;
 use crate::{ArrayType, Client, ElementType, Error, Result};
 use admission::Admission;
 pub use batch_model::BatchModel;
-pub use inputs::InputMismatch;
+pub use inputs::{CheckedInputs, InputMismatch};
 use metrics::{Metrics, Outcome};
 pub use queue::Priority;
 use request::{Msg, Pending};
@@ -92,6 +92,8 @@ pub struct InferRequest {
     inputs: Vec<HostArray>,
     deadline: Option<Instant>,
     priority: Priority,
+    /// Its rows, where its inputs were checked already (`CheckedInputs::into_request`).
+    checked_rows: Option<usize>,
 }
 
 impl InferRequest {
@@ -101,6 +103,15 @@ impl InferRequest {
             inputs,
             deadline: None,
             priority: Priority::Low,
+            checked_rows: None,
+        }
+    }
+
+    /// A request whose inputs were checked by shape already, with `rows` rows.
+    fn checked(inputs: Vec<HostArray>, rows: usize) -> Self {
+        InferRequest {
+            checked_rows: Some(rows),
+            ..InferRequest::new(inputs)
         }
     }
 
@@ -215,13 +226,21 @@ impl Batcher {
     }
 
     /// Checks a request's inputs by element type and dims alone, in the model's order (a server
-    /// checks before it reads any data): the rule `infer` applies, answering the rows or how
-    /// the inputs miss it.
+    /// checks before it reads any data): the rule `infer` applies, answering the checked
+    /// shapes (whose `into_request` makes the request, not checked again) or how the inputs
+    /// miss it.
     pub fn check_inputs<'a>(
         &self,
         inputs: impl ExactSizeIterator<Item = (ElementType, &'a [i64])>,
-    ) -> std::result::Result<usize, InputMismatch> {
-        inputs::check_shapes(&self.inner.signature, self.inner.max_rows, inputs)
+    ) -> std::result::Result<CheckedInputs, InputMismatch> {
+        let shapes: Vec<(ElementType, &[i64])> = inputs.collect();
+        let rows = inputs::check_shapes(
+            &self.inner.signature,
+            self.inner.max_rows,
+            shapes.iter().copied(),
+        )?;
+        let shapes = (shapes.into_iter()).map(|(t, d)| (t, d.to_vec())).collect();
+        Ok(CheckedInputs::new(rows, shapes))
     }
 
     /// Compiles the model at every allowed size on every serving device (through the compile
@@ -313,7 +332,11 @@ impl Batcher {
                 what: format!("the batcher for `{}`", inner.name),
             });
         };
-        let rows = match inputs::check_request(&inner.signature, inner.max_rows, &request.inputs) {
+        // A request made from checked inputs is not checked by the rule again.
+        let checked = request.checked_rows.map(Ok);
+        let rows = match checked.unwrap_or_else(|| {
+            inputs::check_request(&inner.signature, inner.max_rows, &request.inputs)
+        }) {
             Ok(rows) => rows,
             Err(e) => return refuse(e),
         };

@@ -9,7 +9,7 @@ use std::time::Duration;
 use pjrt_actors::ElementType;
 use pjrt_actors::host_data::HostArray;
 use pjrt_actors::prometheus::Exposition;
-use pjrt_actors::serving::{Batcher, InferRequest, InputMismatch, Priority};
+use pjrt_actors::serving::{Batcher, CheckedInputs, InferRequest, InputMismatch, Priority};
 
 use super::error::ServeError;
 use super::limits::{Limits, MemoryBudget};
@@ -73,6 +73,9 @@ pub struct Answered {
 pub struct Plan {
     pub slots: Vec<(usize, ElementType, usize)>,
     pub rows: usize,
+    /// The shapes as the batcher's rule checked them: the request is made from these, and not
+    /// checked by that rule again.
+    pub checked: CheckedInputs,
 }
 
 /// What the server's requests share: the models served, the readiness flag, the request
@@ -279,7 +282,7 @@ impl ServedModel {
         let in_model_order: Vec<&InputHead> = placed.into_iter().flatten().collect();
         let shapes = (in_model_order.iter().zip(&self.inputs))
             .map(|(h, spec)| (spec.dtype, h.shape.as_slice()));
-        let rows = self.batcher.check_inputs(shapes).map_err(|m| {
+        let checked = self.batcher.check_inputs(shapes).map_err(|m| {
             self.bad(match m {
                 InputMismatch::Scalar { input } | InputMismatch::Dims { input } => {
                     let (h, spec) = (in_model_order[input], &self.inputs[input]);
@@ -303,13 +306,18 @@ impl ServedModel {
                 other => format!("{other}"),
             })
         })?;
+        let rows = checked.rows();
         let plan = (slots.into_iter())
             .map(|k| {
                 let spec = &self.inputs[k];
                 (k, spec.dtype, rows * spec.row_elements())
             })
             .collect();
-        Ok(Plan { slots: plan, rows })
+        Ok(Plan {
+            slots: plan,
+            rows,
+            checked,
+        })
     }
 
     /// Bytes the inputs of a request of `rows` rows hold, read.
@@ -376,7 +384,7 @@ impl ServedModel {
             .into_iter()
             .collect::<Option<Vec<_>>>()
             .ok_or_else(|| ServeError::Internal("a planned input was not filled".into()))?;
-        let mut request = InferRequest::new(host);
+        let mut request = (plan.checked.clone().into_request(host)).map_err(ServeError::from)?;
         if let Some(t) = self.timeout(params) {
             request = request.timeout(t);
         }
