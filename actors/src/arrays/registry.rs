@@ -32,6 +32,8 @@ impl Actor for BufferRegistryActor {
     type Context = Context<Self>;
 }
 
+crate::protocol::supervision::answers_asked!(BufferRegistryActor);
+
 /// A heap profile of every live array and executable, as pprof bytes.
 #[derive(Message)]
 #[rtype(result = "Result<Vec<u8>>")]

@@ -94,6 +94,8 @@ impl Actor for ClientActor {
     type Context = Context<Self>;
 }
 
+crate::protocol::supervision::answers_asked!(ClientActor);
+
 impl Handler<ExecuteRequest> for ClientActor {
     type Result = ();
 

@@ -95,6 +95,8 @@ impl Actor for CompilerActor {
     type Context = SyncContext<Self>;
 }
 
+crate::protocol::supervision::answers_asked!(CompilerActor);
+
 /// A compile for a worker: from the disk cache when allowed and present, else the plugin.
 #[derive(Message)]
 #[rtype(result = "Loaded")]

@@ -181,6 +181,8 @@ impl Actor for CompileService {
     type Context = Context<Self>;
 }
 
+crate::protocol::supervision::answers_asked!(CompileService);
+
 impl Handler<Submit> for CompileService {
     type Result = ();
 

@@ -96,6 +96,8 @@ impl Actor for DeviceActor {
     type Context = Context<Self>;
 }
 
+crate::protocol::supervision::answers_asked!(DeviceActor);
+
 impl actix::Supervised for DeviceActor {
     fn restarting(&mut self, _: &mut Context<Self>) {
         count_restart("device");

@@ -138,6 +138,8 @@ impl Actor for MemorySpaceActor {
     type Context = Context<Self>;
 }
 
+crate::protocol::supervision::answers_asked!(MemorySpaceActor);
+
 /// How many async uploads wait for room now (their callers still waiting): the budget's queue.
 #[derive(Message)]
 #[rtype(result = "Result<usize>")]

@@ -319,6 +319,46 @@ fn each_message_is_built_only_by_its_own_actors_handle() {
     );
 }
 
+/// Where `files` send to an actor other than through `supervision`'s one send helper
+/// (`do_send`, or an address's own `send`, which answers through actix instead of the request's
+/// own channel).
+fn sends_outside_the_helper(files: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (file, code) in files {
+        for (n, line) in code.lines().enumerate() {
+            let line = line.split("//").next().unwrap_or("");
+            if line.contains("do_send(") || line.contains("addr.send(") {
+                out.push(format!("{file}:{}", n + 1));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_send_goes_through_the_one_helper_and_every_answer_on_its_own_channel() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources_under(&src, &src, &mut files);
+    files.retain(|(f, _)| f != "protocol/supervision.rs" && f != "protocol/check.rs");
+    assert!(files.len() > 40, "{}", files.len());
+    let problems = sends_outside_the_helper(&files);
+    assert!(problems.is_empty(), "sends outside `tell`: {problems:?}");
+    // Every actor answers `ask`'s envelope: `ask` sends by `tell`, answers come on its channel.
+    for (file, code) in SOURCES {
+        assert!(
+            code.contains("answers_asked!("),
+            "{file} does not take `Asked`"
+        );
+    }
+    let bad = vec![(
+        "x.rs".to_string(),
+        "fn f() { self.addr.do_send(m); } // addr.send( in prose\nlet r = to.addr.send(m);"
+            .to_string(),
+    )];
+    assert_eq!(sends_outside_the_helper(&bad), ["x.rs:1", "x.rs:2"]);
+}
+
 #[test]
 fn the_client_actor_handles_only_what_it_owns() {
     let (_, client) = SOURCES.iter().find(|(f, _)| *f == "client.rs").unwrap();

@@ -77,30 +77,64 @@ impl<A: actix::Actor> Clone for Mailbox<A> {
     }
 }
 
-/// Sends `msg` to `to` and resolves to its answer; a mailbox that is gone (the client shut
-/// down) is `Error::ShutDown`. The one send helper: every actor handle's request that is
-/// answered through actix goes through it.
+/// A message sent with the channel its answer goes back on: how `ask` sends, so that every
+/// request travels by `tell` (the one send helper) and every answer comes on the request's own
+/// channel, awaited by `answer` (the one reply style). Each actor takes it for every message it
+/// handles (`answers_asked!`), answering as its own handler does.
+pub(crate) struct Asked<M: actix::Message> {
+    pub(crate) msg: M,
+    pub(crate) reply: tokio::sync::oneshot::Sender<M::Result>,
+}
+
+impl<M: actix::Message> actix::Message for Asked<M> {
+    type Result = ();
+}
+
+/// Lets `$actor` take `Asked<M>` for every `M` it handles: its own handler runs, and its
+/// response (a value, or a future the actor runs) answers on the request's channel, as actix's
+/// own `send` would.
+macro_rules! answers_asked {
+    ($actor:ty) => {
+        impl<M> actix::Handler<$crate::protocol::supervision::Asked<M>> for $actor
+        where
+            Self: actix::Handler<M>,
+            M: actix::Message + Send + 'static,
+            M::Result: Send,
+        {
+            type Result = ();
+
+            fn handle(
+                &mut self,
+                asked: $crate::protocol::supervision::Asked<M>,
+                ctx: &mut <Self as actix::Actor>::Context,
+            ) {
+                let response = <Self as actix::Handler<M>>::handle(self, asked.msg, ctx);
+                actix::dev::MessageResponse::handle(response, ctx, Some(asked.reply));
+            }
+        }
+    };
+}
+pub(crate) use answers_asked;
+
+/// Sends `msg` to `to` and resolves to its answer, on the request's own channel; a mailbox
+/// that is gone (the client shut down) is `Error::ShutDown`.
 pub(crate) fn ask<A, M, T>(
     to: &Mailbox<A>,
     msg: M,
 ) -> impl std::future::Future<Output = Result<T>> + use<A, M, T>
 where
-    A: actix::Actor + actix::Handler<M>,
-    A::Context: actix::dev::ToEnvelope<A, M>,
+    A: actix::Actor + actix::Handler<Asked<M>>,
+    A::Context: actix::dev::ToEnvelope<A, Asked<M>>,
     M: actix::Message<Result = Result<T>> + Send + 'static,
     T: Send + 'static,
 {
-    let request = to.addr.send(msg);
-    to.mail.announce();
-    async move {
-        request
-            .await
-            .map_err(|_: actix::MailboxError| Error::ShutDown)?
-    }
+    let (reply, answer_on) = tokio::sync::oneshot::channel();
+    tell(to, Asked { msg, reply });
+    answer(answer_on)
 }
 
-/// Sends `msg` to `to` with no answer through actix (one comes on the request's own channel,
-/// or none is wanted).
+/// Sends `msg` to `to`: the one send helper (an answer, where one is wanted, comes on the
+/// request's own channel).
 pub(crate) fn tell<A, M>(to: &Mailbox<A>, msg: M)
 where
     A: actix::Actor + actix::Handler<M>,
