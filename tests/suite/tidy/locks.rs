@@ -83,3 +83,42 @@ fn the_public_crate_compiles_only_through_the_cores_one_flow() {
         ["for_program(", "check_known_defects(", "spmd::read("]
     );
 }
+
+/// The names of the `[dependencies]` table of a manifest.
+fn dependencies(manifest: &str) -> Vec<String> {
+    let mut inside = false;
+    let mut out = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = line == "[dependencies]";
+            continue;
+        }
+        let name: String = (line.chars())
+            .take_while(|c| is_ident(*c) || *c == '-')
+            .collect();
+        if inside && !name.is_empty() {
+            out.push(name);
+        }
+    }
+    out
+}
+
+#[test]
+fn the_public_api_names_no_pjrt_sys_type() {
+    // The public crate cannot name pjrt-sys at all: it is no dependency of it.
+    let root = std::fs::read_to_string(workspace().join("Cargo.toml")).unwrap();
+    let deps = dependencies(&root);
+    assert!(deps.contains(&"pjrt-actors-core".to_string()), "{deps:?}");
+    assert!(!deps.contains(&"pjrt-sys".to_string()), "{deps:?}");
+    // Nor can it get a pjrt-sys type through the core's or the fence's re-exports (XLA's
+    // messages come from the format crate).
+    for lib in ["actors/src/lib.rs", "fence/src/lib.rs", "src/lib.rs"] {
+        let code = std::fs::read_to_string(workspace().join(lib)).unwrap();
+        let leaks: Vec<&str> = (code.lines())
+            .filter(|l| l.trim_start().starts_with("pub use") && l.contains("pjrt_sys"))
+            .collect();
+        assert!(leaks.is_empty(), "{lib} re-exports pjrt-sys: {leaks:?}");
+    }
+    let bad = "[dependencies]\npjrt-sys.workspace = true\n[dev-dependencies]\nserde = \"1\"";
+    assert_eq!(dependencies(bad), ["pjrt-sys"]);
+}
