@@ -50,12 +50,16 @@ const fn leaf(name: &'static str) -> LockRank {
 
 /// The Redis tier's connection, or the key-value store's: held while connecting (one attempt
 /// at a time) and, for the store's blocking connection, for one operation.
+#[cfg(feature = "redis")]
 pub const REDIS_CONNECTION: LockRank = leaf("Redis connection");
 /// What a Redis failure keeps the tier from asking (`Skips`).
+#[cfg(feature = "redis")]
 pub const REDIS_SKIPS: LockRank = leaf("Redis tier's skips");
 /// When the tier last asked a cluster for its slot map.
+#[cfg(feature = "redis")]
 pub const REDIS_MAP_ASKED: LockRank = leaf("Redis tier's slot-map time");
 /// Compiles waiting for a wake-up on a Redis channel (with its condition variable).
+#[cfg(feature = "redis")]
 pub const REDIS_WAKE: LockRank = leaf("Redis tier's wake-up waiters");
 /// A compile worker's child process, shared with its watchdog.
 pub const WORKER_PROCESS: LockRank = leaf("compile worker process");
