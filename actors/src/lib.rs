@@ -1,7 +1,19 @@
 //! The actors of pjrt-actors over the PJRT fence (the `pjrt-actors-fence` crate, re-exported as
-//! `pjrt`). Nothing here is user-facing API: the public surface is what the `pjrt-actors` crate
-//! needs to build its handles (each actor's handle, the state and formats they pass), plus what
-//! its own tests, benches and compile-worker binary check from inside; the rest is private.
+//! `pjrt`). Nothing here is user-facing API. Its public surface is what the `pjrt-actors` crate
+//! builds its handles from, plus what its tests, benches and compile-worker binary check from
+//! inside:
+//! - opening and holding a client: `open_client`, `ClientConfig`, `ClientGuard` (which hands
+//!   out each actor's handle: `DeviceHandle`, `MemoryHandle`, `RouterHandle`, `RegistryHandle`,
+//!   `CompileServiceHandle`, `CompilerPoolHandle`), `ClientState` and its snapshots, and the
+//!   runtime's `block_on`;
+//! - what the handles pass: arrays (`HostArray`, `ArrayCore`, sites, donation), executables
+//!   (`ExecutableCore`, `ExecutableMeta`), host callbacks, and `Error`;
+//! - the compile flow (`compile::flow`) and its parts a caller names: `CompileOptions`, the
+//!   cancel token, envelopes, topologies, the known-defect table, the compile worker's side;
+//! - the fleet's Redis target and key-value store (`fleet`, with the `redis` feature);
+//! - the fence (`pjrt`), element types (`dtype`) and the format readers (`formats`).
+//!
+//! Everything else is crate-private: the messages, the lock ranks, the queue policies.
 
 #![forbid(unsafe_code)]
 
