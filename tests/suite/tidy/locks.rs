@@ -85,7 +85,7 @@ fn the_public_crate_compiles_only_through_the_cores_one_flow() {
 }
 
 /// The names of the `[dependencies]` table of a manifest.
-fn dependencies(manifest: &str) -> Vec<String> {
+pub(super) fn dependencies(manifest: &str) -> Vec<String> {
     let mut inside = false;
     let mut out = Vec::new();
     for line in manifest.lines().map(str::trim) {

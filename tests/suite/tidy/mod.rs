@@ -128,21 +128,9 @@ fn module_of(root: &Path, file: &Path) -> String {
 /// bindings, actix or an async runtime.
 fn format_crate_dependencies_past_its_room(manifest: &str) -> Vec<String> {
     const ALLOWED: &[&str] = &["prost", "prost-types", "thiserror"];
-    let mut in_dependencies = false;
-    let mut out = Vec::new();
-    for line in manifest.lines().map(str::trim) {
-        if line.starts_with('[') {
-            in_dependencies = line == "[dependencies]";
-            continue;
-        }
-        let name: String = (line.chars())
-            .take_while(|c| is_ident(*c) || *c == '-')
-            .collect();
-        if in_dependencies && !name.is_empty() && !ALLOWED.contains(&name.as_str()) {
-            out.push(name);
-        }
-    }
-    out
+    (locks::dependencies(manifest).into_iter())
+        .filter(|name| !ALLOWED.contains(&name.as_str()))
+        .collect()
 }
 
 #[test]
