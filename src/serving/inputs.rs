@@ -195,7 +195,7 @@ impl CheckedInputs {
                     input.dtype, input.dims
                 )));
             }
-            let expected = dtype.byte_size() * element_count(dims);
+            let expected = pjrt_actors_core::dtype::byte_size(*dtype, dims)?;
             if input.bytes.len() != expected {
                 return Err(bad(format!(
                     "input {i} has {} bytes; {dtype}{dims:?} is {expected}",
@@ -205,11 +205,6 @@ impl CheckedInputs {
         }
         Ok(super::InferRequest::checked(inputs, self.rows))
     }
-}
-
-/// The elements of `dims`, already checked to fit (a checked shape's).
-fn element_count(dims: &[i64]) -> usize {
-    dims.iter().map(|&d| d.max(0) as usize).product()
 }
 
 #[cfg(test)]

@@ -66,7 +66,7 @@ where
     let placed = plan.clone();
     let data = (off_thread(big, move || read(&placed)).await?)
         .map_err(|e| ServeError::Invalid(format!("model `{}`: {e}", model.name)))?;
-    let request = model.request(&plan, data, asked.heads, &asked.params)?;
+    let request = model.request(plan, data, asked.heads, &asked.params)?;
     let response = model.batcher.infer_async(request).await?;
     // Each output is named at most once (`outputs_named`), so each moves out.
     let mut all: Vec<Option<_>> = response.outputs.into_iter().map(Some).collect();

@@ -367,7 +367,7 @@ impl ServedModel {
     /// parameters checked against the policy, as one batcher request.
     pub fn request(
         &self,
-        plan: &Plan,
+        plan: Plan,
         data: Vec<Vec<u8>>,
         heads: Vec<InputHead>,
         params: &RequestParams,
@@ -384,7 +384,7 @@ impl ServedModel {
             .into_iter()
             .collect::<Option<Vec<_>>>()
             .ok_or_else(|| ServeError::Internal("a planned input was not filled".into()))?;
-        let mut request = (plan.checked.clone().into_request(host)).map_err(ServeError::from)?;
+        let mut request = (plan.checked.into_request(host)).map_err(ServeError::from)?;
         if let Some(t) = self.timeout(params) {
             request = request.timeout(t);
         }
