@@ -1,10 +1,11 @@
-//! The generation engine: one thread that owns the cache and the decode slots (its mailbox, a
-//! crossbeam channel, is the only way in). Each turn it takes its mail, ends the sequences that
-//! were cancelled or ran out of time, prefills and inserts at most one waiting request into a
-//! free slot while others run (so a new request stalls the running ones by one prefill at
-//! most; with none running it fills every free slot), and runs one decode step for every busy
-//! slot, the prefill sent before the step and read after it. (Static batching, kept for comparison, fills every slot
-//! at once and then waits for the batch's longest sequence.)
+//! The generation engine: one thread that owns the cache, the decode slots and the prefix
+//! cache (its mailbox, a crossbeam channel, is the only way in). Each turn it takes its mail,
+//! ends the sequences that were cancelled or ran out of time, and does what the schedule
+//! (`schedule::turn`) says: admits waiting requests to free slots, runs prefill passes (one
+//! while others run, so a running sequence waits one pass at most; a long prompt is cut into
+//! chunks), and runs one decode step for every busy slot, a prompt's last pass sent before the
+//! step and read after it. (Static batching, kept for comparison, fills every slot at once and
+//! then waits for the batch's longest sequence.)
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -15,16 +16,12 @@ use crossbeam_channel::{Receiver, TryRecvError};
 use tokio::sync::mpsc;
 
 use super::model::GenerationModel;
+use super::prefill::Job;
+use super::prefix_cache::PrefixCache;
 use super::sampling::{Sampling, TokenRng, choose};
+use super::schedule::{self, Occupancy, Passes, Shapes};
 use super::{Counters, Finish, GeneratorConfig, Submitted, TokenEvent};
 use crate::{Array, Error, Result};
-
-/// A prefill sent for a slot, its results not read yet.
-struct Prefilling {
-    slot: usize,
-    submitted: Submitted,
-    out: Vec<Array>,
-}
 
 /// A sequence in a decode slot.
 struct Active {
@@ -59,36 +56,49 @@ fn send_done(
 pub(super) struct Engine {
     model: GenerationModel,
     config: GeneratorConfig,
+    shapes: Shapes,
     counters: Arc<Counters>,
     queued: Arc<AtomicU64>,
     cache: Vec<Array>,
     slots: Vec<Option<Active>>,
+    /// Requests admitted to a slot, their prompts still prefilling, first admitted first.
+    jobs: VecDeque<Job>,
     waiting: VecDeque<Submitted>,
+    /// Prompts' entries by prefix (`None`: no extend export, or a budget of 0).
+    prefixes: Option<PrefixCache<Vec<Array>>>,
 }
 
 impl Engine {
     pub(super) fn new(
         model: GenerationModel,
         config: GeneratorConfig,
+        shapes: Shapes,
         counters: Arc<Counters>,
         queued: Arc<AtomicU64>,
     ) -> Result<Engine> {
         let cache = model.empty_cache()?;
         let slots = (0..model.slots).map(|_| None).collect();
+        let prefixes = (!model.extends.is_empty() && config.prefix_cache_bytes > 0)
+            .then(|| PrefixCache::new(shapes.chunk, config.prefix_cache_bytes));
         Ok(Engine {
             model,
             config,
+            shapes,
             counters,
             queued,
             cache,
             slots,
+            jobs: VecDeque::new(),
             waiting: VecDeque::new(),
+            prefixes,
         })
     }
 
     pub(super) fn run(mut self, inbox: Receiver<Submitted>) {
         loop {
-            let idle = self.waiting.is_empty() && self.slots.iter().all(Option::is_none);
+            let idle = self.waiting.is_empty()
+                && self.jobs.is_empty()
+                && self.slots.iter().all(Option::is_none);
             let first = match idle {
                 true => inbox.recv().ok(),
                 false => None,
@@ -119,22 +129,20 @@ impl Engine {
         }
     }
 
-    /// One prefill (where a slot is free and a request waits) and one decode step; with no
-    /// sequence running, nothing is stalled, so every free slot is filled first. Static
-    /// batching admits only when every slot is free, as many as there are slots. The prefill
-    /// is sent before the step and read after it, so the plugin may run the two at once; its
-    /// sequence joins the next step.
+    /// One turn as the schedule has it: admissions, prefill passes, a decode step, then the
+    /// prompts whose passes are all sent are read and join the next step.
     fn turn(&mut self) -> Result<()> {
-        let idle = self.slots.iter().all(Option::is_none);
-        let admit = match (self.config.continuous, idle) {
-            (_, true) => self.slots.len(),
-            (true, false) => 1,
-            (false, false) => 0,
-        };
-        let mut started: Vec<Prefilling> = Vec::new();
-        for _ in 0..admit {
+        let running = self.slots.iter().filter(|s| s.is_some()).count();
+        let plan = schedule::turn(Occupancy {
+            continuous: self.config.continuous,
+            running,
+            prefilling: self.jobs.len(),
+            free: self.slots.len() - running - self.jobs.len(),
+            waiting: self.waiting.len(),
+        });
+        for _ in 0..plan.admit {
             let Some(free) = (0..self.slots.len())
-                .find(|&k| self.slots[k].is_none() && started.iter().all(|p| p.slot != k))
+                .find(|&k| self.slots[k].is_none() && self.jobs.iter().all(|j| j.slot != k))
             else {
                 break;
             };
@@ -143,51 +151,61 @@ impl Engine {
             };
             self.queued.fetch_sub(1, Relaxed);
             if !next.cancel.load(Relaxed) {
-                started.push(self.start_prefill(free, next)?);
+                let job = self.admit(free, next);
+                self.jobs.push_back(job);
             }
         }
-        if self.slots.iter().any(Option::is_some) {
+        match plan.passes {
+            Passes::One => {
+                if let Some(job) = self.jobs.front_mut() {
+                    job.run_pass(&self.model, &self.counters)?;
+                }
+            }
+            Passes::All => {
+                for job in self.jobs.iter_mut() {
+                    while !job.sent() {
+                        job.run_pass(&self.model, &self.counters)?;
+                    }
+                }
+            }
+        }
+        if plan.decode {
             self.step()?;
         }
-        for p in started {
-            self.finish_prefill(p)?;
+        while self.jobs.front().is_some_and(Job::sent) {
+            let job = self.jobs.pop_front().expect("just seen");
+            self.finish_prefill(job)?;
         }
         Ok(())
     }
 
-    /// Sends `s`'s prompt to prefill for slot `slot`; nothing is read yet.
-    fn start_prefill(&mut self, slot: usize, s: Submitted) -> Result<Prefilling> {
+    /// `s` takes slot `slot`: its passes, from the longest cached prefix of its prompt.
+    fn admit(&mut self, slot: usize, s: Submitted) -> Job {
         // Its wait for a slot ends here.
         self.counters.queue.observe(s.at.elapsed());
-        let m = &self.model;
         let prompt = &s.request.prompt;
-        let (bucket, prefill) = (m.prefills.iter())
-            .find(|(b, _)| *b >= prompt.len())
-            .expect("checked at submit");
-        let mut tokens = prompt.clone();
-        tokens.resize(*bucket, 0);
-        let tokens = m.device.put(&tokens, &[1, *bucket as i64])?;
-        let length = m.device.put(&[prompt.len() as i32], &[])?;
-        let out = prefill.call_arrays(&[&tokens, &length], &[])?;
-        self.counters.prefills.fetch_add(1, Relaxed);
-        Ok(Prefilling {
-            slot,
-            submitted: s,
-            out,
-        })
+        let hit = (self.prefixes.as_mut())
+            .and_then(|c| c.longest(prompt).map(|h| (h.value.clone(), h.tokens)))
+            .and_then(|(entry, n)| {
+                Some((schedule::passes(prompt.len(), n, &self.shapes)?, entry, n))
+            });
+        if let Some((passes, entry, n)) = hit {
+            self.counters.prefix_hits.fetch_add(1, Relaxed);
+            self.counters.prefix_tokens.fetch_add(n as u64, Relaxed);
+            return Job::new(slot, s, passes, Some((entry, n)));
+        }
+        let passes = schedule::passes(prompt.len(), 0, &self.shapes).expect("checked at submit");
+        Job::new(slot, s, passes, None)
     }
 
-    /// Reads a prefill's logits, streams its first token, and inserts its cache entry into
-    /// its slot unless the sequence is already done.
-    fn finish_prefill(&mut self, p: Prefilling) -> Result<()> {
-        let Prefilling {
-            slot,
-            submitted: s,
-            mut out,
-        } = p;
+    /// Reads a prompt's logits, streams its first token, inserts its cache entry into its slot
+    /// unless the sequence is already done, and keeps the entry in the prefix cache.
+    fn finish_prefill(&mut self, job: Job) -> Result<()> {
+        let slot = job.slot;
+        let (s, entry, logits, cached) = job.into_done();
         let r = s.request;
         let m = &self.model;
-        let logits = out.pop().expect("checked at load").to_vec::<f32>()?;
+        let logits = logits.to_vec::<f32>()?;
         let mut rng = TokenRng::new(match r.sampling {
             Sampling::Random { seed, .. } => seed,
             Sampling::Greedy => 0,
@@ -195,6 +213,7 @@ impl Engine {
         let token = choose(&logits, &r.sampling, &mut rng) as i32;
         self.counters.requests.fetch_add(1, Relaxed);
         self.counters.first_token.observe(s.at.elapsed());
+        s.cached.store(cached, Relaxed);
         let mut active = Active {
             events: s.events,
             cancel: s.cancel,
@@ -209,21 +228,34 @@ impl Engine {
             last_at: Instant::now(),
             logprobs: r.logprobs,
         };
-        if let Some(finish) = self.emit(&mut active, token, &logits) {
-            send_done(&self.counters, &active.events, finish);
-            return Ok(());
+        let ended = self.emit(&mut active, token, &logits);
+        if ended.is_none() {
+            let slot_index = m.device.put(&[slot as i32], &[])?;
+            let mut args: Vec<&Array> = self.cache.iter().collect();
+            args.extend(entry.iter());
+            args.push(&slot_index);
+            let donate: Vec<usize> = match m.donates.0 {
+                true => (0..self.cache.len()).collect(),
+                false => Vec::new(),
+            };
+            // Insert reads the entry (only the cache is donated): the prefix cache may keep it.
+            self.cache = m.insert.call_arrays(&args, &donate)?;
         }
-        let slot_index = m.device.put(&[slot as i32], &[])?;
-        let mut args: Vec<&Array> = self.cache.iter().collect();
-        args.extend(out.iter());
-        args.push(&slot_index);
-        let donate: Vec<usize> = match m.donates.0 {
-            true => (0..self.cache.len()).collect(),
-            false => Vec::new(),
-        };
-        self.cache = m.insert.call_arrays(&args, &donate)?;
-        self.slots[slot] = Some(active);
-        self.counters.running.fetch_add(1, Relaxed);
+        if let Some(prefixes) = self.prefixes.as_mut() {
+            // What leaves is dropped here, on the engine's thread, as every array it runs.
+            if let Ok(evicted) = prefixes.insert(&r.prompt, entry, m.entry_bytes()) {
+                (self.counters.prefix_evictions).fetch_add(evicted.len() as u64, Relaxed);
+            }
+            self.counters
+                .note_prefixes(prefixes.bytes(), prefixes.len());
+        }
+        match ended {
+            Some(finish) => send_done(&self.counters, &active.events, finish),
+            None => {
+                self.slots[slot] = Some(active);
+                self.counters.running.fetch_add(1, Relaxed);
+            }
+        }
         Ok(())
     }
 
@@ -309,10 +341,21 @@ impl Engine {
         Ok(())
     }
 
-    /// Ends the sequences whose stream was dropped or cancelled, or whose deadline passed, and
-    /// drops waiting requests that were cancelled.
+    /// Ends the sequences whose stream was dropped or cancelled, or whose deadline passed
+    /// (running or prefilling, each freeing its slot), and drops waiting requests that were.
     fn end_cancelled(&mut self) {
         let now = Instant::now();
+        let counters = &self.counters;
+        self.jobs.retain(|j| {
+            let s = &j.submitted;
+            let finish = match () {
+                _ if s.cancel.load(Relaxed) || s.events.is_closed() => Finish::Cancelled,
+                _ if s.request.deadline.is_some_and(|d| d <= now) => Finish::Deadline,
+                _ => return true,
+            };
+            send_done(counters, &s.events, finish);
+            false
+        });
         for slot in self.slots.iter_mut() {
             let finish = match slot {
                 Some(a) if a.cancel.load(Relaxed) || a.events.is_closed() => Finish::Cancelled,
@@ -325,7 +368,6 @@ impl Engine {
             }
         }
         let before = self.waiting.len();
-        let counters = &self.counters;
         self.waiting.retain(|s| {
             let expired = s.request.deadline.is_some_and(|d| d <= now);
             if expired {
@@ -347,18 +389,25 @@ impl Engine {
             self.counters.running.fetch_sub(1, Relaxed);
             send_done(&self.counters, &a.events, finish);
         }
+        for j in self.jobs.drain(..) {
+            send_done(&self.counters, &j.submitted.events, finish);
+        }
         for s in self.waiting.drain(..) {
             self.queued.fetch_sub(1, Relaxed);
             send_done(&self.counters, &s.events, finish);
         }
     }
 
-    /// A step failed: every running sequence gets the error, and the cache starts again from
-    /// zeros (a failed donating step may have consumed it). Waiting requests stay queued.
+    /// A step or pass failed: every running or prefilling sequence gets the error, and the
+    /// cache starts again from zeros (a failed donating step may have consumed it). Waiting
+    /// requests stay queued; the prefix cache's entries, never donated, stay.
     fn fail_all(&mut self, e: Error) {
         for a in self.slots.iter_mut().filter_map(Option::take) {
             self.counters.running.fetch_sub(1, Relaxed);
             let _ = a.events.send(Err(e.clone()));
+        }
+        for j in self.jobs.drain(..) {
+            let _ = j.submitted.events.send(Err(e.clone()));
         }
         match self.model.empty_cache() {
             Ok(cache) => self.cache = cache,

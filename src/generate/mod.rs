@@ -1,16 +1,20 @@
 //! Token-by-token generation on three JAX exports (prefill, insert, decode; see
-//! [`GenerationModel`]): a [`Generator`] keeps the KV cache resident on the device, donated at
-//! every step, and runs a fixed number of decode slots that requests join and leave between
-//! steps (continuous batching), each request streaming its tokens as they are made.
+//! [`GenerationModel`]), and a fourth (extend) for chunked prefill and a prefix cache: a
+//! [`Generator`] keeps the KV cache resident on the device, donated at every step, and runs a
+//! fixed number of decode slots that requests join and leave between steps (continuous
+//! batching), each request streaming its tokens as they are made.
 
 mod engine;
 mod latency;
 mod logprobs;
 mod model;
+mod prefill;
+mod prefix_cache;
 mod sampling;
+mod schedule;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
@@ -25,7 +29,8 @@ pub use sampling::{Sampling, TokenRng};
 /// One sequence to generate.
 #[derive(Clone, Debug)]
 pub struct GenerateRequest {
-    /// The prompt's token ids (at least one, at most the largest prompt bucket).
+    /// The prompt's token ids: at least one, at most the largest prompt bucket, or with extend
+    /// exports at most the cache's length ([`Generator::max_prompt`]).
     pub prompt: Vec<i32>,
     /// Most tokens to generate.
     pub max_tokens: usize,
@@ -97,6 +102,7 @@ pub enum TokenEvent {
 pub struct TokenStream {
     events: mpsc::UnboundedReceiver<Result<TokenEvent>>,
     cancel: Arc<AtomicBool>,
+    cached: Arc<AtomicUsize>,
 }
 
 impl TokenStream {
@@ -116,6 +122,12 @@ impl TokenStream {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<TokenEvent>>> {
         self.events.poll_recv(cx)
+    }
+
+    /// How many of the prompt's tokens a cached prefix gave (not computed again): set before
+    /// the first token comes, 0 until then.
+    pub fn cached_tokens(&self) -> usize {
+        self.cached.load(Relaxed)
     }
 
     /// Ends the sequence at the next step.
@@ -157,7 +169,18 @@ pub struct GeneratorConfig {
     /// Continuous batching (requests join free slots between steps, the default) or static
     /// (a batch of up to `slots` requests runs until its longest member ends; for comparison).
     pub continuous: bool,
+    /// With extend exports: a prompt longer than this is prefilled in chunks of this many
+    /// tokens (at most the largest extend chunk), one chunk per engine turn between decode
+    /// steps. `None`: prompts that fit a prefill bucket run whole, longer ones are cut into the
+    /// largest extend chunk. Refused without extend exports, and at 0.
+    pub prefill_chunk: Option<usize>,
+    /// With extend exports: the bytes of device memory the prefix cache may hold (prompts'
+    /// entries, found again by prompts that start the same way). 0 turns it off.
+    pub prefix_cache_bytes: usize,
 }
+
+/// The prefix cache's budget unless configured: 64 MiB.
+pub const DEFAULT_PREFIX_CACHE_BYTES: usize = 64 << 20;
 
 impl Default for GeneratorConfig {
     fn default() -> Self {
@@ -165,6 +188,8 @@ impl Default for GeneratorConfig {
             max_queued: 1024,
             max_sequence: None,
             continuous: true,
+            prefill_chunk: None,
+            prefix_cache_bytes: DEFAULT_PREFIX_CACHE_BYTES,
         }
     }
 }
@@ -176,8 +201,20 @@ pub struct GeneratorStats {
     pub requests: u64,
     /// Tokens made.
     pub tokens: u64,
-    /// Prefill runs.
+    /// Prefill runs: whole prompts, and chunks.
     pub prefills: u64,
+    /// Of those, extend runs (a chunk, or a prompt's rest after a cached prefix).
+    pub chunks: u64,
+    /// Prompts that started from a cached prefix.
+    pub prefix_hits: u64,
+    /// Prompt tokens those prefixes gave (not computed again).
+    pub prefix_tokens: u64,
+    /// Entries the prefix cache evicted for others.
+    pub prefix_evictions: u64,
+    /// The prefix cache's entries now.
+    pub prefix_entries: u64,
+    /// Their bytes on the device now (in the memory space's `bytes_held`).
+    pub prefix_bytes: u64,
     /// Decode steps run.
     pub decode_steps: u64,
     /// Slots busy, summed over decode steps (÷ `decode_steps`: mean slots busy).
@@ -213,6 +250,20 @@ struct Counters {
     last_token_ms: AtomicU64,
     running: AtomicU64,
     cancelled: AtomicU64,
+    chunks: AtomicU64,
+    prefix_hits: AtomicU64,
+    prefix_tokens: AtomicU64,
+    prefix_evictions: AtomicU64,
+    prefix_entries: AtomicU64,
+    prefix_bytes: AtomicU64,
+}
+
+impl Counters {
+    /// The prefix cache's size now.
+    fn note_prefixes(&self, bytes: usize, entries: usize) {
+        self.prefix_bytes.store(bytes as u64, Relaxed);
+        self.prefix_entries.store(entries as u64, Relaxed);
+    }
 }
 
 /// A request on its way to the engine.
@@ -220,6 +271,8 @@ struct Submitted {
     request: GenerateRequest,
     events: mpsc::UnboundedSender<Result<TokenEvent>>,
     cancel: Arc<AtomicBool>,
+    /// Prompt tokens a cached prefix gave: the engine sets it before the first token.
+    cached: Arc<AtomicUsize>,
     at: Instant,
 }
 
@@ -231,6 +284,10 @@ struct Inner {
     queued: Arc<AtomicU64>,
     config: GeneratorConfig,
     buckets: Vec<usize>,
+    /// How the engine cuts a prompt into passes; what `submit` checks a prompt against.
+    shapes: schedule::Shapes,
+    /// The longest prompt served.
+    max_prompt: usize,
     /// The vocabulary: token ids are `0..vocab`.
     vocab: usize,
     slots: usize,
@@ -266,11 +323,27 @@ impl Generator {
                 "generation model: max_queued is 0, which refuses every request".into(),
             ));
         }
+        let shapes = Self::shapes(&model, &config)?;
+        let max_sequence = config.max_sequence.unwrap_or(0);
+        let largest = shapes.buckets.last().copied().unwrap_or(0);
+        // The longest prompt the passes fit: past the buckets, within the sequence's positions.
+        let max_prompt = (1..=largest.max(max_sequence))
+            .rev()
+            .find(|&n| {
+                (n <= largest || n <= max_sequence) && schedule::passes(n, 0, &shapes).is_some()
+            })
+            .unwrap_or(0);
         let (mail, inbox) = crossbeam_channel::unbounded();
         let counters = Arc::new(Counters::default());
         let queued = Arc::new(AtomicU64::new(0));
         let (buckets, slots, vocab) = (model.buckets(), model.slots(), model.vocab());
-        let engine = engine::Engine::new(model, config.clone(), counters.clone(), queued.clone())?;
+        let engine = engine::Engine::new(
+            model,
+            config.clone(),
+            shapes.clone(),
+            counters.clone(),
+            queued.clone(),
+        )?;
         let thread = std::thread::Builder::new()
             .name("generate-engine".into())
             .spawn(move || engine.run(inbox))
@@ -285,6 +358,8 @@ impl Generator {
                 queued,
                 config,
                 buckets,
+                shapes,
+                max_prompt,
                 vocab,
                 slots,
                 engine: std::sync::Mutex::new(Some(thread)),
@@ -292,17 +367,57 @@ impl Generator {
         })
     }
 
+    /// How a prompt is cut into passes: the buckets, the extend chunks, the configured chunk.
+    fn shapes(model: &GenerationModel, config: &GeneratorConfig) -> Result<schedule::Shapes> {
+        let (buckets, extends) = (model.buckets(), model.extend_sizes());
+        let refuse = |why: String| Err(Error::InvalidArgument(format!("generation model: {why}")));
+        let largest_extend = extends.last().copied();
+        match (config.prefill_chunk, largest_extend) {
+            (Some(0), _) => return refuse("prefill_chunk is 0".into()),
+            (Some(c), None) => {
+                return refuse(format!(
+                    "prefill_chunk {c} needs an extend export (extend_C.exported), which continues a sequence from a chunk"
+                ));
+            }
+            _ => {}
+        }
+        let largest_bucket = buckets.last().copied().unwrap_or(0);
+        let chunk = (config.prefill_chunk)
+            .unwrap_or(usize::MAX)
+            .min(largest_extend.unwrap_or(0));
+        Ok(schedule::Shapes {
+            whole: config.prefill_chunk.unwrap_or(largest_bucket),
+            chunk,
+            positions: match model.cache_length() {
+                Ok(t) => t,
+                Err(_) => config.max_sequence.unwrap_or(0),
+            },
+            buckets,
+            extends,
+        })
+    }
+
+    /// The longest prompt served: the largest prefill bucket, or with extend exports the
+    /// sequence's positions (as far as the chunks fit the cache).
+    pub fn max_prompt(&self) -> usize {
+        self.inner.max_prompt
+    }
+
     /// Queues a request; its tokens come on the stream. Refused at once: an empty prompt, one
-    /// longer than the largest bucket, a token id outside the vocabulary, `max_tokens` 0, bad
-    /// sampling parameters, a full queue.
+    /// longer than [`max_prompt`](Self::max_prompt), a token id outside the vocabulary,
+    /// `max_tokens` 0, bad sampling parameters, a full queue.
     pub fn submit(&self, request: GenerateRequest) -> Result<TokenStream> {
-        let largest = self.inner.buckets.last().copied().unwrap_or(0);
+        let most = self.inner.max_prompt;
         let bad = |why: String| Err(Error::InvalidArgument(format!("generate: {why}")));
-        if request.prompt.is_empty() || request.prompt.len() > largest {
+        let len = request.prompt.len();
+        if len == 0 || len > most || schedule::passes(len, 0, &self.inner.shapes).is_none() {
+            let extends = match self.inner.shapes.extends.as_slice() {
+                [] => String::new(),
+                e => format!(" and extend chunks {e:?}"),
+            };
             return bad(format!(
-                "a prompt has 1 to {largest} tokens (the exported buckets {:?}); this one has {}",
+                "a prompt has 1 to {most} tokens (the exported buckets {:?}{extends}); this one has {len}",
                 self.inner.buckets,
-                request.prompt.len()
             ));
         }
         // An id past the vocabulary would be clamped by the embedding's gather: a wrong answer.
@@ -334,10 +449,12 @@ impl Generator {
         }
         let (events, receiver) = mpsc::unbounded_channel();
         let cancel = Arc::new(AtomicBool::new(false));
+        let cached = Arc::new(AtomicUsize::new(0));
         let submitted = Submitted {
             request,
             events,
             cancel: cancel.clone(),
+            cached: cached.clone(),
             at: Instant::now(),
         };
         if self.inner.mail.send(submitted).is_err() {
@@ -349,6 +466,7 @@ impl Generator {
         Ok(TokenStream {
             events: receiver,
             cancel,
+            cached,
         })
     }
 
@@ -369,6 +487,12 @@ impl Generator {
             requests: c.requests.load(Relaxed),
             tokens: c.tokens.load(Relaxed),
             prefills: c.prefills.load(Relaxed),
+            chunks: c.chunks.load(Relaxed),
+            prefix_hits: c.prefix_hits.load(Relaxed),
+            prefix_tokens: c.prefix_tokens.load(Relaxed),
+            prefix_evictions: c.prefix_evictions.load(Relaxed),
+            prefix_entries: c.prefix_entries.load(Relaxed),
+            prefix_bytes: c.prefix_bytes.load(Relaxed),
             decode_steps: c.decode_steps.load(Relaxed),
             busy_slot_steps: c.busy_slot_steps.load(Relaxed),
             first_token: c.first_token.snapshot(),

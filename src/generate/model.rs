@@ -1,6 +1,7 @@
 //! A generation model: the three exports JetStream splits generation into (prefill per prompt
-//! bucket, insert, decode), loaded on one device with their weights, and their signatures read
-//! and checked against each other once, so the engine's loop only runs them.
+//! bucket, insert, decode), and optionally a fourth that continues a sequence (extend per chunk
+//! size), loaded on one device with their weights, and their signatures read and checked
+//! against each other once, so the engine's loop only runs them.
 
 use crate::exported_model::ExportedModel;
 use crate::host_data::HostArray;
@@ -16,7 +17,10 @@ fn refused(why: String) -> Error {
 /// - `insert(cache, entry, slot: int32[]) -> cache`;
 /// - `decode(params, cache, tokens: int32[S], positions: int32[S]) -> (cache, logits: f32[S, V])`.
 ///
-/// `entry` and `cache` may be any pytrees of arrays; `params` come from a weights file.
+/// `entry` and `cache` may be any pytrees of arrays; `params` come from a weights file. With
+/// [`with_extends`](Self::with_extends), also
+/// `extend(params, entry, tokens: int32[1, C], start: int32[], true_length: int32[]) -> (entry,
+/// logits: f32[1, V])`, one per chunk size `C`: chunked prefill and the prefix cache.
 pub struct GenerationModel {
     /// By prompt bucket, smallest first.
     pub(super) prefills: Vec<(usize, ExportedModel)>,
@@ -31,6 +35,10 @@ pub struct GenerationModel {
     pub(super) entry_types: Vec<ArrayType>,
     /// Whether insert and decode donate the cache (exported with `donate_argnums`).
     pub(super) donates: (bool, bool),
+    /// By chunk size, smallest first; empty without extend.
+    pub(super) extends: Vec<(usize, ExportedModel)>,
+    /// Whether extend donates the entry (else each chunk copies it).
+    pub(super) extend_donates: bool,
     pub(super) device: Device,
 }
 
@@ -194,6 +202,8 @@ impl GenerationModel {
         };
         Ok(GenerationModel {
             donates: (all_cache(&insert), all_cache(&decode)),
+            extends: Vec::new(),
+            extend_donates: false,
             prefills: loaded,
             insert,
             decode,
@@ -203,6 +213,79 @@ impl GenerationModel {
             entry_types: entry,
             device,
         })
+    }
+
+    /// Adds the `extend` exports (`.exported` bytes, one per chunk size), with `params` as
+    /// [`load`](Self::load) takes them, checked against the entry prefill makes and the
+    /// vocabulary: `extend(params, entry, tokens: int32[1, C], start: int32[], true_length:
+    /// int32[]) -> (entry, logits: f32[1, V])`, best exported with `donate_argnums=1`. A model
+    /// with them prefills long prompts in chunks and keeps a prefix cache
+    /// ([`GeneratorConfig`](super::GeneratorConfig)); without them, prompts fit a bucket.
+    pub fn with_extends(
+        mut self,
+        client: &Client,
+        extends: &[&[u8]],
+        params: Option<&[u8]>,
+    ) -> Result<GenerationModel> {
+        let mut donates = true;
+        for bytes in extends {
+            let mut x = client.load_exported(bytes)?;
+            if let Some(p) = params {
+                x.load_params(p)?;
+            }
+            let (i, o) = (types(&x, "extend", false)?, types(&x, "extend", true)?);
+            let n = self.entry_types.len();
+            let shape = || {
+                refused(format!(
+                    "extend takes (entry, tokens, start, true_length) besides its weights, the entry as prefill returns it; it takes {}",
+                    x.free_inputs().join(", ")
+                ))
+            };
+            if i.len() != n + 3 || i[..n] != self.entry_types[..] {
+                return Err(shape());
+            }
+            let chunk = (i[n].dims.get(1).copied()).ok_or_else(shape)?;
+            expect("extend's tokens", &i[n], ElementType::S32, &[1, chunk])?;
+            expect("extend's start", &i[n + 1], ElementType::S32, &[])?;
+            expect("extend's true_length", &i[n + 2], ElementType::S32, &[])?;
+            if o.len() != n + 1 || o[..n] != self.entry_types[..] {
+                return Err(refused(
+                    "extend returns (entry, logits), the entry as prefill returns it".into(),
+                ));
+            }
+            expect(
+                "extend's logits",
+                &o[n],
+                ElementType::F32,
+                &[1, self.vocab as i64],
+            )?;
+            if x.device() != Some(&self.device) {
+                return Err(refused("extend and decode run on different devices".into()));
+            }
+            if chunk < 1 || self.extends.iter().any(|(c, _)| *c == chunk as usize) {
+                return Err(refused(format!(
+                    "two extend exports have chunk size {chunk}"
+                )));
+            }
+            let d = x.donatable_inputs();
+            donates &= (0..n).all(|k| d.contains(&k));
+            self.extends.push((chunk as usize, x));
+        }
+        self.extends.sort_by_key(|(c, _)| *c);
+        self.extend_donates = donates && !self.extends.is_empty();
+        Ok(self)
+    }
+
+    /// The extend chunk sizes, smallest first (empty without extend).
+    pub fn extend_sizes(&self) -> Vec<usize> {
+        self.extends.iter().map(|(c, _)| *c).collect()
+    }
+
+    /// One sequence's cache entry in bytes: what the prefix cache holds per prompt.
+    pub fn entry_bytes(&self) -> usize {
+        (self.entry_types.iter())
+            .map(|t| pjrt_actors_core::dtype::byte_size(t.dtype, &t.dims).unwrap_or(0))
+            .sum()
     }
 
     /// The cache's length in positions, as its shapes say it: the axis after the slot axis
@@ -296,7 +379,16 @@ impl GenerationModel {
 
     /// A zero cache on the device.
     pub(super) fn empty_cache(&self) -> Result<Vec<Array>> {
-        (self.cache_types.iter())
+        self.zeros(&self.cache_types)
+    }
+
+    /// A zero cache entry on the device: where extend starts a prompt no prefill holds.
+    pub(super) fn empty_entry(&self) -> Result<Vec<Array>> {
+        self.zeros(&self.entry_types)
+    }
+
+    fn zeros(&self, types: &[ArrayType]) -> Result<Vec<Array>> {
+        (types.iter())
             .map(|t| {
                 let bytes = pjrt_actors_core::dtype::byte_size(t.dtype, &t.dims)?;
                 self.device.put_array(&HostArray {

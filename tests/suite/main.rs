@@ -27,6 +27,7 @@ mod fleet_cluster;
 mod fleet_wake;
 mod foundation;
 mod generate;
+mod generate_prefix;
 mod invalid_inputs;
 mod isolation;
 mod jax_lapack;

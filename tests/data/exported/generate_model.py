@@ -6,19 +6,29 @@ heads, two blocks, a cache of 32 positions) exported as JetStream splits generat
   for prompt buckets P = 8 and 16; `entry` is one sequence's cache {"k", "v"}: f32[L, T, H, Dh];
 - insert(cache, entry, slot: int32[]) -> cache, exported with donate_argnums=0;
 - decode(params, cache, tokens: int32[S], positions: int32[S]) -> (cache, logits: f32[S, V]),
-  exported with donate_argnums=1, for S = 4 decode slots; `cache` is {"k", "v"}: f32[L, S, T, H, Dh].
+  exported with donate_argnums=1, for S = 4 decode slots; `cache` is {"k", "v"}: f32[L, S, T, H, Dh];
+- extend(params, entry, tokens: int32[1, C], start: int32[], true_length: int32[]) -> (entry,
+  logits: f32[1, V]), exported with donate_argnums=1, for chunks C = 4 and 8: it continues a
+  sequence's entry from position `start` (chunked prefill, a cached prefix).
 
 Also its weights (weights.safetensors, by dotted path), the config `serve` reads beside them
 (generation.json: the cache length, stop token and token limit), and JAX's own greedy generations
 (greedy.json): 64 prompts of 1 to 16 tokens, each generated alone (slot 0) for up to 12 tokens
-or until the stop token 0, with the margin between the best and second-best logit at each step.
-Prompts where a step's margin is under 1e-3 are drawn again, so that an XLA build's last-bit
-differences cannot flip a token.
+or until the stop token 0, with the margin between the best and second-best logit at each step;
+and `long_cases`: 8 pairs of prompts of 17 to 24 tokens (past the largest bucket), the second of
+each sharing the first's first 90% (a cached prefix), both prefilled whole by JAX (a prefill of
+the cache's length, not exported). Prompts where a step's margin is under 1e-3 are drawn again,
+so that an XLA build's last-bit differences cannot flip a token.
 
 With a cache length as its second argument (`generate_model.py generate_long 4096`) it writes
 only the exports and weights of the same model with that cache, and a generation.json with no
 max_sequence: a sequence there runs thousands of steps before its cache ends it, which the
-tests that a client's going frees its slot need."""
+tests that a client's going frees its slot need. With `bench` as its second argument
+(`generate_model.py generate_bench bench`) it writes the same layers wider and deeper (width 128,
+four blocks, vocabulary 256), with 8 slots, a 512-position cache, prefill buckets 64 and 512 and
+extend chunks 32 and 64: the model `cargo bench --bench generate` measures chunked prefill, the
+prefix cache and continuous batching on, where a decode step is a realistic share of a
+prefill."""
 import json
 import os
 import sys
@@ -33,6 +43,7 @@ from export import write_safetensors
 VOCAB, D, HEADS, BLOCKS, MLP, T, SLOTS = 64, 32, 2, 2, 64, 32, 4
 DH = D // HEADS
 BUCKETS = (8, 16)
+EXTENDS = (4, 8)
 PROMPTS, MAX_NEW, STOP = 64, 12, 0
 
 
@@ -90,6 +101,29 @@ def prefill(params, tokens, true_length):
     return {"k": jnp.stack(ks), "v": jnp.stack(vs)}, logits_of(last, params)
 
 
+def extend(params, entry, tokens, start, true_length):
+    """Continues `entry` (positions below `start` written) with tokens[0, :true_length] at
+    positions start, ...: each attends to the entry's positions below its own and to the chunk's
+    tokens before it, as a whole prefill would. The chunk's padding is written as zeros, as
+    prefill writes past its true length; the caller keeps start + C within the cache."""
+    c = tokens.shape[1]
+    positions = start + jnp.arange(c)
+    x = params["wte"][tokens[0]]
+    real = (jnp.arange(c) < true_length)[:, None, None]
+    mask = jnp.arange(T)[None, :] <= positions[:, None]
+    ks, vs = [], []
+    for layer, b in enumerate(params["blocks"]):
+        q, k, v = block_qkv(x, b, positions)
+        kc = jax.lax.dynamic_update_slice_in_dim(entry["k"][layer], jnp.where(real, k, 0), start, 0)
+        vc = jax.lax.dynamic_update_slice_in_dim(entry["v"][layer], jnp.where(real, v, 0), start, 0)
+        x = x + attend(q, kc, vc, mask) @ b["wo"]
+        x = x + mlp(x, b)
+        ks.append(kc)
+        vs.append(vc)
+    last = jax.lax.dynamic_index_in_dim(x, true_length - 1, 0, keepdims=True)
+    return {"k": jnp.stack(ks), "v": jnp.stack(vs)}, logits_of(last, params)
+
+
 def insert(cache, entry, slot):
     return {n: jax.lax.dynamic_update_index_in_dim(cache[n], entry[n], slot, 1) for n in cache}
 
@@ -131,9 +165,18 @@ def spec_of(tree):
     return jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), tree)
 
 
+def bench_model():
+    """The bench's shapes: a decode step a realistic share of a prefill."""
+    global VOCAB, D, HEADS, BLOCKS, MLP, T, SLOTS, DH, BUCKETS, EXTENDS
+    VOCAB, D, HEADS, BLOCKS, MLP, T, SLOTS = 256, 128, 4, 4, 512, 512, 8
+    DH, BUCKETS, EXTENDS = D // HEADS, (64, 512), (32, 64)
+
+
 def main(out, cache=None):
     global T
-    if cache is not None:
+    if cache == "bench":
+        bench_model()
+    elif cache is not None:
         T = cache
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(11)
@@ -152,6 +195,7 @@ def main(out, cache=None):
           export.export(jax.jit(insert, donate_argnums=0))(cache_spec, entry_spec, i32()))
     write("decode.exported",
           export.export(jax.jit(decode, donate_argnums=1))(pspec, cache_spec, i32(SLOTS), i32(SLOTS)))
+    write_extends(out, pspec, entry_spec)
     flat = jax.tree_util.tree_flatten_with_path(params)[0]
     dotted = lambda p: ".".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in p)
     write_safetensors(os.path.join(out, "weights.safetensors"), {dotted(p): v for p, v in flat})
@@ -161,15 +205,17 @@ def main(out, cache=None):
         print(f"generate: the exports with a cache of {T} positions in {out}", file=sys.stderr)
         return
 
-    # JAX's greedy generations, each alone in slot 0 of the decode batch.
+    # JAX's greedy generations, each alone in slot 0 of the decode batch, each prompt prefilled
+    # whole: in its bucket, or one of the cache's length past the largest.
     jit_insert = jax.jit(insert, donate_argnums=0)
     jit_decode = jax.jit(decode, donate_argnums=1)
+    whole = jax.jit(prefill)
 
     def generate(prompt):
-        bucket = next(b for b in BUCKETS if b >= len(prompt))
+        bucket = next((b for b in BUCKETS if b >= len(prompt)), T)
         tokens = np.zeros((1, bucket), np.int32)
         tokens[0, :len(prompt)] = prompt
-        entry, logits = prefills[bucket](params, tokens, np.int32(len(prompt)))
+        entry, logits = prefills.get(bucket, whole)(params, tokens, np.int32(len(prompt)))
         cache = {n: jnp.zeros((BLOCKS, SLOTS, T, HEADS, DH), jnp.float32) for n in "kv"}
         cache = jit_insert(cache, entry, np.int32(0))
         out, margins, pos = [], [], len(prompt)
@@ -196,16 +242,38 @@ def main(out, cache=None):
         if min(margins) < 1e-3:
             continue
         cases.append({"prompt": prompt, "tokens": tokens, "min_margin": min(margins)})
+    # Past the largest bucket: pairs, the second sharing the first's first 90%.
+    long_cases = []
+    while len(long_cases) < 16:
+        length = int(rng.integers(BUCKETS[-1] + 1, 25))
+        first = [int(t) for t in rng.integers(1, VOCAB, length)]
+        shared = (length * 9) // 10
+        second = first[:shared] + [int(t) for t in rng.integers(1, VOCAB, length - shared)]
+        pair = [(p, generate(p)) for p in (first, second)]
+        if min(min(m) for _, (_, m) in pair) < 1e-3:
+            continue
+        long_cases += [{"prompt": p, "tokens": t, "min_margin": min(m)} for p, (t, m) in pair]
     # What `pjrt-actors serve` reads beside the exports (serve's generation.json).
     json.dump({"max_sequence": T, "stop_tokens": [STOP], "max_tokens": MAX_NEW},
               open(os.path.join(out, "generation.json"), "w"))
     json.dump({"jax": jax.__version__, "buckets": list(BUCKETS), "slots": SLOTS, "cache_len": T,
-               "stop": STOP, "max_new": MAX_NEW, "cases": cases},
+               "stop": STOP, "max_new": MAX_NEW, "extends": list(EXTENDS), "cases": cases,
+               "long_cases": long_cases},
               open(os.path.join(out, "greedy.json"), "w"), indent=0)
-    print(f"generate: {len(cases)} prompts, "
-          f"{sum(len(c['tokens']) for c in cases)} tokens", file=sys.stderr)
+    print(f"generate: {len(cases)} prompts, {len(long_cases)} long ones, "
+          f"{sum(len(c['tokens']) for c in cases + long_cases)} tokens", file=sys.stderr)
+
+
+def write_extends(out, pspec, entry_spec):
+    """extend_C.exported for each chunk C, the entry donated."""
+    i32 = lambda *s: jax.ShapeDtypeStruct(s, jnp.int32)
+    for c in EXTENDS:
+        exp = export.export(jax.jit(extend, donate_argnums=1))(pspec, entry_spec, i32(1, c), i32(),
+                                                                 i32())
+        open(os.path.join(out, f"extend_{c}.exported"), "wb").write(exp.serialize())
 
 
 if __name__ == "__main__":
+    arg = sys.argv[2] if len(sys.argv) > 2 else None
     main(sys.argv[1] if len(sys.argv) > 1 else "generate",
-         int(sys.argv[2]) if len(sys.argv) > 2 else None)
+         arg if arg in (None, "bench") else int(arg))

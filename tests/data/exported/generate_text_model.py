@@ -5,7 +5,8 @@ one out (scripts/jax-exported-data writes it to generate_text/):
   writes, its special tokens first (`<|endoftext|>` is 0, the stop token);
 - tokenizer_config.json: a Jinja chat template with `bos_token` and `eos_token`, rendered as
   Hugging Face's `apply_chat_template` renders it (jinja2, trim_blocks, lstrip_blocks);
-- the exports (prefill buckets 32 and 64, insert, decode, a 128-position cache), the weights and
+- the exports (prefill buckets 32 and 64, insert, decode, extend in chunks of 16, a 128-position
+  cache), the weights and
   generation.json, as generate/ has them, with the vocabulary the tokenizer has;
 - text_cases.json: JAX's greedy generations for text prompts, chat conversations and stop
   strings, each with its prompt ids, its text, and each step's log-probability of its token and
@@ -92,6 +93,7 @@ def render(messages, add_generation_prompt=True):
 def main(out, cache=None):
     tok = train_tokenizer()
     gm.VOCAB, gm.T, gm.BUCKETS = tok.get_vocab_size(), cache or 128, (32, 64)
+    gm.EXTENDS = (16,)
     os.makedirs(out, exist_ok=True)
     tok.save(os.path.join(out, "tokenizer.json"))
     json.dump({"chat_template": CHAT_TEMPLATE, "bos_token": "<|bos|>",
@@ -112,6 +114,7 @@ def main(out, cache=None):
           export.export(jax.jit(gm.insert, donate_argnums=0))(cache_spec, entry_spec, i32()))
     write("decode.exported",
           export.export(jax.jit(gm.decode, donate_argnums=1))(pspec, cache_spec, i32(S), i32(S)))
+    gm.write_extends(out, pspec, entry_spec)
     flat = jax.tree_util.tree_flatten_with_path(params)[0]
     dotted = lambda p: ".".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in p)
     write_safetensors(os.path.join(out, "weights.safetensors"), {dotted(p): v for p, v in flat})
