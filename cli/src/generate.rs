@@ -13,10 +13,11 @@ use crate::common::{GlobalArgs, open, print_line, usage};
 #[derive(clap::Args, Debug)]
 pub struct GenerateArgs {
     /// A model folder, as `serve --generation` takes one: `prefill*.exported`,
-    /// `insert.exported`, `decode.exported`, weights, `generation.json` (its stop tokens, token
+    /// `insert.exported`, `decode.exported`, `extend*.exported` if any, weights,
+    /// `generation.json` (its stop tokens, token
     /// limit and cache length are the defaults) and, for `--text` and `--chat`,
     /// `tokenizer.json` with `tokenizer_config.json`. In place of the file flags below.
-    #[arg(long, conflicts_with_all = ["prefill", "insert", "decode", "params"])]
+    #[arg(long, conflicts_with_all = ["prefill", "insert", "decode", "params", "extend"])]
     model: Option<PathBuf>,
     /// A prefill export, `prefill(params, tokens: int32[1, P], true_length) -> (entry, logits)`;
     /// repeat it for several prompt buckets `P`.
@@ -29,6 +30,14 @@ pub struct GenerateArgs {
     /// (cache, logits)` (cache donated).
     #[arg(long, required_unless_present = "model")]
     decode: Option<PathBuf>,
+    /// An extend export, `extend(params, entry, tokens: int32[1, C], start, true_length) ->
+    /// (entry, logits)` (entry donated): prompts past the buckets are prefilled in chunks;
+    /// repeat it for several chunk sizes `C`.
+    #[arg(long = "extend")]
+    extend: Vec<PathBuf>,
+    /// With `--extend`: prefill prompts longer than this in chunks of it.
+    #[arg(long, conflicts_with = "model")]
+    prefill_chunk: Option<usize>,
     /// Weights for prefill and decode (`.safetensors` or `.npz`), named by path.
     #[arg(long)]
     params: Option<PathBuf>,
@@ -107,8 +116,14 @@ pub fn generate(cli: &GlobalArgs, args: &GenerateArgs) -> Result<()> {
         &read(decode.expect("clap requires it"), "decode")?,
         params.as_deref(),
     )?;
+    let extends = (args.extend.iter())
+        .map(|p| read(p, "extend"))
+        .collect::<Result<Vec<_>>>()?;
+    let extends: Vec<&[u8]> = extends.iter().map(|e| e.as_slice()).collect();
+    let model = model.with_extends(&client, &extends, params.as_deref())?;
     let config = GeneratorConfig {
         max_sequence: args.max_sequence,
+        prefill_chunk: args.prefill_chunk,
         ..Default::default()
     };
     let generator = Generator::start(model, config)?;

@@ -54,9 +54,19 @@ fn the_openai_client_gets_jaxs_text_for_every_case_plain_and_streamed() {
             "long".into(),
         ],
     );
-    let mut split_streams = 0;
+    let (mut split_streams, mut cached_streams) = (0, 0);
     for (k, case) in cases.iter().enumerate() {
         let prompt_tokens = case["prompt_ids"].as_array().unwrap().len();
+        // The streamed ones ran after the plain ones: each starts from its own prompt's entry,
+        // all of it in chunks of 16 but a token to compute (`usage.prompt_tokens_details`).
+        let own = (prompt_tokens - 1) / 16 * 16;
+        assert_eq!(
+            seen["streamed"][k]["usage"][2], own,
+            "{k}: {}",
+            seen["streamed"][k]
+        );
+        assert!(seen["plain"][k]["usage"][2].as_u64().unwrap() as usize <= own);
+        cached_streams += usize::from(own > 0);
         let made = case["tokens"].as_array().unwrap().len();
         for how in ["plain", "streamed"] {
             let got = &seen[how][k];
@@ -77,6 +87,10 @@ fn the_openai_client_gets_jaxs_text_for_every_case_plain_and_streamed() {
         split_streams += usize::from(streamed["deltas"].as_u64().unwrap() > 1);
     }
     assert!(split_streams > cases.len() / 2, "{split_streams}");
+    assert!(
+        cached_streams >= 10,
+        "{cached_streams} started from a cached prefix"
+    );
     // Log-probabilities: one entry a token, JAX's log-probability of it (within f32 noise) and
     // JAX's three most likely tokens as alternatives, most likely first, the chosen one among
     // them (greedy); plain and streamed alike.

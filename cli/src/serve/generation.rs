@@ -1,5 +1,6 @@
 //! Generation models in `serve`: a folder of JetStream's three exports (`prefill*.exported`,
-//! `insert.exported`, `decode.exported`, optional weights and `generation.json`) served on a
+//! `insert.exported`, `decode.exported`; optional `extend*.exported`, weights and
+//! `generation.json`) served on a
 //! `Generator`, and a request's fields as both protocols give them (Triton's generate extension
 //! over HTTP, `ModelStreamInfer` over gRPC) read into one `GenerateRequest`.
 
@@ -41,6 +42,10 @@ struct GenerationConfig {
     max_tokens: Option<usize>,
     /// Requests waiting for a slot (default 1024).
     max_queued: Option<usize>,
+    /// With extend exports: prompts past it are prefilled in chunks of it.
+    prefill_chunk: Option<usize>,
+    /// With extend exports: the prefix cache's bytes on the device (0: off; default 64 MiB).
+    prefix_cache_bytes: Option<usize>,
 }
 
 impl GenerationConfig {
@@ -56,6 +61,7 @@ impl GenerationConfig {
             ("max_tokens", self.max_tokens),
             ("max_queued", self.max_queued),
             ("max_sequence", self.max_sequence),
+            ("prefill_chunk", self.prefill_chunk),
         ] {
             if value == Some(0) {
                 return refuse(key, "0".into(), "would refuse or end every request");
@@ -84,20 +90,21 @@ pub fn load(client: &Client, name: &str, dir: &Path) -> Result<ServedGeneration>
     // Each file read as the other models' are: a regular file only, opened without blocking.
     let what = format!("generation model `{name}`:");
     let read = |f: &Path| crate::files::read(f, &what);
-    let mut prefill_paths: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|e| usage(format!("{what} {}: {e}", dir.display())))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            n.starts_with("prefill") && n.ends_with(".exported")
-        })
-        .collect();
-    prefill_paths.sort();
-    let prefills = prefill_paths
-        .iter()
-        .map(|p| read(p))
-        .collect::<Result<Vec<_>>>()?;
+    let exports = |prefix: &str| -> Result<Vec<Vec<u8>>> {
+        let mut paths: Vec<_> = std::fs::read_dir(dir)
+            .map_err(|e| usage(format!("{what} {}: {e}", dir.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                n.starts_with(prefix) && n.ends_with(".exported")
+            })
+            .collect();
+        paths.sort();
+        paths.iter().map(|p| read(p)).collect()
+    };
+    let (prefills, extends) = (exports("prefill")?, exports("extend")?);
     let prefills: Vec<&[u8]> = prefills.iter().map(|p| p.as_slice()).collect();
+    let extends: Vec<&[u8]> = extends.iter().map(|p| p.as_slice()).collect();
     // An optional file is absent or a regular file: one of another kind (a folder, a FIFO) is
     // refused by `read`, never skipped as if absent.
     let present = |p: &Path| std::fs::symlink_metadata(p).is_ok();
@@ -117,7 +124,8 @@ pub fn load(client: &Client, name: &str, dir: &Path) -> Result<ServedGeneration>
         &read(&dir.join("insert.exported"))?,
         &read(&dir.join("decode.exported"))?,
         params.as_deref(),
-    )?;
+    )?
+    .with_extends(client, &extends, params.as_deref())?;
     config.check(name, model.vocab())?;
     let text = crate::text::TextModel::load(dir, model.vocab())
         .map_err(|e| usage(format!("generation model `{name}`: {e}")))?
@@ -127,6 +135,9 @@ pub fn load(client: &Client, name: &str, dir: &Path) -> Result<ServedGeneration>
         GeneratorConfig {
             max_queued: config.max_queued.unwrap_or(1024),
             max_sequence: config.max_sequence,
+            prefill_chunk: config.prefill_chunk,
+            prefix_cache_bytes: (config.prefix_cache_bytes)
+                .unwrap_or(pjrt_actors::generate::DEFAULT_PREFIX_CACHE_BYTES),
             ..Default::default()
         },
     )
@@ -205,7 +216,7 @@ pub fn render_metrics(
         .map(|(name, m)| (name.as_str(), m.generator.stats()))
         .collect();
     type Get = fn(&pjrt_actors::generate::GeneratorStats) -> f64;
-    let families: [(&str, &str, Get); 5] = [
+    let families: [(&str, &str, Get); 9] = [
         (
             "pjrt_actors_generate_requests_total",
             "Requests prefilled.",
@@ -230,6 +241,26 @@ pub fn render_metrics(
             "pjrt_actors_generate_cancelled_total",
             "Requests ended because their client went away or cancelled, running (each freeing its slot) or waiting.",
             |s| s.cancelled as f64,
+        ),
+        (
+            "pjrt_actors_generate_prefill_chunks_total",
+            "Extend runs: chunks of long prompts, and prompts' rests after a cached prefix.",
+            |s| s.chunks as f64,
+        ),
+        (
+            "pjrt_actors_generate_prefix_hits_total",
+            "Prompts that started from a cached prefix.",
+            |s| s.prefix_hits as f64,
+        ),
+        (
+            "pjrt_actors_generate_prefix_cached_tokens_total",
+            "Prompt tokens cached prefixes gave, not computed again.",
+            |s| s.prefix_tokens as f64,
+        ),
+        (
+            "pjrt_actors_generate_prefix_evictions_total",
+            "Prefix cache entries evicted for others.",
+            |s| s.prefix_evictions as f64,
         ),
     ];
     for (family, help, get) in families {
@@ -267,7 +298,7 @@ pub fn render_metrics(
         }
     }
     type Now = fn(&pjrt_actors::generate::GeneratorStats) -> u64;
-    let gauges: [(&str, &str, Now); 2] = [
+    let gauges: [(&str, &str, Now); 4] = [
         (
             "pjrt_actors_generate_running",
             "Sequences in decode slots now.",
@@ -277,6 +308,16 @@ pub fn render_metrics(
             "pjrt_actors_generate_waiting",
             "Requests waiting for a decode slot now.",
             |s| s.waiting,
+        ),
+        (
+            "pjrt_actors_generate_prefix_cache_bytes",
+            "Bytes the prefix cache holds on the device now.",
+            |s| s.prefix_bytes,
+        ),
+        (
+            "pjrt_actors_generate_prefix_cache_entries",
+            "Prompts' entries the prefix cache holds now.",
+            |s| s.prefix_entries,
         ),
     ];
     for (family, help, get) in gauges {

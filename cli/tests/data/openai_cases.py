@@ -1,6 +1,7 @@
 """OpenAI's own Python client (`openai`, scripts/openai-venv) against `pjrt-actors serve`'s
 OpenAI routes: every case JAX recorded for the text model (text_cases.json: completions, chats,
-stop strings), plain and streamed, all at once (past the model's four decode slots); the model
+stop strings), plain and streamed, all at once (past the model's four decode slots; the streamed
+ones after the plain ones, so each finds its prompt in the prefix cache); the model
 list; each token's log-probabilities, plain and streamed; refusals in OpenAI's shape; and a stream closed after its first chunk on LONG_MODEL (a
 model whose cache lets a sequence run far longer than the test). Prints one JSON line of what
 it saw; cli/tests/openai.rs checks it.
@@ -10,6 +11,11 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import openai
+
+
+def usage_of(u):
+    """Prompt, completion and cached prompt tokens (`prompt_tokens_details.cached_tokens`)."""
+    return [u.prompt_tokens, u.completion_tokens, u.prompt_tokens_details.cached_tokens]
 
 
 def run(client, model, case, stream):
@@ -25,12 +31,12 @@ def run(client, model, case, stream):
         r = call(**args)
         c = r.choices[0]
         text = c.message.content if chat else c.text
-        return {"text": text, "finish": c.finish_reason, "usage": [r.usage.prompt_tokens,
-                r.usage.completion_tokens], "object": r.object}
+        return {"text": text, "finish": c.finish_reason, "usage": usage_of(r.usage),
+                "object": r.object}
     deltas, finish, usage, roles = [], None, None, []
     for chunk in call(stream=True, stream_options={"include_usage": True}, **args):
         if chunk.usage is not None:
-            usage = [chunk.usage.prompt_tokens, chunk.usage.completion_tokens]
+            usage = usage_of(chunk.usage)
         for c in chunk.choices:
             if chat:
                 if c.delta.role:

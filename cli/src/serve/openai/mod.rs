@@ -195,14 +195,16 @@ async fn start(
     })
 }
 
-fn usage(prompt: usize, completion: usize) -> Value {
-    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
+/// A request's token counts; `cached`: the prompt's tokens a cached prefix gave.
+fn usage(prompt: usize, completion: usize, cached: usize) -> Value {
+    json!({"prompt_tokens": prompt, "completion_tokens": completion,
+        "total_tokens": prompt + completion, "prompt_tokens_details": {"cached_tokens": cached}})
 }
 
 /// The whole answer in one body.
 async fn whole(mut s: Started) -> Result<Response, ServeError> {
     let mut pieces = Pieces::new(&mut s);
-    let (mut out, mut end, mut entries) = (String::new(), ("stop", 0), Vec::new());
+    let (mut out, mut end, mut entries) = (String::new(), ("stop", 0, 0), Vec::new());
     while let Some(p) = std::future::poll_fn(|cx| pieces.poll_next(cx)).await {
         match p {
             Piece::Text(t, l) => {
@@ -213,14 +215,15 @@ async fn whole(mut s: Started) -> Result<Response, ServeError> {
                 finish,
                 tokens,
                 logprobs,
+                cached,
             } => {
-                end = (finish, tokens);
+                end = (finish, tokens, cached);
                 entries.extend(logprobs);
             }
             Piece::Failed(e) => return Err(e),
         }
     }
-    let (finish, made) = end;
+    let (finish, made, cached) = end;
     if finish == Finish::Deadline.as_str() && made == 0 {
         return Err(ServeError::Expired(
             "the request's deadline passed before its first token".into(),
@@ -243,7 +246,7 @@ async fn whole(mut s: Started) -> Result<Response, ServeError> {
         Route::Completions => "text_completion",
     };
     let v = json!({"id": sh.id, "object": object, "created": sh.created, "model": sh.model,
-        "choices": [choice], "usage": usage(s.prompt_tokens, made)});
+        "choices": [choice], "usage": usage(s.prompt_tokens, made, cached)});
     Ok(json_body(&v).into_response())
 }
 
@@ -356,13 +359,15 @@ impl Chunks {
                 finish,
                 tokens,
                 logprobs,
+                cached,
             } => {
                 let l = self.logprobs(&logprobs);
                 let sh = &self.shape;
                 self.ready
                     .push_back(sh.chunk_with(None, Some(finish), false, l));
                 if sh.include_usage {
-                    let u = json!({"choices": [], "usage": usage(self.prompt_tokens, tokens)});
+                    let u =
+                        json!({"choices": [], "usage": usage(self.prompt_tokens, tokens, cached)});
                     self.ready.push_back(sh.event(u));
                 }
                 self.end();

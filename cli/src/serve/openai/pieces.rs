@@ -21,6 +21,8 @@ pub(super) enum Piece {
         finish: &'static str,
         tokens: usize,
         logprobs: Vec<TokenLogprobs>,
+        /// Prompt tokens a cached prefix gave (`usage.prompt_tokens_details.cached_tokens`).
+        cached: usize,
     },
     Failed(ServeError),
 }
@@ -93,6 +95,7 @@ impl Pieces {
                 self.queued.push_back(Piece::Text(given, logprobs));
             }
             if let Some(finish) = end {
+                let cached = self.tokens.as_ref().map_or(0, TokenStream::cached_tokens);
                 // Dropping the stream cancels a sequence a stop string ended early.
                 self.tokens = None;
                 let (tokens, logprobs) = (self.made, std::mem::take(&mut self.pending));
@@ -100,6 +103,7 @@ impl Pieces {
                     finish,
                     tokens,
                     logprobs,
+                    cached,
                 });
             }
         }
