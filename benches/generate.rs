@@ -3,10 +3,14 @@
 //! exports it), run donating the cache against run copying it, interleaved; and the memory held
 //! over 10,000 donated steps. Generation: the tiny llama of tests/data/exported/generate on our
 //! `Generator` against JAX's own loop over the same exports (benches/support/generate_jax.py,
-//! jax 0.11.2, the XLA of the default plugin), 16 requests at once and one at a time; and
-//! continuous against static batching under requests of mixed lengths arriving at random.
+//! jax 0.11.2, the XLA of the default plugin), 16 requests at once and one at a time, prompts
+//! prefilled whole; and on a bigger model (generate_bench; generate/engine.rs), continuous
+//! against static batching under long-tailed outputs, the stall a long prompt causes chunked and
+//! whole, and time to first token from a cached prefix.
 //! Prints a table, then one JSON object as the last line.
 
+#[path = "generate/engine.rs"]
+mod engine;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -191,45 +195,13 @@ fn ours(g: &Generator, prompts: &[Vec<i32>], max: &[usize], concurrent: usize) -
     (seconds, after.tokens - before.tokens, ttft)
 }
 
-/// 64 requests of random prompt and output lengths, arriving at random (exponential gaps of
-/// `gap` on average), on `g`: (tokens/s, p99 request latency in ms). Output lengths are
-/// uniform over what the cache leaves (`skew` 1), or skewed short as chat answers are (`skew`
-/// 2: the uniform draw squared, a third of the room on average).
-fn arrivals(g: &Generator, gap: Duration, skew: i32) -> (f64, f64) {
-    let (prompts, _) = workload(64);
-    let mut rng = pjrt_actors::generate::TokenRng::new(99);
-    let plan: Vec<(Vec<i32>, usize, Duration)> = (prompts.iter())
-        .map(|p| {
-            let room = 32 - p.len();
-            let tokens = 1 + (rng.next_f64().powi(skew) * room as f64) as usize;
-            let wait = gap.mul_f64(-(1.0 - rng.next_f64()).ln());
-            (p.clone(), tokens.min(room), wait)
-        })
-        .collect();
-    let start = Instant::now();
-    let (latencies, tokens): (Vec<f64>, Vec<usize>) = std::thread::scope(|scope| {
-        let mut handles = Vec::new();
-        for (prompt, tokens, wait) in &plan {
-            std::thread::sleep(*wait);
-            let stream = g
-                .submit(GenerateRequest::greedy(prompt.clone(), *tokens))
-                .unwrap();
-            let submitted = Instant::now();
-            handles.push(scope.spawn(move || {
-                let (got, _) = stream.collect_blocking().unwrap();
-                (submitted.elapsed().as_secs_f64() * 1e3, got.len())
-            }));
-        }
-        handles.into_iter().map(|h| h.join().unwrap()).unzip()
-    });
-    let seconds = start.elapsed().as_secs_f64();
-    let mut latencies = latencies;
-    let p99 = percentile_us(&mut latencies, 99.0);
-    (tokens.iter().sum::<usize>() as f64 / seconds, p99)
-}
-
 fn main() {
     let client = Client::open().unwrap();
+    if std::env::var_os("GENERATE_ENGINE_ONLY").is_some() {
+        let settle = || std::thread::sleep(Duration::from_millis(300));
+        println!("{}", engine::run(&client, settle));
+        return;
+    }
     let donation = donation(&client);
 
     let g = Generator::start(load_model(&client), GeneratorConfig::default()).unwrap();
@@ -286,38 +258,6 @@ fn main() {
     let (o16, o1) = (o16.unwrap(), o1.unwrap());
     let jax_version = jax.as_ref().map(|j| j.version());
 
-    // Continuous against static batching, the same arrivals.
-    let static_g = Generator::start(
-        load_model(&client),
-        GeneratorConfig {
-            continuous: false,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    // Arrivals faster than the slots serve them: throughput is the engine's, not the load's.
-    let gap = Duration::from_micros(300);
-    arrivals(&g, gap, 1);
-    arrivals(&static_g, gap, 1);
-    // Three interleaved runs of each; the median run by tokens/s.
-    let median = |g: &Generator, skew: i32, runs: &mut Vec<(f64, f64)>| {
-        settle();
-        runs.push(arrivals(g, gap, skew));
-    };
-    let (mut c, mut st, mut cu, mut su) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..3 {
-        median(&g, 2, &mut c);
-        median(&static_g, 2, &mut st);
-        median(&g, 1, &mut cu);
-        median(&static_g, 1, &mut su);
-    }
-    let mid = |mut runs: Vec<(f64, f64)>| {
-        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
-        runs[runs.len() / 2]
-    };
-    let ((c_rate, c_p99), (s_rate, s_p99)) = (mid(c), mid(st));
-    let ((cu_rate, cu_p99), (su_rate, su_p99)) = (mid(cu), mid(su));
-
     println!("{}", "-".repeat(72));
     println!(
         "generation: 16 prompts of greedy.json, each to the 32-position cache, tokens/s and mean time to first token"
@@ -350,17 +290,6 @@ fn main() {
             j1.2 * 1e3
         );
     }
-    println!(
-        "64 requests of mixed lengths arriving every {gap:?} on average (outputs skewed short; uniform):"
-    );
-    println!(
-        "{:>34} {c_rate:>12.0} p99 {c_p99:.1} ms; {cu_rate:.0} p99 {cu_p99:.1} ms",
-        "continuous tokens/s"
-    );
-    println!(
-        "{:>34} {s_rate:>12.0} p99 {s_p99:.1} ms; {su_rate:.0} p99 {su_p99:.1} ms",
-        "static tokens/s"
-    );
     let mut out = donation;
     out["tokens_per_s_16"] = json!(rate(o16).round());
     out["tokens_per_s_1"] = json!(rate(o1).round());
@@ -373,9 +302,10 @@ fn main() {
         out["tokens_per_s_vs_jax_1"] = json!(round3(rate(o1) / rate(j1)));
         out["first_token_vs_jax_16"] = json!(round3(o16.2 / j16.2));
     }
-    out["continuous_vs_static_tokens_per_s"] = json!(round3(c_rate / s_rate));
-    out["continuous_vs_static_p99"] = json!(round3(c_p99 / s_p99));
-    out["continuous_vs_static_tokens_per_s_uniform"] = json!(round3(cu_rate / su_rate));
-    out["continuous_vs_static_p99_uniform"] = json!(round3(cu_p99 / su_p99));
+    // The engine's workloads on the bench model: continuous batching, chunks, the prefix cache.
+    let engine = engine::run(&client, settle);
+    for (k, v) in engine.as_object().unwrap() {
+        out[k] = v.clone();
+    }
     println!("{out}");
 }

@@ -66,6 +66,9 @@ pub(super) struct Engine {
     waiting: VecDeque<Submitted>,
     /// Prompts' entries by prefix (`None`: no extend export, or a budget of 0).
     prefixes: Option<PrefixCache<Vec<Array>>>,
+    /// Where a prompt with no prefix starts when its first pass is an extend (with extend
+    /// exports): one zero entry, resident.
+    zeros: Option<Vec<Array>>,
 }
 
 impl Engine {
@@ -80,6 +83,11 @@ impl Engine {
         let slots = (0..model.slots).map(|_| None).collect();
         let prefixes = (!model.extends.is_empty() && config.prefix_cache_bytes > 0)
             .then(|| PrefixCache::new(shapes.chunk, config.prefix_cache_bytes));
+        // Made at start, so an idle engine holds all it holds between requests.
+        let zeros = match model.extends.is_empty() {
+            true => None,
+            false => Some(model.empty_entry()?),
+        };
         Ok(Engine {
             model,
             config,
@@ -91,6 +99,7 @@ impl Engine {
             jobs: VecDeque::new(),
             waiting: VecDeque::new(),
             prefixes,
+            zeros,
         })
     }
 
@@ -195,7 +204,13 @@ impl Engine {
             return Job::new(slot, s, passes, Some((entry, n)));
         }
         let passes = schedule::passes(prompt.len(), 0, &self.shapes).expect("checked at submit");
-        Job::new(slot, s, passes, None)
+        // A prompt whose first chunk is an extend starts from the resident zero entry, read and
+        // not donated (no upload of zeros a prompt).
+        let zeros = match passes.first() {
+            Some(schedule::Pass::Extend { .. }) => self.zeros.clone().map(|z| (z, 0)),
+            _ => None,
+        };
+        Job::new(slot, s, passes, zeros)
     }
 
     /// Reads a prompt's logits, streams its first token, inserts its cache entry into its slot

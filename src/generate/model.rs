@@ -288,10 +288,10 @@ impl GenerationModel {
             .sum()
     }
 
-    /// The cache's length in positions, as its shapes say it: the axis after the slot axis
-    /// (the one insert adds to an entry), as JetStream's and our exports lay a cache out
-    /// (`[.., slots, positions, ..]`), when it holds the largest prompt; else the one length of
-    /// an entry's axes that holds it. `Err` lists the candidates where the shapes leave it open.
+    /// The cache's length in positions, as its shapes say it: the first axis after the slot
+    /// axis (the one insert adds to an entry) that holds the largest prompt, as JetStream's
+    /// exports (`[.., slots, positions, ..]`) and ours (head-major, `[.., slots, heads,
+    /// positions, ..]`) lay a cache out; else the one length of an entry's axes that holds it. `Err` lists the candidates where the shapes leave it open.
     pub fn cache_length(&self) -> std::result::Result<usize, Vec<usize>> {
         let largest = self.buckets().last().copied().unwrap_or(0);
         let mut candidates: Vec<usize> = (self.entry_types.iter())
@@ -300,14 +300,18 @@ impl GenerationModel {
             .collect();
         candidates.sort_unstable();
         candidates.dedup();
+        // The first axis after the slot axis that holds the largest prompt: positions right
+        // after slots (`[.., slots, positions, ..]`), or after the heads (head-major,
+        // `[.., slots, heads, positions, ..]`).
         let after_slot_axis = |(cache, entry): (&ArrayType, &ArrayType)| {
             let c = &cache.dims;
             (0..c.len()).find_map(|axis| {
                 let mut without = c.clone();
                 let slots = without.remove(axis);
                 (slots as usize == self.slots && without == entry.dims)
-                    .then(|| c.get(axis + 1).map(|d| *d as usize))
+                    .then(|| (c[axis + 1..].iter()).find(|d| **d as usize >= largest))
                     .flatten()
+                    .map(|d| *d as usize)
             })
         };
         let by_layout: Option<Vec<usize>> = (self.cache_types.iter())

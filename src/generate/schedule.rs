@@ -106,8 +106,11 @@ pub(super) fn passes(len: usize, cached: usize, s: &Shapes) -> Option<Vec<Pass>>
         let n = s.chunk.min(len - start);
         let extend = (s.extends.iter().copied()).find(|&e| e >= n && start + e <= s.positions);
         let pass = match (start, bucket_for(n), extend) {
-            // The first chunk of a fresh prompt: prefill makes its entry, as a whole one would.
-            (0, Some(bucket), _) => Pass::Prefill { bucket, len: n },
+            // The first chunk of a fresh prompt: prefill makes its entry, as a whole one would,
+            // unless its bucket is longer than the chunk's extend (more tokens computed).
+            (0, Some(bucket), e) if e.is_none_or(|e| bucket <= e) => {
+                Pass::Prefill { bucket, len: n }
+            }
             (_, _, Some(size)) => Pass::Extend {
                 start,
                 len: n,
@@ -178,7 +181,8 @@ mod tests {
             (5, 0, shapes(16, 8, 32), Some(vec![p(8, 5)])),           // whole, smallest bucket
             (16, 0, shapes(16, 8, 32), Some(vec![p(16, 16)])),
             (20, 0, shapes(16, 8, 32), Some(vec![p(8, 8), e(8, 8, 8), e(16, 4, 4)])), // past the buckets
-            (6, 0, shapes(4, 4, 32), Some(vec![p(8, 4), e(4, 2, 4)])),  // past a configured chunk
+            (6, 0, shapes(4, 4, 32), Some(vec![e(0, 4, 4), e(4, 2, 4)])),  // past a configured chunk: extend
+            (12, 0, shapes(8, 8, 32), Some(vec![p(8, 8), e(8, 4, 4)])),    // from zeros unless a bucket fits
             (3, 0, shapes(4, 4, 32), Some(vec![p(8, 3)])),
             (10, 8, shapes(16, 8, 32), Some(vec![e(8, 2, 4)])),        // from a cached prefix
             (24, 16, shapes(16, 8, 32), Some(vec![e(16, 8, 8)])),

@@ -3,10 +3,11 @@ heads, two blocks, a cache of 32 positions) exported as JetStream splits generat
 (scripts/jax-exported-data writes it to generate/):
 
 - prefill(params, tokens: int32[1, P], true_length: int32[]) -> (entry, logits: f32[1, V]),
-  for prompt buckets P = 8 and 16; `entry` is one sequence's cache {"k", "v"}: f32[L, T, H, Dh];
+  for prompt buckets P = 8 and 16; `entry` is one sequence's cache {"k", "v"}: f32[L, H, T, Dh]
+  (head-major: attention reads each head's positions in place, no transpose a step);
 - insert(cache, entry, slot: int32[]) -> cache, exported with donate_argnums=0;
 - decode(params, cache, tokens: int32[S], positions: int32[S]) -> (cache, logits: f32[S, V]),
-  exported with donate_argnums=1, for S = 4 decode slots; `cache` is {"k", "v"}: f32[L, S, T, H, Dh];
+  exported with donate_argnums=1, for S = 4 decode slots; `cache` is {"k", "v"}: f32[L, S, H, T, Dh];
 - extend(params, entry, tokens: int32[1, C], start: int32[], true_length: int32[]) -> (entry,
   logits: f32[1, V]), exported with donate_argnums=1, for chunks C = 4 and 8: it continues a
   sequence's entry from position `start` (chunked prefill, a cached prefix).
@@ -25,7 +26,7 @@ only the exports and weights of the same model with that cache, and a generation
 max_sequence: a sequence there runs thousands of steps before its cache ends it, which the
 tests that a client's going frees its slot need. With `bench` as its second argument
 (`generate_model.py generate_bench bench`) it writes the same layers wider and deeper (width 128,
-four blocks, vocabulary 256), with 8 slots, a 512-position cache, prefill buckets 64 and 512 and
+four blocks, an MLP of 1024, vocabulary 256), with 8 slots, a 1024-position cache, prefill buckets 64 and 1024 and
 extend chunks 32 and 64: the model `cargo bench --bench generate` measures chunked prefill, the
 prefix cache and continuous batching on, where a decode step is a realistic share of a
 prefill."""
@@ -75,6 +76,13 @@ def attend(q, k, v, mask):
     return jnp.einsum("hnt,thd->nhd", jax.nn.softmax(s, -1), v).reshape(q.shape[0], D)
 
 
+def attend_cached(q, k, v, mask):
+    """q: [N, H, DH]; k, v: [H, T, DH], head-major as the cache holds them; mask: [N, T]."""
+    s = jnp.einsum("nhd,htd->hnt", q, k) / np.sqrt(DH)
+    s = jnp.where(mask[None], s, -1e9)
+    return jnp.einsum("hnt,htd->nhd", jax.nn.softmax(s, -1), v).reshape(q.shape[0], D)
+
+
 def mlp(x, b):
     h = rms_norm(x, b["ln2"])
     return jax.nn.silu(h @ b["w1"]) @ b["w2"]
@@ -95,8 +103,9 @@ def prefill(params, tokens, true_length):
         x = x + attend(q, k, v, mask) @ b["wo"]
         x = x + mlp(x, b)
         keep = (positions < true_length)[:, None, None]
-        ks.append(jnp.zeros((T, HEADS, DH), jnp.float32).at[:p].set(jnp.where(keep, k, 0)))
-        vs.append(jnp.zeros((T, HEADS, DH), jnp.float32).at[:p].set(jnp.where(keep, v, 0)))
+        head_major = lambda y: jnp.where(keep, y, 0).transpose(1, 0, 2)
+        ks.append(jnp.zeros((HEADS, T, DH), jnp.float32).at[:, :p].set(head_major(k)))
+        vs.append(jnp.zeros((HEADS, T, DH), jnp.float32).at[:, :p].set(head_major(v)))
     last = jax.lax.dynamic_index_in_dim(x, true_length - 1, 0, keepdims=True)
     return {"k": jnp.stack(ks), "v": jnp.stack(vs)}, logits_of(last, params)
 
@@ -111,17 +120,17 @@ def extend(params, entry, tokens, start, true_length):
     x = params["wte"][tokens[0]]
     real = (jnp.arange(c) < true_length)[:, None, None]
     mask = jnp.arange(T)[None, :] <= positions[:, None]
-    ks, vs = [], []
+    # Written in place into the donated entry, layer by layer (no copy of the whole).
+    ks, vs = entry["k"], entry["v"]
     for layer, b in enumerate(params["blocks"]):
         q, k, v = block_qkv(x, b, positions)
-        kc = jax.lax.dynamic_update_slice_in_dim(entry["k"][layer], jnp.where(real, k, 0), start, 0)
-        vc = jax.lax.dynamic_update_slice_in_dim(entry["v"][layer], jnp.where(real, v, 0), start, 0)
-        x = x + attend(q, kc, vc, mask) @ b["wo"]
+        head_major = lambda y: jnp.where(real, y, 0).transpose(1, 0, 2)[None]
+        ks = jax.lax.dynamic_update_slice(ks, head_major(k), (layer, 0, start, 0))
+        vs = jax.lax.dynamic_update_slice(vs, head_major(v), (layer, 0, start, 0))
+        x = x + attend_cached(q, ks[layer], vs[layer], mask) @ b["wo"]
         x = x + mlp(x, b)
-        ks.append(kc)
-        vs.append(vc)
     last = jax.lax.dynamic_index_in_dim(x, true_length - 1, 0, keepdims=True)
-    return {"k": jnp.stack(ks), "v": jnp.stack(vs)}, logits_of(last, params)
+    return {"k": ks, "v": vs}, logits_of(last, params)
 
 
 def insert(cache, entry, slot):
@@ -130,22 +139,20 @@ def insert(cache, entry, slot):
 
 def decode(params, cache, tokens, positions):
     x = params["wte"][tokens]  # [S, D]
-    ks, vs = [], []
+    slots = jnp.arange(tokens.shape[0])
+    # Each slot's new key and value scattered in place into the donated cache (no copy of it).
+    ks, vs = cache["k"], cache["v"]
+    mask = jnp.arange(T)[None, :] <= positions[:, None]  # [S, T]
     for layer, b in enumerate(params["blocks"]):
         q, k, v = block_qkv(x[:, None], b, positions[:, None])  # [S, 1, H, DH]
-
-        def one(kc, vc, k1, v1, q1, pos):
-            kc = jax.lax.dynamic_update_index_in_dim(kc, k1[0], pos, 0)
-            vc = jax.lax.dynamic_update_index_in_dim(vc, v1[0], pos, 0)
-            mask = (jnp.arange(T) <= pos)[None, :]
-            return kc, vc, attend(q1, kc, vc, mask)
-
-        kc, vc, out = jax.vmap(one)(cache["k"][layer], cache["v"][layer], k, v, q, positions)
-        ks.append(kc)
-        vs.append(vc)
-        x = x + out[:, 0] @ b["wo"]
+        ks = ks.at[layer, slots, :, positions].set(k[:, 0])
+        vs = vs.at[layer, slots, :, positions].set(v[:, 0])
+        s = jnp.einsum("shd,shtd->sht", q[:, 0], ks[layer]) / np.sqrt(DH)
+        s = jnp.where(mask[:, None, :], s, -1e9)
+        out = jnp.einsum("sht,shtd->shd", jax.nn.softmax(s, -1), vs[layer]).reshape(-1, D)
+        x = x + out @ b["wo"]
         x = x + mlp(x, b)
-    return {"k": jnp.stack(ks), "v": jnp.stack(vs)}, logits_of(x, params)
+    return {"k": ks, "v": vs}, logits_of(x, params)
 
 
 def init(rng):
@@ -168,8 +175,8 @@ def spec_of(tree):
 def bench_model():
     """The bench's shapes: a decode step a realistic share of a prefill."""
     global VOCAB, D, HEADS, BLOCKS, MLP, T, SLOTS, DH, BUCKETS, EXTENDS
-    VOCAB, D, HEADS, BLOCKS, MLP, T, SLOTS = 256, 128, 4, 4, 512, 512, 8
-    DH, BUCKETS, EXTENDS = D // HEADS, (64, 512), (32, 64)
+    VOCAB, D, HEADS, BLOCKS, MLP, T, SLOTS = 256, 128, 4, 4, 1024, 1024, 8
+    DH, BUCKETS, EXTENDS = D // HEADS, (64, 1024), (32, 64)
 
 
 def main(out, cache=None):
@@ -183,8 +190,8 @@ def main(out, cache=None):
     params = init(rng)
     pspec = spec_of(params)
     i32 = lambda *s: jax.ShapeDtypeStruct(s, jnp.int32)
-    entry_spec = {n: jax.ShapeDtypeStruct((BLOCKS, T, HEADS, DH), jnp.float32) for n in "kv"}
-    cache_spec = {n: jax.ShapeDtypeStruct((BLOCKS, SLOTS, T, HEADS, DH), jnp.float32) for n in "kv"}
+    entry_spec = {n: jax.ShapeDtypeStruct((BLOCKS, HEADS, T, DH), jnp.float32) for n in "kv"}
+    cache_spec = {n: jax.ShapeDtypeStruct((BLOCKS, SLOTS, HEADS, T, DH), jnp.float32) for n in "kv"}
     write = lambda name, exp: open(os.path.join(out, name), "wb").write(exp.serialize())
     prefills = {}
     for p in BUCKETS:
@@ -216,7 +223,7 @@ def main(out, cache=None):
         tokens = np.zeros((1, bucket), np.int32)
         tokens[0, :len(prompt)] = prompt
         entry, logits = prefills.get(bucket, whole)(params, tokens, np.int32(len(prompt)))
-        cache = {n: jnp.zeros((BLOCKS, SLOTS, T, HEADS, DH), jnp.float32) for n in "kv"}
+        cache = {n: jnp.zeros((BLOCKS, SLOTS, HEADS, T, DH), jnp.float32) for n in "kv"}
         cache = jit_insert(cache, entry, np.int32(0))
         out, margins, pos = [], [], len(prompt)
         while True:

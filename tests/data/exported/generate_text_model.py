@@ -105,8 +105,8 @@ def main(out, cache=None):
     pspec = gm.spec_of(params)
     i32 = lambda *s: jax.ShapeDtypeStruct(s, jnp.int32)
     L, S, T, H, DH = gm.BLOCKS, gm.SLOTS, gm.T, gm.HEADS, gm.DH
-    entry_spec = {n: jax.ShapeDtypeStruct((L, T, H, DH), jnp.float32) for n in "kv"}
-    cache_spec = {n: jax.ShapeDtypeStruct((L, S, T, H, DH), jnp.float32) for n in "kv"}
+    entry_spec = {n: jax.ShapeDtypeStruct((L, H, T, DH), jnp.float32) for n in "kv"}
+    cache_spec = {n: jax.ShapeDtypeStruct((L, S, H, T, DH), jnp.float32) for n in "kv"}
     write = lambda name, exp: open(os.path.join(out, name), "wb").write(exp.serialize())
     for p in gm.BUCKETS:
         write(f"prefill_{p}.exported", export.export(jax.jit(gm.prefill))(pspec, i32(1, p), i32()))
@@ -134,7 +134,7 @@ def main(out, cache=None):
         tokens = np.zeros((1, bucket), np.int32)
         tokens[0, :len(prompt)] = prompt
         entry, logits = jit_prefill(params, tokens, np.int32(len(prompt)))
-        cache = {n: jnp.zeros((L, S, T, H, DH), jnp.float32) for n in "kv"}
+        cache = {n: jnp.zeros((L, S, H, T, DH), jnp.float32) for n in "kv"}
         cache = jit_insert(cache, entry, np.int32(0))
         out, margin, pos, logprobs = [], np.inf, len(prompt), []
         while True:
