@@ -92,10 +92,8 @@ pub(super) struct Shapes {
 /// past every bucket without extend, or a chunk that would run past the cache).
 pub(super) fn passes(len: usize, cached: usize, s: &Shapes) -> Option<Vec<Pass>> {
     let bucket_for = |n: usize| s.buckets.iter().copied().find(|&b| b >= n);
-    if cached == 0 && len <= s.whole {
-        if let Some(bucket) = bucket_for(len) {
-            return Some(vec![Pass::Prefill { bucket, len }]);
-        }
+    if let (0, true, Some(bucket)) = (cached, len <= s.whole, bucket_for(len)) {
+        return Some(vec![Pass::Prefill { bucket, len }]);
     }
     if s.extends.is_empty() || s.chunk == 0 || len == 0 || cached >= len {
         return None;
