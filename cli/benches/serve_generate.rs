@@ -4,7 +4,13 @@
 //! first streamed token is the time to its last chunk), against the same prompt's ids on a
 //! `Generator` in this process (submit to its first token). Interleaved rounds, medians of each.
 //! The served side includes the HTTP exchange, the JSON body, the chat template and the
-//! tokenizer. Last line: one JSON object.
+//! tokenizer. And a streamed token's CPU: the server's over KServe's `generate_stream` (40
+//! sequences, each to the end of the 128-position cache) per token, against this process's per
+//! token for the same sequences on the `Generator` here. Last line: one JSON object.
+
+#[allow(dead_code)]
+#[path = "../../tests/suite/common/cpu.rs"]
+mod cpu;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -24,6 +30,10 @@ const PER_ROUND: usize = 100;
 fn folder() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/exported/generate_text")
 }
+
+/// Sequences whose CPU per token is measured, each as long as the cache lets it be.
+const SEQUENCES: usize = 40;
+const POSITIONS: usize = 128;
 
 struct Server(Child, u16);
 
@@ -108,6 +118,32 @@ fn in_process_first_token(g: &Generator, prompt: &[i32]) -> f64 {
     }
 }
 
+/// The server's CPU (µs) a streamed token: `SEQUENCES` sequences of `prompt` on `tm`, each
+/// to the cache's end (no stop token).
+fn served_cpu_per_token(conn: &mut BufReader<TcpStream>, pid: u32, prompt: &[i32]) -> f64 {
+    let tokens = POSITIONS - prompt.len();
+    let body = json!({"input_ids": prompt, "max_tokens": tokens, "stop": []});
+    let before = cpu::all_threads_cpu_ns(&pid.to_string());
+    for _ in 0..SEQUENCES {
+        let path = "/v2/models/tm/generate_stream";
+        streamed(conn, path, &body, "finish_reason");
+    }
+    let used = cpu::all_threads_cpu_ns(&pid.to_string()) - before;
+    used as f64 / 1e3 / (SEQUENCES * tokens) as f64
+}
+
+/// This process's CPU (µs) a token of the same sequences on `g`.
+fn in_process_cpu_per_token(g: &Generator, prompt: &[i32]) -> f64 {
+    let tokens = POSITIONS - prompt.len();
+    let before = cpu::all_threads_cpu_ns("self");
+    for _ in 0..SEQUENCES {
+        let request = GenerateRequest::greedy(prompt.to_vec(), tokens);
+        assert_eq!(g.generate(request).unwrap().0.len(), tokens);
+    }
+    let used = cpu::all_threads_cpu_ns("self") - before;
+    used as f64 / 1e3 / (SEQUENCES * tokens) as f64
+}
+
 fn median_us(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2] * 1e6
@@ -134,6 +170,12 @@ fn main() {
         &read("decode.exported"),
         Some(&read("weights.safetensors")),
     )
+    .and_then(|m| {
+        // As the server loads the folder: its extend export too, so both sides find the
+        // repeated prompt in their prefix caches alike.
+        let weights = read("weights.safetensors");
+        m.with_extends(&client, &[&read("extend_16.exported")], Some(&weights))
+    })
     .unwrap();
     let g = Generator::start(model, GeneratorConfig::default()).unwrap();
     let server = start_server();
@@ -157,6 +199,23 @@ fn main() {
     let (served_us, ours_us) = (median_us(&mut served), median_us(&mut ours));
     let kserve_us = median_us(&mut kserve);
     let (added, kserve_added) = (served_us - ours_us, kserve_us - ours_us);
+    // A streamed token's CPU: the same sequences in both places, interleaved, medians of five.
+    let prompt = &chats[0].1;
+    served_cpu_per_token(&mut conn, server.0.id(), prompt);
+    in_process_cpu_per_token(&g, prompt);
+    let (mut served_tok, mut ours_tok) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        served_tok.push(served_cpu_per_token(&mut conn, server.0.id(), prompt));
+        ours_tok.push(in_process_cpu_per_token(&g, prompt));
+    }
+    let (served_tok, ours_tok) = (
+        median_us(&mut served_tok) / 1e6,
+        median_us(&mut ours_tok) / 1e6,
+    );
+    println!(
+        "  CPU a streamed token, served     {served_tok:>9.1} µs (median of 5 runs of {SEQUENCES} sequences)"
+    );
+    println!("  CPU a token, in process          {ours_tok:>9.1} µs");
     println!(
         "time to first token, one request in flight ({} each):",
         served.len()
@@ -171,6 +230,10 @@ fn main() {
         json!({"bench": "serve_generate", "openai_ttft_us": served_us,
             "kserve_stream_ttft_us": kserve_us, "in_process_ttft_us": ours_us,
             "openai_added_ttft_us": added, "kserve_added_ttft_us": kserve_added,
-            "requests": served.len()})
+            "requests": served.len(),
+            "sse_server_cpu_us_per_token_served": served_tok,
+            "cpu_us_per_token_in_process": ours_tok,
+            // What the stream adds a token on the server (goal: at most 15 µs).
+            "sse_server_cpu_us_per_token": served_tok - ours_tok})
     );
 }

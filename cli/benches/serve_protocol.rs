@@ -4,11 +4,15 @@
 //! model on a batcher in this process driven by threads here, at the same concurrency: 1 request
 //! in flight (what the protocol adds to one) and 16 (throughput), one-sequence requests,
 //! interleaved twice. Every 25th in-process answer is checked against JAX's (the served answers
-//! are checked by the server's tests). Last line: one JSON object.
+//! are checked by the server's tests). The floor: the same load on bare hyper and tonic servers
+//! that replay the real server's answers (serve_floor.rs), so what the protocol costs can be set
+//! against what the stacks alone cost. Last line: one JSON object.
 
 #[allow(dead_code)]
 #[path = "../../tests/suite/common/cpu.rs"]
 mod cpu;
+#[path = "support/serve_floor.rs"]
+mod floor;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -85,18 +89,9 @@ struct Load {
     server_cpu_us: f64,
 }
 
-/// The server's process id, for its CPU time.
-static SERVER_PID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-fn server_cpu_ns() -> u64 {
-    SERVER_PID
-        .get()
-        .map_or(0, |pid| cpu::all_threads_cpu_ns(pid))
-}
-
 /// Runs `client(k, end)` on `clients` threads until SECONDS pass; their latencies summarised.
 fn closed_loop(clients: usize, client: impl Fn(usize, Instant) -> Vec<f64> + Sync) -> Load {
-    let (here0, server0) = (cpu::all_threads_cpu_ns("self"), server_cpu_ns());
+    let here0 = cpu::all_threads_cpu_ns("self");
     let start = Instant::now();
     let end = start + Duration::from_secs_f64(SECONDS);
     let mut lat: Vec<f64> = std::thread::scope(|s| {
@@ -117,11 +112,18 @@ fn closed_loop(clients: usize, client: impl Fn(usize, Instant) -> Vec<f64> + Syn
         p50: q(0.5),
         p99: q(0.99),
         here_cpu_us: per_request(cpu::all_threads_cpu_ns("self") - here0),
-        server_cpu_us: per_request(server_cpu_ns() - server0),
+        server_cpu_us: 0.0,
     }
 }
 
+/// A server process: `pjrt-actors serve`, or the floor; its HTTP and gRPC ports.
 struct Server(Child, u16, u16);
+
+impl Server {
+    fn cpu_ns(&self) -> u64 {
+        cpu::all_threads_cpu_ns(&self.0.id().to_string())
+    }
+}
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -132,7 +134,7 @@ impl Drop for Server {
 
 fn start_server() -> Server {
     let at = |n: &str| data().join(n).display().to_string();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+    let child = Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
         .args([
             "serve",
             "--model",
@@ -143,7 +145,21 @@ fn start_server() -> Server {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let _ = SERVER_PID.set(child.id().to_string());
+    listening(child)
+}
+
+/// The floor for `real`: this bench's binary again, as the floor server of its ports.
+fn start_floor(real: &Server) -> Server {
+    let child = Command::new(std::env::current_exe().unwrap())
+        .env(floor::FLOOR_OF, format!("{},{}", real.1, real.2))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    listening(child)
+}
+
+/// The server `child` once it prints `listening http=… grpc=…`.
+fn listening(mut child: Child) -> Server {
     let line = BufReader::new(child.stdout.take().unwrap())
         .lines()
         .next()
@@ -173,7 +189,7 @@ fn perf_analyzer_load(server: &Server, protocol: &str, clients: usize) -> Load {
     } else {
         server.2
     };
-    let (served0, server0) = (served_requests(server.1), server_cpu_ns());
+    let (served0, server0) = (served_requests(server.1), server.cpu_ns());
     let client0 = cpu::waited_children_cpu_ns("self");
     let o = Command::new(script)
         .args([
@@ -216,7 +232,7 @@ fn perf_analyzer_load(server: &Server, protocol: &str, clients: usize) -> Load {
         // perf_analyzer's CPU over the requests the server answered meanwhile (its warm-up
         // and unstable windows included, as in the server's figure).
         here_cpu_us: (cpu::waited_children_cpu_ns("self") - client0) as f64 / 1e3 / served as f64,
-        server_cpu_us: (server_cpu_ns() - server0) as f64 / 1e3 / served as f64,
+        server_cpu_us: (server.cpu_ns() - server0) as f64 / 1e3 / served as f64,
     }
 }
 
@@ -260,8 +276,12 @@ fn in_process_load(batcher: &Batcher, r: &Recorded, clients: usize) -> Load {
 }
 
 fn main() {
+    if let Ok(of) = std::env::var(floor::FLOOR_OF) {
+        return floor::run(&of);
+    }
     let r = recorded();
     let server = start_server();
+    let floor = start_floor(&server);
     let client = Client::open().unwrap();
     let mut model = client
         .load_exported(&std::fs::read(data().join("transformer.exported")).unwrap())
@@ -281,18 +301,20 @@ fn main() {
     .unwrap();
     let best = |a: Load, b: Load| if a.rps >= b.rps { a } else { b };
     // Each protocol and the in-process batcher in turn, twice; the better run of each kept.
+    let keep = |kept: &mut Option<Load>, l: Load| *kept = Some(kept.map_or(l, |p| best(p, l)));
+    // The floor's answers are recorded from the real server on its first request of each kind.
     let measure = |clients: usize| {
         let (mut local, mut http, mut grpc) = (None::<Load>, None::<Load>, None::<Load>);
+        let (mut floor_http, mut floor_grpc) = (None::<Load>, None::<Load>);
         for _ in 0..2 {
-            let l = in_process_load(&batcher, &r, clients);
-            local = Some(local.map_or(l, |p| best(p, l)));
-            let h = perf_analyzer_load(&server, "http", clients);
-            http = Some(http.map_or(h, |p| best(p, h)));
-            let g = perf_analyzer_load(&server, "grpc", clients);
-            grpc = Some(grpc.map_or(g, |p| best(p, g)));
+            keep(&mut local, in_process_load(&batcher, &r, clients));
+            keep(&mut http, perf_analyzer_load(&server, "http", clients));
+            keep(&mut floor_http, perf_analyzer_load(&floor, "http", clients));
+            keep(&mut grpc, perf_analyzer_load(&server, "grpc", clients));
+            keep(&mut floor_grpc, perf_analyzer_load(&floor, "grpc", clients));
         }
-        let (http, grpc) = (http.unwrap(), grpc.unwrap());
-        (local.unwrap(), http, grpc)
+        let floors = (floor_http.unwrap(), floor_grpc.unwrap());
+        (local.unwrap(), http.unwrap(), grpc.unwrap(), floors)
     };
     let (one, many) = (measure(1), measure(CLIENTS));
     println!(
@@ -302,8 +324,14 @@ fn main() {
         "{:>11} {:>8} {:>12} {:>10} {:>10} {:>12} {:>12}",
         "", "in flight", "requests/s", "p50 us", "p99 us", "cpu us client", "cpu us serve"
     );
-    for (clients, (local, http, grpc)) in [(1, one), (CLIENTS, many)] {
-        for (name, l) in [("in-process", local), ("HTTP", http), ("gRPC", grpc)] {
+    for (clients, (local, http, grpc, (floor_http, floor_grpc))) in [(1, one), (CLIENTS, many)] {
+        for (name, l) in [
+            ("in-process", local),
+            ("HTTP", http),
+            ("HTTP floor", floor_http),
+            ("gRPC", grpc),
+            ("gRPC floor", floor_grpc),
+        ] {
             println!(
                 "{name:>11} {clients:>8} {:>12.0} {:>10.1} {:>10.1} {:>12.1} {:>12.1}",
                 l.rps, l.p50, l.p99, l.here_cpu_us, l.server_cpu_us
@@ -311,11 +339,23 @@ fn main() {
         }
     }
     let ratio = |a: f64, b: f64| (a / b * 100.0).round() / 100.0;
-    let ((local1, http1, grpc1), (local, http, grpc)) = (one, many);
+    let ((local1, http1, grpc1, floor1), (local, http, grpc, floor)) = (one, many);
+    // Server CPU a request over the protocol, less the model's own in process, at 16 in flight
+    // (goals 25 and 35 µs), against the bare stacks' (the added cost at most twice theirs).
+    let http_added = http.server_cpu_us - local.here_cpu_us;
+    let grpc_added = grpc.server_cpu_us - local.here_cpu_us;
     println!(
         "{}",
         json!({
             "in_process_rps": local.rps.round(),
+            "http_added_server_cpu_us": http_added.round(),
+            "grpc_added_server_cpu_us": grpc_added.round(),
+            "http_floor_cpu_us": floor.0.server_cpu_us.round(),
+            "grpc_floor_cpu_us": floor.1.server_cpu_us.round(),
+            "http_added_vs_floor": ratio(http_added, floor.0.server_cpu_us),
+            "grpc_added_vs_floor": ratio(grpc_added, floor.1.server_cpu_us),
+            "http_floor_p50_us": floor1.0.p50.round(),
+            "grpc_floor_p50_us": floor1.1.p50.round(),
             // What the protocol adds to one request, with one in flight (goals 60 and 80 us).
             "http_added_p50_us": (http1.p50 - local1.p50).round(),
             "grpc_added_p50_us": (grpc1.p50 - local1.p50).round(),
