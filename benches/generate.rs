@@ -6,7 +6,8 @@
 //! jax 0.11.2, the XLA of the default plugin), 16 requests at once and one at a time, prompts
 //! prefilled whole; and on a bigger model (generate_bench; generate/engine.rs), continuous
 //! against static batching under long-tailed outputs, the stall a long prompt causes chunked and
-//! whole, and time to first token from a cached prefix.
+//! whole, and time to first token from a cached prefix. `GENERATE_ENGINE_ONLY=1` runs only
+//! that last part (its JSON alone).
 //! Prints a table, then one JSON object as the last line.
 
 #[path = "generate/engine.rs"]
