@@ -11,11 +11,12 @@
 #[allow(dead_code)]
 #[path = "../../tests/suite/common/cpu.rs"]
 mod cpu;
+#[path = "../tests/common/server.rs"]
+mod server;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use pjrt_actors::Client;
@@ -34,33 +35,6 @@ fn folder() -> PathBuf {
 /// Sequences whose CPU per token is measured, each as long as the cache lets it be.
 const SEQUENCES: usize = 40;
 const POSITIONS: usize = 128;
-
-struct Server(Child, u16);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_server() -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
-        .args(["serve", "--generation"])
-        .arg(format!("tm={}", folder().display()))
-        .args(["--http-port", "0", "--grpc-port", "0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let line = BufReader::new(child.stdout.take().unwrap())
-        .lines()
-        .next()
-        .unwrap()
-        .unwrap();
-    let rest = &line[line.find("http=").unwrap() + 5..];
-    let port = rest.split_whitespace().next().unwrap().rsplit(':').next();
-    Server(child, port.unwrap().parse().unwrap())
-}
 
 /// One streamed chat request on a kept-alive connection: seconds until its last chunk.
 fn served_first_token(conn: &mut BufReader<TcpStream>, messages: &Value) -> f64 {
@@ -178,8 +152,10 @@ fn main() {
     })
     .unwrap();
     let g = Generator::start(model, GeneratorConfig::default()).unwrap();
-    let server = start_server();
-    let mut conn = BufReader::new(TcpStream::connect(("127.0.0.1", server.1)).unwrap());
+    let server =
+        server::Server::start(&["--generation".into(), format!("tm={}", folder().display())])
+            .unwrap_or_else(|e| panic!("serve: {e}"));
+    let mut conn = BufReader::new(TcpStream::connect(("127.0.0.1", server.http)).unwrap());
     conn.get_ref().set_nodelay(true).unwrap();
     // Warm both, then interleaved rounds.
     for (messages, ids) in &chats {
@@ -201,11 +177,11 @@ fn main() {
     let (added, kserve_added) = (served_us - ours_us, kserve_us - ours_us);
     // A streamed token's CPU: the same sequences in both places, interleaved, medians of five.
     let prompt = &chats[0].1;
-    served_cpu_per_token(&mut conn, server.0.id(), prompt);
+    served_cpu_per_token(&mut conn, server.child.id(), prompt);
     in_process_cpu_per_token(&g, prompt);
     let (mut served_tok, mut ours_tok) = (Vec::new(), Vec::new());
     for _ in 0..5 {
-        served_tok.push(served_cpu_per_token(&mut conn, server.0.id(), prompt));
+        served_tok.push(served_cpu_per_token(&mut conn, server.child.id(), prompt));
         ours_tok.push(in_process_cpu_per_token(&g, prompt));
     }
     let (served_tok, ours_tok) = (

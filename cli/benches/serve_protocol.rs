@@ -13,11 +13,13 @@
 mod cpu;
 #[path = "support/serve_floor.rs"]
 mod floor;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+#[path = "../tests/common/server.rs"]
+mod server;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use server::{Server, data};
 
 use pjrt_actors::host_data::{HostArray, read_npz};
 use pjrt_actors::serving::{Batcher, BatcherConfig, InferRequest};
@@ -28,10 +30,6 @@ use serde_json::json;
 const CLIENTS: usize = 16;
 const SECONDS: f64 = 2.0;
 const CHECK_EVERY: usize = 25;
-
-fn data() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/exported/serve")
-}
 
 /// The recorded one-sequence requests and JAX's logits.
 struct Recorded {
@@ -116,67 +114,20 @@ fn closed_loop(clients: usize, client: impl Fn(usize, Instant) -> Vec<f64> + Syn
     }
 }
 
-/// A server process: `pjrt-actors serve`, or the floor; its HTTP and gRPC ports.
-struct Server(Child, u16, u16);
-
-impl Server {
-    fn cpu_ns(&self) -> u64 {
-        cpu::all_threads_cpu_ns(&self.0.id().to_string())
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_server() -> Server {
-    let at = |n: &str| data().join(n).display().to_string();
-    let child = Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
-        .args([
-            "serve",
-            "--model",
-            &format!("lm={}", at("transformer.exported")),
-        ])
-        .args(["--params", &format!("lm={}", at("transformer.safetensors"))])
-        .args(["--http-port", "0", "--grpc-port", "0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    listening(child)
+/// The CPU server process `server` has used, in nanoseconds.
+fn cpu_ns(server: &Server) -> u64 {
+    cpu::all_threads_cpu_ns(&server.child.id().to_string())
 }
 
 /// The floor for `real`: this bench's binary again, as the floor server of its ports.
 fn start_floor(real: &Server) -> Server {
     let child = Command::new(std::env::current_exe().unwrap())
-        .env(floor::FLOOR_OF, format!("{},{}", real.1, real.2))
+        .env(floor::FLOOR_OF, format!("{},{}", real.http, real.grpc))
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    listening(child)
-}
-
-/// The server `child` once it prints `listening http=… grpc=…`.
-fn listening(mut child: Child) -> Server {
-    let line = BufReader::new(child.stdout.take().unwrap())
-        .lines()
-        .next()
-        .unwrap()
-        .unwrap();
-    let port = |key: &str| -> u16 {
-        let rest = &line[line.find(key).unwrap() + key.len()..];
-        rest.split_whitespace()
-            .next()
-            .unwrap()
-            .rsplit(':')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
-    Server(child, port("http="), port("grpc="))
+    Server::from_child(child).unwrap_or_else(|e| panic!("the floor: {e}"))
 }
 
 /// What perf_analyzer (Triton's load tool, scripts/perf-analyzer) measured against the server
@@ -185,11 +136,11 @@ fn listening(mut child: Child) -> Server {
 fn perf_analyzer_load(server: &Server, protocol: &str, clients: usize) -> Load {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/perf-analyzer");
     let port = if protocol == "http" {
-        server.1
+        server.http
     } else {
-        server.2
+        server.grpc
     };
-    let (served0, server0) = (served_requests(server.1), server.cpu_ns());
+    let (served0, server0) = (served_requests(server.http), cpu_ns(server));
     let client0 = cpu::waited_children_cpu_ns("self");
     let o = Command::new(script)
         .args([
@@ -224,7 +175,7 @@ fn perf_analyzer_load(server: &Server, protocol: &str, clients: usize) -> Load {
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("`{key}` is not a number: {text}"))
     };
-    let served = (served_requests(server.1) - served0).max(1);
+    let served = (served_requests(server.http) - served0).max(1);
     Load {
         rps: number("Throughput:"),
         p50: number("p50 latency:"),
@@ -232,22 +183,14 @@ fn perf_analyzer_load(server: &Server, protocol: &str, clients: usize) -> Load {
         // perf_analyzer's CPU over the requests the server answered meanwhile (its warm-up
         // and unstable windows included, as in the server's figure).
         here_cpu_us: (cpu::waited_children_cpu_ns("self") - client0) as f64 / 1e3 / served as f64,
-        server_cpu_us: (server.cpu_ns() - server0) as f64 / 1e3 / served as f64,
+        server_cpu_us: (cpu_ns(server) - server0) as f64 / 1e3 / served as f64,
     }
 }
 
 /// Requests the server has answered `ok` so far (Triton's statistics, over HTTP).
 fn served_requests(http_port: u16) -> u64 {
-    let mut s = TcpStream::connect(("127.0.0.1", http_port)).unwrap();
-    write!(
-        s,
-        "GET /v2/models/lm/stats HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).unwrap();
-    let body = &answer[answer.find("\r\n\r\n").unwrap() + 4..];
-    let stats: serde_json::Value = serde_json::from_str(body).unwrap();
+    let (status, stats) = server::get(http_port, "/v2/models/lm/stats");
+    assert_eq!(status, 200, "{stats}");
     stats["model_stats"][0]["inference_stats"]["success"]["count"]
         .as_u64()
         .unwrap()
@@ -280,7 +223,7 @@ fn main() {
         return floor::run(&of);
     }
     let r = recorded();
-    let server = start_server();
+    let server = Server::transformer(&[]);
     let floor = start_floor(&server);
     let client = Client::open().unwrap();
     let mut model = client

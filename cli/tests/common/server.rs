@@ -43,12 +43,19 @@ impl Server {
         if !args.iter().any(|a| a == "--http-port") {
             command.args(["--http-port", "0", "--grpc-port", "0"]);
         }
-        let mut child = command
+        let child = command
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        Server::from_child(child)
+    }
+
+    /// A server process already spawned with its stdout and stderr piped (`serve`, or another
+    /// that prints `listening http=… grpc=…` as `serve` does), once it has printed that line;
+    /// its stderr, if it ends first.
+    pub fn from_child(mut child: Child) -> Result<Server, String> {
         let mut err_pipe = child.stderr.take().unwrap();
         let stderr = std::thread::spawn(move || {
             let mut err = Vec::new();
