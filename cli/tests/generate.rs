@@ -86,6 +86,41 @@ fn greedy_tokens_equal_jaxs_as_lines_and_as_json() {
     }
 }
 
+/// A prompt past the largest bucket (greedy.json's first long case), prefilled in chunks of 4
+/// with the extend exports, gives JAX's whole-prefill tokens.
+#[test]
+fn extend_exports_and_a_chunk_prefill_a_long_prompt_as_jax_does() {
+    let greedy: Value =
+        serde_json::from_slice(&std::fs::read(data("greedy.json")).unwrap()).unwrap();
+    let case = &greedy["long_cases"][0];
+    let ints = |v: &Value| -> Vec<i64> {
+        (v.as_array().unwrap().iter())
+            .map(|t| t.as_i64().unwrap())
+            .collect()
+    };
+    let (prompt, want) = (ints(&case["prompt"]), ints(&case["tokens"]));
+    assert!(prompt.len() > 16, "past the largest bucket");
+    let (e4, e8) = (data("extend_4.exported"), data("extend_8.exported"));
+    let o = generate(&[
+        "--extend",
+        &e4,
+        "--extend",
+        &e8,
+        "--prefill-chunk",
+        "4",
+        "--stop",
+        "0",
+        "--max-tokens",
+        "12",
+        "--json",
+        "--prompt",
+        &joined(&prompt),
+    ]);
+    assert!(o.status.success(), "{}", error_line(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(ints(&v["tokens"]), want, "{prompt:?}");
+}
+
 #[test]
 fn sampling_repeats_with_its_seed_and_bad_prompts_are_one_error_line() {
     let sampled = |seed: &str| {

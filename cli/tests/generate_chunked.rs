@@ -1,13 +1,12 @@
 //! Chunked prefill and the prefix cache through the CLI: a model folder with extend exports
 //! (tests/data/exported/generate, chunks of 4 and 8) and a `prefill_chunk` in its
 //! generation.json, served over HTTP; prompts past the largest bucket, and prompts sharing 90% of
-//! one before, give JAX's whole-prefill tokens, and `/metrics` counts what the cache saved; and
-//! `pjrt-actors generate --extend` prefills a long prompt in chunks.
+//! one before, give JAX's whole-prefill tokens, and `/metrics` counts what the cache saved.
+//! (`pjrt-actors generate --extend` is tested in generate.rs.)
 
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use common::server::{Server, http};
 use serde_json::{Value, json};
@@ -28,6 +27,14 @@ fn long_cases() -> Vec<(Vec<i64>, Vec<i64>)> {
     (greedy["long_cases"].as_array().unwrap().iter())
         .map(|c| (ints(&c["prompt"]), ints(&c["tokens"])))
         .collect()
+}
+
+/// `POST /v2/models/lm/generate` with `prompt`: the status and the body.
+fn generate(port: u16, prompt: &[i64]) -> (u16, String) {
+    let body = json!({ "input_ids": prompt }).to_string();
+    let path = "/v2/models/lm/generate";
+    let (status, _, answer) = http(port, "POST", path, &[], body.as_bytes());
+    (status, String::from_utf8_lossy(&answer).into_owned())
 }
 
 /// A sample of model `lm`'s generation family `name`, 0 when absent.
@@ -60,17 +67,9 @@ fn served_long_prompts_and_shared_prefixes_give_jaxs_tokens() {
     std::fs::write(dir.join("generation.json"), config.to_string()).unwrap();
     let server = Server::start(&["--generation".into(), format!("lm={}", dir.display())]).unwrap();
     let generated = |prompt: &[i64]| -> Value {
-        let body = json!({ "input_ids": prompt }).to_string();
-        let (status, _, body) = http(
-            server.http,
-            "POST",
-            "/v2/models/lm/generate",
-            &[],
-            body.as_bytes(),
-        );
-        let v: Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(status, 200, "{v}");
-        v["output_ids"].clone()
+        let (status, body) = generate(server.http, prompt);
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str::<Value>(&body).unwrap()["output_ids"].clone()
     };
     let (mut saved, mut entries) = (0, 0);
     for pair in long_cases().chunks(2) {
@@ -98,48 +97,9 @@ fn served_long_prompts_and_shared_prefixes_give_jaxs_tokens() {
         entries as u64 * 16384
     );
     // Past the cache: the protocol's error, not a wrong answer.
-    let body = json!({ "input_ids": vec![1; 33] }).to_string();
-    let (status, _, body) = http(
-        server.http,
-        "POST",
-        "/v2/models/lm/generate",
-        &[],
-        body.as_bytes(),
-    );
-    let said = String::from_utf8_lossy(&body);
+    let (status, said) = generate(server.http, &[1; 33]);
     assert_eq!(status, 400, "{said}");
     assert!(said.contains("1 to 32 tokens"), "{said}");
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[test]
-fn the_generate_command_takes_extend_exports_and_a_chunk() {
-    let (prompt, want) = &long_cases()[0];
-    let joined = |t: &[i64]| t.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
-    let file = |f: &str| source().join(f).display().to_string();
-    let o = Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
-        .arg("generate")
-        .args(["--prefill", &file("prefill_8.exported")])
-        .args(["--prefill", &file("prefill_16.exported")])
-        .args(["--insert", &file("insert.exported")])
-        .args(["--decode", &file("decode.exported")])
-        .args(["--extend", &file("extend_4.exported")])
-        .args(["--extend", &file("extend_8.exported")])
-        .args(["--params", &file("weights.safetensors")])
-        .args([
-            "--prefill-chunk",
-            "4",
-            "--stop",
-            "0",
-            "--max-tokens",
-            "12",
-            "--json",
-        ])
-        .args(["--prompt", &joined(prompt)])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["tokens"], json!(want), "{prompt:?}");
 }

@@ -16,7 +16,7 @@ fn data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/exported/generate")
 }
 
-fn read(name: &str) -> Vec<u8> {
+pub(crate) fn read(name: &str) -> Vec<u8> {
     std::fs::read(data().join(name)).unwrap()
 }
 
@@ -35,25 +35,38 @@ pub(crate) fn load_model(client: &Client) -> GenerationModel {
 /// A prompt and JAX's greedy tokens for it.
 pub(crate) type Case = (Vec<i32>, Vec<i32>);
 
-/// JAX's greedy generations, the stop token and the token limit.
-pub(crate) fn greedy_cases() -> (Vec<Case>, i32, usize) {
-    let v: Value = serde_json::from_slice(&read("greedy.json")).unwrap();
+/// The cases of greedy.json's list `key`: prompts and JAX's greedy tokens.
+fn cases_of(v: &Value, key: &str) -> Vec<Case> {
     let ints = |v: &Value| -> Vec<i32> {
         (v.as_array().unwrap().iter())
             .map(|t| t.as_i64().unwrap() as i32)
             .collect()
     };
-    let cases = (v["cases"].as_array().unwrap().iter())
+    (v[key].as_array().unwrap().iter())
         .map(|c| (ints(&c["prompt"]), ints(&c["tokens"])))
-        .collect();
+        .collect()
+}
+
+/// JAX's greedy generations, the stop token and the token limit.
+pub(crate) fn greedy_cases() -> (Vec<Case>, i32, usize) {
+    let v: Value = serde_json::from_slice(&read("greedy.json")).unwrap();
     (
-        cases,
+        cases_of(&v, "cases"),
         v["stop"].as_i64().unwrap() as i32,
         v["max_new"].as_u64().unwrap() as usize,
     )
 }
 
-fn request(prompt: &[i32], stop: i32, max_new: usize) -> GenerateRequest {
+/// JAX's greedy generations for the prompts past the largest bucket (`long_cases`), each
+/// prefilled whole by JAX.
+pub(crate) fn long_cases() -> Vec<Case> {
+    cases_of(
+        &serde_json::from_slice(&read("greedy.json")).unwrap(),
+        "long_cases",
+    )
+}
+
+pub(crate) fn request(prompt: &[i32], stop: i32, max_new: usize) -> GenerateRequest {
     GenerateRequest {
         stop_tokens: vec![stop],
         ..GenerateRequest::greedy(prompt.to_vec(), max_new)

@@ -7,19 +7,10 @@ use std::time::{Duration, Instant};
 
 use pjrt_actors::generate::{GenerateRequest, GenerationModel, Generator, GeneratorConfig};
 use pjrt_actors::{Client, Error};
-use serde_json::Value;
 
-use super::generate::{Case, greedy_cases, load_model};
+use super::generate::{Case, greedy_cases, load_model, long_cases, read};
 
 fn with_extends(client: &Client) -> GenerationModel {
-    let read = |n: &str| {
-        std::fs::read(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/data/exported/generate")
-                .join(n),
-        )
-        .unwrap()
-    };
     let (e4, e8) = (read("extend_4.exported"), read("extend_8.exported"));
     load_model(client)
         .with_extends(client, &[&e8, &e4], Some(&read("weights.safetensors")))
@@ -28,17 +19,7 @@ fn with_extends(client: &Client) -> GenerationModel {
 
 /// The pairs of prompts past the largest bucket, the second sharing the first's first 90%.
 fn long_pairs() -> Vec<(Case, Case)> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/exported/generate/greedy.json");
-    let v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    let ints = |v: &Value| -> Vec<i32> {
-        (v.as_array().unwrap().iter())
-            .map(|t| t.as_i64().unwrap() as i32)
-            .collect()
-    };
-    let cases: Vec<Case> = (v["long_cases"].as_array().unwrap().iter())
-        .map(|c| (ints(&c["prompt"]), ints(&c["tokens"])))
-        .collect();
+    let cases = long_cases();
     assert_eq!(cases.len(), 16);
     cases
         .chunks(2)
@@ -46,12 +27,14 @@ fn long_pairs() -> Vec<(Case, Case)> {
         .collect()
 }
 
+/// A greedy request for `prompt` with greedy.json's stop token and token limit (read once).
 fn request(prompt: &[i32]) -> GenerateRequest {
-    let (_, stop, max_new) = greedy_cases();
-    GenerateRequest {
-        stop_tokens: vec![stop],
-        ..GenerateRequest::greedy(prompt.to_vec(), max_new)
-    }
+    static LIMITS: std::sync::OnceLock<(i32, usize)> = std::sync::OnceLock::new();
+    let &(stop, max_new) = LIMITS.get_or_init(|| {
+        let (_, stop, max_new) = greedy_cases();
+        (stop, max_new)
+    });
+    super::generate::request(prompt, stop, max_new)
 }
 
 /// Generates `case`'s prompt and checks JAX's tokens; the tokens a cached prefix gave.
