@@ -154,7 +154,6 @@ struct Inner {
     counters: Arc<Counters>,
     queued: Arc<AtomicU64>,
     config: GeneratorConfig,
-    buckets: Vec<usize>,
     /// How the engine cuts a prompt into passes; what `submit` checks a prompt against.
     shapes: schedule::Shapes,
     /// The longest prompt served.
@@ -207,7 +206,7 @@ impl Generator {
         let (mail, inbox) = crossbeam_channel::unbounded();
         let counters = Arc::new(Counters::default());
         let queued = Arc::new(AtomicU64::new(0));
-        let (buckets, slots, vocab) = (model.buckets(), model.slots(), model.vocab());
+        let (slots, vocab) = (model.slots(), model.vocab());
         let engine = engine::Engine::new(
             model,
             config.clone(),
@@ -228,7 +227,6 @@ impl Generator {
                 counters,
                 queued,
                 config,
-                buckets,
                 shapes,
                 max_prompt,
                 vocab,
@@ -288,7 +286,7 @@ impl Generator {
             };
             return bad(format!(
                 "a prompt has 1 to {most} tokens (the exported buckets {:?}{extends}); this one has {len}",
-                self.inner.buckets,
+                self.inner.shapes.buckets,
             ));
         }
         // An id past the vocabulary would be clamped by the embedding's gather: a wrong answer.
