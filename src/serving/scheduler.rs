@@ -53,6 +53,8 @@ impl BatchScheduler {
     pub(crate) fn run(mut self, rx: Receiver<Msg>) {
         loop {
             // Sleep until a message, a batch falls due (while a device is free), or a deadline.
+            // crossbeam spins and yields briefly before it parks; a channel that parks at once
+            // (std's mpsc) measured 20 µs more server CPU a request (docs/serving.md).
             let due = (!self.free.is_empty())
                 .then(|| self.queue.due(self.config.max_delay))
                 .flatten();
