@@ -62,6 +62,17 @@ impl ClientBuilder {
         self
     }
 
+    /// Signs every compile-cache entry this client writes (disk and Redis) with the first of
+    /// `keys`, and loads only entries one of them verifies: an entry planted by whoever can
+    /// write the cache, unsigned or signed with another key, is refused, counted
+    /// (`unsigned_entries`) and compiled locally. Default: the file env
+    /// `PJRT_ACTORS_CACHE_KEY_FILE` names ([`CacheKeys::from_file`](crate::CacheKeys::from_file)),
+    /// else no keys (entries unsigned and trusted, as before).
+    pub fn compile_cache_keys(mut self, keys: crate::CacheKeys) -> Self {
+        self.config.cache_keys = Some(keys);
+        self
+    }
+
     /// A create option from text, typed by the known-options table (`"preallocate"`,
     /// `"false"`; `"visible_devices"`, `"0,1"`): a bad name or value is an error here, before
     /// any plugin sees it. The environment can set some too: `PJRT_ACTORS_PREALLOCATE`,

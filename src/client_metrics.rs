@@ -152,6 +152,7 @@ fn render(client: &Client, stats: &[(i32, DeviceWorkStats)]) -> String {
         ("disk_hits", c.disk_hits),
         ("joined", c.joined),
         ("corrupt_entries", c.corrupt_entries),
+        ("unsigned_entries", c.unsigned_entries),
         ("redis_hits", c.redis_hits),
         ("redis_misses", c.redis_misses),
         ("redis_errors", c.redis_errors),

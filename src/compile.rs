@@ -202,6 +202,7 @@ impl Client {
             memory_evictions: get(&s.memory_evictions),
             disk_evictions: get(&s.disk_evictions),
             corrupt_entries: get(&s.corrupt_entries),
+            unsigned_entries: get(&s.unsigned_entries),
             redis_hits: get(&s.redis_hits),
             redis_misses: get(&s.redis_misses),
             redis_errors: get(&s.redis_errors),
@@ -272,6 +273,9 @@ pub struct CompileCacheStats {
     pub disk_evictions: u64,
     /// Disk or Redis entries found damaged or foreign, removed and recompiled.
     pub corrupt_entries: u64,
+    /// Disk or Redis entries refused because fleet keys are set and none verified them
+    /// (unsigned, or signed with another key): removed and compiled locally.
+    pub unsigned_entries: u64,
     /// Requests answered by an entry from Redis (another process's compile, or an earlier one).
     pub redis_hits: u64,
     /// Redis lookups that found no entry.

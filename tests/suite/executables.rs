@@ -102,7 +102,7 @@ fn bad_serialized_bytes_never_reach_the_plugin() {
 }
 
 /// The identity recorded in an envelope (tests only: read the field back).
-fn identity_of(bytes: &[u8]) -> String {
+pub(crate) fn identity_of(bytes: &[u8]) -> String {
     match pjrt_actors_core::compile::envelope::decode(bytes, "") {
         Err(Error::ForeignExecutable { serialized_by, .. }) => serialized_by,
         other => panic!("{other:?}"),

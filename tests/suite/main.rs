@@ -47,6 +47,7 @@ mod serving_bounds;
 mod serving_export;
 mod serving_groups;
 mod serving_latency;
+mod signed_cache;
 mod spmd;
 mod spmd_shard_map;
 mod stress;

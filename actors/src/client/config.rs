@@ -43,6 +43,9 @@ pub struct ClientConfig {
     pub compile_worker_memory: Option<u64>,
     /// The compile cache's Redis tier; default: env `PJRT_ACTORS_CACHE_REDIS`, else none.
     pub cache_redis: Option<crate::compile::redis_cache::RedisCacheConfig>,
+    /// The fleet's keys for compile-cache entries (the first signs, any verifies); default: the
+    /// file env `PJRT_ACTORS_CACHE_KEY_FILE` names, else none (entries unsigned, as before).
+    pub cache_keys: Option<crate::compile::signing::CacheKeys>,
     /// The key-value store of a multi-process client (`ClientBuilder::distributed`).
     pub kv_store: Option<KvStoreHandle>,
     /// Compile as written what `compile::known_defects` fixes or refuses (or env var set).

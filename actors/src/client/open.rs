@@ -30,6 +30,7 @@ use crate::compile::redis_cache::{
     RedisTier,
 };
 use crate::compile::service::CompileService;
+use crate::compile::signing::CacheKeys;
 use crate::compile::worker::{
     COMPILE_TIMEOUT_ENV, COMPILE_WORKER_MEMORY_ENV, DEFAULT_COMPILE_TIMEOUT, WorkerLimits,
     WorkerSpec, parse_bytes, parse_seconds,
@@ -155,6 +156,11 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
         disk,
         redis,
         stats: cache_stats,
+        keys: match config.cache_keys.clone() {
+            Some(keys) => Some(keys),
+            None => CacheKeys::from_env()?,
+        }
+        .map(Arc::new),
     };
 
     let device_queue_limit = config.device_queue_limit;

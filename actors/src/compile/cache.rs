@@ -50,6 +50,9 @@ pub struct CacheStats {
     pub memory_evictions: AtomicU64,
     pub disk_evictions: AtomicU64,
     pub corrupt_entries: AtomicU64,
+    /// Entries with no signature or a wrong one while fleet keys are set: refused, removed,
+    /// compiled locally.
+    pub unsigned_entries: AtomicU64,
     /// The Redis tier: entries found, not found, round trips that failed, waits for another
     /// process's compile, leases taken over from a holder that died, entries stored, entries
     /// too large to store or load.

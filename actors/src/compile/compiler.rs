@@ -15,7 +15,7 @@ use crate::arrays::site::Site;
 use crate::client::runtime::WorkerToken;
 use crate::client::state::ClientState;
 use crate::compile::cache::{CompileKey, bump};
-use crate::compile::env::{CompileEnv, serialize};
+use crate::compile::env::{CompileEnv, serialize, vouched};
 use crate::compile::envelope;
 use crate::compile::redis_cache::Lookup;
 use crate::compile::topology::TopologyDescription;
@@ -127,12 +127,16 @@ impl CompilerActor {
         if let Some(disk) = disk
             && let Some(bytes) = disk.load(&job.key)
         {
-            match self.open_entry(&bytes, job, &options) {
-                Ok(loaded) => {
+            match vouched(&bytes, &job.key, "disk", &job.env)
+                .map(|envelope| self.open_entry(envelope, job, &options))
+            {
+                // Not signed by the fleet: never loaded, removed, recompiled (and re-signed).
+                None => disk.remove(&job.key),
+                Some(Ok(loaded)) => {
                     bump(&job.env.stats.disk_hits);
                     return Ok(loaded);
                 }
-                Err(e) => {
+                Some(Err(e)) => {
                     // Corrupt, foreign or unloadable: never trusted twice, recompiled now.
                     tracing::warn!(key = %job.key.hex(), error = %e, "dropping a bad compile-cache entry");
                     bump(&job.env.stats.corrupt_entries);
@@ -144,14 +148,17 @@ impl CompilerActor {
         let mut lease = None;
         if let Some(redis) = &job.env.redis {
             match redis.lookup(&job.key) {
-                Lookup::Hit(bytes) => match self.open_entry(&bytes, job, &options) {
-                    Ok(loaded) => {
+                Lookup::Hit(bytes) => match vouched(&bytes, &job.key, "redis", &job.env)
+                    .map(|envelope| self.open_entry(envelope, job, &options))
+                {
+                    None => redis.remove(&job.key),
+                    Some(Ok(loaded)) => {
                         if let Some(disk) = disk {
                             let _ = disk.store(&job.key, &bytes);
                         }
                         return Ok(loaded);
                     }
-                    Err(e) => {
+                    Some(Err(e)) => {
                         tracing::warn!(key = %job.key.hex(), error = %e, "dropping a bad Redis compile-cache entry");
                         bump(&job.env.stats.corrupt_entries);
                         redis.remove(&job.key);

@@ -40,14 +40,15 @@ fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
     Ok(file)
 }
 
-/// Whether `path` is an entry of ours: a regular `.pjx` file that starts with our envelope.
+/// Whether `path` is an entry of ours: a regular `.pjx` file that starts with our envelope or
+/// a signed one.
 fn is_entry(path: &Path) -> bool {
     if path.extension().is_none_or(|x| x != "pjx") {
         return false;
     }
     let mut head = [0u8; envelope::MAGIC.len()];
     open_regular(path).is_ok_and(|mut f| f.read_exact(&mut head).is_ok())
-        && envelope::is_envelope(&head)
+        && (envelope::is_envelope(&head) || crate::compile::signing::is_signed(&head))
 }
 
 /// Removes a temporary file unless it was renamed into place.

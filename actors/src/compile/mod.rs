@@ -4,7 +4,7 @@
 //! turned into what the plugin reads (`options`, `xla_options`), the checks a program gets
 //! before the plugin parses it (`program_check`, `custom_call_layouts`), the
 //! compile cache's tiers (`cache` in memory, `disk_cache`, `redis_cache` for fleets) and
-//! single flight (`flight`), crash isolation (`worker`), what a job carries (`env`), serialized
+//! single flight (`flight`), the fleet keys that sign its entries (`signing`), crash isolation (`worker`), what a job carries (`env`), serialized
 //! executables (`envelope`) and topologies (`topology`).
 
 pub mod cache;
@@ -20,6 +20,7 @@ mod options;
 pub mod program_check;
 pub mod redis_cache;
 pub mod service;
+pub mod signing;
 pub(crate) mod topology;
 pub mod worker;
 pub(crate) mod xla_options;
