@@ -159,7 +159,7 @@ fn mac(key: &[u8], envelope: &[u8]) -> Hmac<Sha256> {
 }
 
 fn decode_key(text: &str) -> Option<Vec<u8>> {
-    let hex = text.len() % 2 == 0 && text.bytes().all(|b| b.is_ascii_hexdigit());
+    let hex = text.len().is_multiple_of(2) && text.bytes().all(|b| b.is_ascii_hexdigit());
     if hex {
         return (0..text.len())
             .step_by(2)
