@@ -4,9 +4,14 @@
 //! concurrent identical requests cause; and what the known-defect check (run on every compile
 //! miss where the plugin has table entries) costs on the served transformer's portable bytecode
 //! and on a long text program, against compiling the transformer; and what the known-defect fix
-//! costs a program that uses atan (compile and run, fixed against as written). Prints a table,
-//! then one JSON object as the last line.
+//! costs a program that uses atan (compile and run, fixed against as written); and a signed
+//! Redis hit against an unsigned one (compile/signed.rs). Prints a table, then one JSON object
+//! as the last line.
 
+#[path = "../tests/suite/common/redis_server.rs"]
+mod redis_server;
+#[path = "compile/signed.rs"]
+mod signed;
 mod support;
 
 use std::time::Instant;
@@ -112,6 +117,8 @@ fn main() {
     assert_eq!(stats.disk_hits, 8, "every second request is a disk hit");
     let (compile_ms, disk_hit_ms) = (median(compiles), median(disk_hits));
     let _ = std::fs::remove_dir_all(&dir);
+    let signed_hit = signed::measure(&module(8, 60));
+    let signed_overhead_us = signed_hit.signed_us - signed_hit.unsigned_us;
 
     // Compile isolation: the same distinct modules compiled in this process and in a worker
     // process (one compile thread each side, so each has one worker, started before timing:
@@ -311,7 +318,20 @@ fn main() {
     );
     println!("{:<46} {:>10.1}", "", plain_run_us);
     println!(
-        "{{\"atan_fix_compile_ms\":{},\"atan_as_written_compile_ms\":{},\"atan_fix_run_us\":{},\"atan_as_written_run_us\":{},\"atan_fix_run_ratio\":{},\"defect_check_bytecode_us\":{},\"defect_check_text_us\":{},\"defect_check_share_of_compile\":{},\"seq_ms\":{},\"pool_ms\":{},\"pool_speedup\":{},\"compile_threads\":{},\"memory_hit_us\":{memory_hit_us},\"compile_ms\":{},\"disk_hit_ms\":{},\"disk_hit_ratio\":{},\"single_flight\":{single_flight},\"in_process_compile_ms\":{},\"isolated_compile_ms\":{},\"isolated_compile_overhead\":{},\"worker_start_ms\":{}}}",
+        "{:<46} {:>10.1}",
+        "Redis hit, signed / unsigned (us)", signed_hit.signed_us
+    );
+    println!("{:<46} {:>10.1}", "", signed_hit.unsigned_us);
+    println!(
+        "{:<46} {:>10.1}",
+        format!(
+            "  its signature's check, {} bytes (us)",
+            signed_hit.entry_bytes
+        ),
+        signed_hit.verify_us
+    );
+    println!(
+        "{{\"atan_fix_compile_ms\":{},\"atan_as_written_compile_ms\":{},\"atan_fix_run_us\":{},\"atan_as_written_run_us\":{},\"atan_fix_run_ratio\":{},\"defect_check_bytecode_us\":{},\"defect_check_text_us\":{},\"defect_check_share_of_compile\":{},\"seq_ms\":{},\"pool_ms\":{},\"pool_speedup\":{},\"compile_threads\":{},\"memory_hit_us\":{memory_hit_us},\"compile_ms\":{},\"disk_hit_ms\":{},\"disk_hit_ratio\":{},\"single_flight\":{single_flight},\"in_process_compile_ms\":{},\"isolated_compile_ms\":{},\"isolated_compile_overhead\":{},\"worker_start_ms\":{},\"signed_hit_us\":{},\"unsigned_hit_us\":{},\"signed_hit_overhead_us\":{},\"signed_hit_overhead_share\":{},\"signature_verify_us\":{},\"signed_entry_bytes\":{}}}",
         round3(fix_compile_ms),
         round3(plain_compile_ms),
         round3(fix_run_us),
@@ -331,5 +351,11 @@ fn main() {
         round3(in_worker_ms),
         round3(in_worker_ms / in_process_ms),
         round3(worker_start_ms),
+        round3(signed_hit.signed_us),
+        round3(signed_hit.unsigned_us),
+        round3(signed_overhead_us),
+        (signed_overhead_us / signed_hit.unsigned_us * 1e4).round() / 1e4,
+        round3(signed_hit.verify_us),
+        signed_hit.entry_bytes,
     );
 }
