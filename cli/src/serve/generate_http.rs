@@ -13,6 +13,8 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+
+use super::access::AccessNote;
 use pjrt_actors::generate::{Finish, TokenEvent, TokenStream};
 use serde_json::json;
 
@@ -59,6 +61,7 @@ async fn start(
     at: &ModelPath,
     headers: &HeaderMap,
     body: Body,
+    note: &AccessNote,
 ) -> Result<(TokenStream, Option<String>), ServeError> {
     app.check_ready()?;
     let g = app.generation_at(&at.model, &at.version)?;
@@ -87,6 +90,8 @@ async fn start(
             ));
         }
     };
+    let tokens_in = prompt.len() as u64;
+    note.set(|n| n.tokens_in = Some(tokens_in));
     let request = g.request(prompt, &body.asked(), app.limits.request_time)?;
     Ok((g.generator.submit(request)?, body.id))
 }
@@ -116,8 +121,9 @@ pub async fn generate(
 ) -> Response {
     let started = Instant::now();
     let model = &at.model;
+    let note = AccessNote::default();
     let answer = async {
-        let (mut stream, id) = start(&app, &at, &headers, body).await?;
+        let (mut stream, id) = start(&app, &at, &headers, body, &note).await?;
         let mut tokens = Vec::new();
         while let Some(event) = stream.next().await {
             match event? {
@@ -131,6 +137,8 @@ pub async fn generate(
                     ));
                 }
                 TokenEvent::Done(finish) => {
+                    let made = tokens.len() as u64;
+                    note.set(|n| (n.tokens_out, n.finish) = (Some(made), Some(finish.as_str())));
                     let mut v = json!({ "output_ids": tokens, "finish_reason": finish.as_str() });
                     // A model with a tokenizer answers the text too (Triton's `text_output`).
                     if let Some(text) = app.generations.get(model).and_then(|g| g.text.as_ref()) {
@@ -142,7 +150,9 @@ pub async fn generate(
         }
         Err(ServeError::Unavailable("the generator stopped".into()))
     };
-    counted(&app, model, started, answer.await)
+    let mut response = counted(&app, model, started, answer.await);
+    response.extensions_mut().insert(note);
+    response
 }
 
 /// `POST /v2/models/{m}/generate_stream`: server-sent events, one per token.
@@ -154,20 +164,27 @@ pub async fn generate_stream(
 ) -> Response {
     let started = Instant::now();
     let model = &at.model;
-    let answer = start(&app, &at, &headers, body).await.map(|(stream, id)| {
-        let mut stop = app.stopping.subscribe();
-        let text = app.generations.get(model).and_then(|g| g.text.clone());
-        let events = Events {
-            stream,
-            model: model.clone(),
-            id,
-            done: false,
-            text: text.map(|t| (t, TextStream::default())),
-            stop: Box::pin(async move { super::listen::stopped(&mut stop).await }),
-        };
-        event_stream(Body::new(events))
-    });
-    counted(&app, model, started, answer)
+    let note = AccessNote::default();
+    let answer = start(&app, &at, &headers, body, &note)
+        .await
+        .map(|(stream, id)| {
+            let mut stop = app.stopping.subscribe();
+            let text = app.generations.get(model).and_then(|g| g.text.clone());
+            let events = Events {
+                stream,
+                model: model.clone(),
+                id,
+                done: false,
+                text: text.map(|t| (t, TextStream::default())),
+                stop: Box::pin(async move { super::listen::stopped(&mut stop).await }),
+                note: note.clone(),
+                made: 0,
+            };
+            event_stream(Body::new(events))
+        });
+    let mut response = counted(&app, model, started, answer);
+    response.extensions_mut().insert(note);
+    response
 }
 
 /// An answer of server-sent events: 200, its content type, not to be cached.
@@ -192,6 +209,17 @@ struct Events {
     text: Option<(Arc<TextModel>, TextStream)>,
     /// Ready once the server drains.
     stop: Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    /// The access log's: tokens made and how the sequence ended.
+    note: AccessNote,
+    made: u64,
+}
+
+impl Events {
+    fn ended(&mut self, finish: &'static str) {
+        self.done = true;
+        let made = self.made;
+        (self.note).set(|n| (n.tokens_out, n.finish) = (Some(made), Some(finish)));
+    }
 }
 
 /// An answer's fields with the model, its version and the request's id (if it gave one).
@@ -223,7 +251,7 @@ impl http_body::Body for Events {
             return Poll::Ready(None);
         }
         if self.stop.as_mut().poll(cx).is_ready() {
-            self.done = true;
+            self.ended(super::generate_grpc::SHUTDOWN);
             let last = json!({ "output_ids": [], "finish_reason": super::generate_grpc::SHUTDOWN });
             return Poll::Ready(Some(Ok(http_body::Frame::data(self.event(last)))));
         }
@@ -232,6 +260,7 @@ impl http_body::Body for Events {
                 // Not asked for on this route.
                 Some(Ok(TokenEvent::Logprobs(_))) => continue,
                 Some(Ok(TokenEvent::Token(t))) => {
+                    self.made += 1;
                     let mut v = json!({ "output_ids": [t] });
                     if let Some((text, decoded)) = self.text.as_mut() {
                         v["text_output"] = decoded.push(text, t).into();
@@ -239,7 +268,7 @@ impl http_body::Body for Events {
                     self.event(v)
                 }
                 Some(Ok(TokenEvent::Done(finish))) => {
-                    self.done = true;
+                    self.ended(finish.as_str());
                     let mut v = json!({ "output_ids": [], "finish_reason": finish.as_str() });
                     if let Some((text, decoded)) = self.text.as_mut() {
                         v["text_output"] = decoded.finish(text).into();

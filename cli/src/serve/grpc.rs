@@ -391,6 +391,14 @@ where
     }
 }
 
+/// The answer to a call without a valid API key in its `authorization` metadata.
+pub(super) fn unauthenticated(_method: &str) -> http::Response<tonic::body::Body> {
+    Status::unauthenticated(
+        "a valid API key is required: send `authorization: Bearer KEY` metadata",
+    )
+    .into_http()
+}
+
 impl InferenceService {
     /// `ModelInfer` within the server's time limit (or the client's deadline, if sooner),
     /// the message's arrival included, counted under its outcome whatever it is.
@@ -434,9 +442,13 @@ impl InferenceService {
                 .and_then(|v| v.to_str().ok()?.parse::<i32>().ok())
                 .map_or(tonic::Code::Ok, tonic::Code::from);
             let label = label.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let note = super::access::AccessNote::default();
+            note.set(|n| n.model = Some(label.clone()));
             models
                 .metrics
                 .record(label, "grpc", outcome_of_grpc(code), start.elapsed());
+            let mut response = response;
+            response.extensions_mut().insert(note);
             Ok(response)
         })
     }

@@ -69,6 +69,21 @@ pub(super) fn error(e: ServeError) -> Response {
     (status, json_body(&json!({ "error": e.message() }))).into_response()
 }
 
+/// The answer to a request without a valid API key: 401 with a Bearer challenge, in OpenAI's
+/// error shape on its routes (its clients read `error.code`), KServe's elsewhere.
+pub(super) fn unauthenticated(path: &str) -> Response {
+    let message = "a valid API key is required: send `Authorization: Bearer KEY`";
+    let body = match path.starts_with("/v1/") {
+        true => {
+            json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": "invalid_api_key"}})
+        }
+        false => json!({ "error": message }),
+    };
+    let mut answer = (StatusCode::UNAUTHORIZED, json_body(&body)).into_response();
+    (answer.headers_mut()).insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    answer
+}
+
 pub(super) fn json_body(v: &Value) -> ([(header::HeaderName, HeaderValue); 1], String) {
     (
         [(

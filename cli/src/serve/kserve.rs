@@ -97,6 +97,8 @@ pub struct ServerState {
     /// One permit a connection (both ports), held for the connection's life: the cap, and
     /// what `/metrics` reports open.
     pub connection_slots: std::sync::Arc<tokio::sync::Semaphore>,
+    /// Who may reach what (API keys), and the access log's format: for its refusals' count.
+    pub gate: std::sync::Arc<super::gate::Gate>,
 }
 
 impl ServerState {
@@ -116,6 +118,7 @@ impl ServerState {
             generations: BTreeMap::new(),
             stopping: tokio::sync::watch::Sender::new(false),
             connection_slots: std::sync::Arc::new(tokio::sync::Semaphore::new(limits.connections)),
+            gate: std::sync::Arc::new(super::gate::Gate::new(None, false, None)),
         }
     }
 
@@ -191,6 +194,7 @@ impl ServerState {
             &[],
             self.limits.connections.saturating_sub(free) as f64,
         );
+        self.gate.render(&mut page);
         let batchers: Vec<&Batcher> = self.by_name.values().map(|m| &m.batcher).collect();
         let mut generation = Exposition::new();
         super::generation::render_metrics(&self.generations, &mut generation);

@@ -4,6 +4,7 @@
 //! at once when idle, drained otherwise.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -19,6 +20,8 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
+use super::access::AccessLine;
+use super::gate::Gate;
 use super::infer::HeldMemory;
 use super::limits::Limits;
 
@@ -79,11 +82,12 @@ impl Drop for InFlight {
 }
 
 /// An answer's body, holding its request's place in flight and the memory it reserved until
-/// the connection has taken the last of it.
+/// the connection has taken the last of it; and its access-log line, written when it goes.
 pub struct TrackedBody<B> {
     inner: B,
     _in_flight: InFlight,
     _memory: Option<HeldMemory>,
+    access: Option<AccessLine>,
 }
 
 impl<B: Body<Data = Bytes> + Unpin> Body for TrackedBody<B> {
@@ -94,7 +98,11 @@ impl<B: Body<Data = Bytes> + Unpin> Body for TrackedBody<B> {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let (Poll::Ready(Some(Ok(frame))), Some(line)) = (&polled, &mut self.access) {
+            line.sent(frame);
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -106,18 +114,22 @@ impl<B: Body<Data = Bytes> + Unpin> Body for TrackedBody<B> {
     }
 }
 
-/// A connection's service: marks each request in flight until its answer is written.
-#[derive(Clone)]
-struct Tracked<S> {
+/// A connection's service: lets in only what the gate admits (answering the rest with the
+/// port's refusal), and marks each request in flight until its answer is written.
+struct Tracked<S, B> {
     inner: S,
     activity: Arc<Activity>,
+    gate: Arc<Gate>,
+    peer: SocketAddr,
+    protocol: Protocol,
+    refuse: fn(&str) -> http::Response<B>,
 }
 
-impl<S, B> hyper::service::Service<http::Request<Incoming>> for Tracked<S>
+impl<S, B> hyper::service::Service<http::Request<Incoming>> for Tracked<S, B>
 where
     S: hyper::service::Service<http::Request<Incoming>, Response = http::Response<B>>,
     S::Future: Send + 'static,
-    B: Body<Data = Bytes> + Unpin,
+    B: Body<Data = Bytes> + Unpin + Send + 'static,
 {
     type Response = http::Response<TrackedBody<B>>;
     type Error = S::Error;
@@ -125,14 +137,26 @@ where
 
     fn call(&self, request: http::Request<Incoming>) -> Self::Future {
         let in_flight = InFlight::start(&self.activity);
-        let answer = self.inner.call(request);
+        let mut access = (self.gate.log.is_some())
+            .then(|| AccessLine::begin(self.peer, self.protocol.name(), &request));
+        let answer = match self.gate.admits(self.protocol, &request) {
+            true => Ok(self.inner.call(request)),
+            false => Err((self.refuse)(request.uri().path())),
+        };
         Box::pin(async move {
-            let mut response = answer.await?;
+            let mut response = match answer {
+                Ok(answer) => answer.await?,
+                Err(refused) => refused,
+            };
             let memory = response.extensions_mut().remove::<HeldMemory>();
+            if let Some(line) = &mut access {
+                line.answered(&mut response);
+            }
             Ok(response.map(|inner| TrackedBody {
                 inner,
                 _in_flight: in_flight,
                 _memory: memory,
+                access,
             }))
         })
     }
@@ -223,10 +247,20 @@ pub(super) async fn stopped(stop: &mut watch::Receiver<bool>) {
 }
 
 /// Which protocol a port speaks.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
     Http1,
     Http2,
+}
+
+impl Protocol {
+    /// As metrics and the access log name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Http1 => "http",
+            Protocol::Http2 => "grpc",
+        }
+    }
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -261,11 +295,13 @@ pub trait PortBody: Body<Data = Bytes, Error: Into<BoxError>> + Unpin + Send + '
 
 impl<B> PortBody for B where B: Body<Data = Bytes, Error: Into<BoxError>> + Unpin + Send + 'static {}
 
-/// A listening port: its socket, its protocol and the service its connections get.
-pub struct Port<S> {
+/// A listening port: its socket, its protocol, the service its connections get, and its
+/// answer to a request the gate refuses.
+pub struct Port<S, B> {
     pub listener: TcpListener,
     pub protocol: Protocol,
     pub service: S,
+    pub refuse: fn(&str) -> http::Response<B>,
 }
 
 /// Accepts connections on both ports until `stop`, each taking a slot of `slots` for its life.
@@ -273,10 +309,11 @@ pub struct Port<S> {
 /// each held a slot while waiting on its own port, so one busy port could keep another's
 /// connections in the backlog under the cap (with `--max-connections 1`, for good).
 pub async fn accept<H, HB, G, GB>(
-    http: Port<H>,
-    grpc: Port<G>,
+    http: Port<H, HB>,
+    grpc: Port<G, GB>,
     slots: Arc<Semaphore>,
     limits: Limits,
+    gate: Arc<Gate>,
     mut stop: watch::Receiver<bool>,
 ) where
     H: PortService<HB>,
@@ -299,9 +336,9 @@ pub async fn accept<H, HB, G, GB>(
             accepted = grpc.listener.accept() => Some((accepted, false)),
             _ = stopped(&mut stop) => None,
         };
-        let (stream, is_http) = match accepted {
+        let (stream, peer, is_http) = match accepted {
             None => return,
-            Some((Ok((stream, _)), is_http)) => (stream, is_http),
+            Some((Ok((stream, peer)), is_http)) => (stream, peer, is_http),
             // Out of descriptors, or a connection reset before it was taken: the loop goes on
             // after a pause rather than spinning.
             Some((Err(_), _)) => {
@@ -309,29 +346,48 @@ pub async fn accept<H, HB, G, GB>(
                 continue;
             }
         };
+        let accepted = Accepted {
+            stream,
+            peer,
+            slot,
+            gate: gate.clone(),
+        };
         match is_http {
-            true => serve(stream, &http, slot, limits, &stop),
-            false => serve(stream, &grpc, slot, limits, &stop),
+            true => serve(accepted, &http, limits, &stop),
+            false => serve(accepted, &grpc, limits, &stop),
         }
     }
 }
 
-/// Serves one accepted connection on its own task, holding its slot until it ends.
-fn serve<S, B>(
+/// A connection just accepted: its socket, who it is from, its slot, and the gate.
+struct Accepted {
     stream: TcpStream,
-    port: &Port<S>,
+    peer: SocketAddr,
     slot: OwnedSemaphorePermit,
-    limits: Limits,
-    stop: &watch::Receiver<bool>,
-) where
+    gate: Arc<Gate>,
+}
+
+/// Serves one accepted connection on its own task, holding its slot until it ends.
+fn serve<S, B>(accepted: Accepted, port: &Port<S, B>, limits: Limits, stop: &watch::Receiver<bool>)
+where
     S: PortService<B>,
     B: PortBody,
 {
+    let Accepted {
+        stream,
+        peer,
+        slot,
+        gate,
+    } = accepted;
     let _ = stream.set_nodelay(true);
     let activity = Activity::new();
     let tracked = Tracked {
         inner: TowerToHyperService::new(port.service.clone()),
         activity: activity.clone(),
+        gate,
+        peer,
+        protocol: port.protocol,
+        refuse: port.refuse,
     };
     let io = TokioIo::new(stream);
     let stop = stop.clone();

@@ -2,9 +2,11 @@
 //! own batcher, served over the KServe v2 protocol on HTTP (axum) and gRPC (tonic) from one
 //! tokio runtime; SIGTERM or SIGINT drains what is in flight, then stops, within a bound.
 
+mod access;
 mod body;
 mod config;
 mod error;
+mod gate;
 mod generate_grpc;
 mod generate_http;
 pub(crate) mod generation;
@@ -92,6 +94,18 @@ pub struct ServeArgs {
     /// Seconds the in-flight requests have to finish after SIGTERM or SIGINT.
     #[arg(long, default_value_t = 30.0)]
     pub drain_timeout: f64,
+    /// API keys, one a line (a file others may read is refused): every route but the health
+    /// and readiness probes then needs `Authorization: Bearer KEY` (HTTP) or `authorization`
+    /// metadata (gRPC); a request without one gets 401 or UNAUTHENTICATED.
+    #[arg(long)]
+    pub api_key_file: Option<PathBuf>,
+    /// With --api-key-file, leave `/metrics` open to scrapers without a key.
+    #[arg(long)]
+    pub public_metrics: bool,
+    /// One line a request on stderr: time, peer, protocol, route, model, version, status,
+    /// bytes in and out, latency, and a generation's tokens and finish. `text` or `json`.
+    #[arg(long, num_args = 0..=1, default_missing_value = "text")]
+    pub access_log: Option<access::LogFormat>,
 }
 
 /// Concurrent HTTP/2 streams a gRPC connection may have open.
@@ -204,6 +218,18 @@ pub fn serve(cli: &GlobalArgs, spec: &ServeArgs) -> Result<()> {
         bind(&spec.host, spec.http_port)?,
         bind(&spec.host, spec.grpc_port)?,
     );
+    let keys = (spec.api_key_file.as_deref())
+        .map(gate::ApiKeys::from_file)
+        .transpose()?;
+    if spec.public_metrics && keys.is_none() {
+        return Err(usage(
+            "--public-metrics needs --api-key-file: without keys every route is public".into(),
+        ));
+    }
+    let gate = Arc::new(gate::Gate::new(keys, spec.public_metrics, spec.access_log));
+    if let Some(format) = spec.access_log {
+        access::install(format);
+    }
     let client = open(cli)?;
     let served = (sources.iter())
         .map(|s| models::load(&client, s))
@@ -215,6 +241,7 @@ pub fn serve(cli: &GlobalArgs, spec: &ServeArgs) -> Result<()> {
     let memory = MemoryBudget::new(spec.max_inflight_bytes);
     let mut state = ServerState::new(client.clone(), served, limits, memory);
     state.generations = generations;
+    state.gate = gate.clone();
     let models = Arc::new(state);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -247,14 +274,17 @@ pub fn serve(cli: &GlobalArgs, spec: &ServeArgs) -> Result<()> {
                 listener: http_listener,
                 protocol: Protocol::Http1,
                 service: http_app,
+                refuse: http::unauthenticated,
             },
             listen::Port {
                 listener: grpc_listener,
                 protocol: Protocol::Http2,
                 service: grpc_app,
+                refuse: grpc::unauthenticated,
             },
             slots.clone(),
             limits,
+            gate,
             stop_rx,
         ));
         out!("{line}");

@@ -13,6 +13,8 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use pjrt_actors::generate::{Finish, TokenLogprobs, TokenStream};
+
+use super::access::AccessNote;
 use serde_json::{Value, json};
 
 use super::body::read_held_body;
@@ -76,6 +78,8 @@ async fn chat(State(app): State<App>, headers: HeaderMap, body: Body) -> Respons
 
 /// A request started: its sequence, and what its answer is written with.
 struct Started {
+    /// The access log's: the prompt's tokens, and (`Pieces`) those made and the finish.
+    note: AccessNote,
     /// Each token's log-probabilities were asked for.
     logprobs: bool,
     tokens: Option<TokenStream>,
@@ -105,13 +109,16 @@ async fn answer(app: App, headers: HeaderMap, body: Body, route: Route) -> Respo
     let outcome = start(&app, &headers, body, route, &mut model).await;
     let counted = outcome.as_ref().map_or_else(|(e, _)| e.outcome(), |_| "ok");
     let label = app.generation_label(&model);
-    let response = match outcome {
+    let note = (outcome.as_ref()).map_or_else(|_| AccessNote::default(), |s| s.note.clone());
+    note.set(|n| n.model = Some(model).filter(|m| !m.is_empty()));
+    let mut response = match outcome {
         Err((e, param)) => error(&e, param),
         Ok(s) if s.stream => stream(&app, s),
         Ok(s) => whole(s).await.unwrap_or_else(|e| error(&e, None)),
     };
     app.metrics
         .record(label, "http", counted, started.elapsed());
+    response.extensions_mut().insert(note);
     response
 }
 
@@ -175,7 +182,10 @@ async fn start(
         Route::Chat => "chatcmpl",
         Route::Completions => "cmpl",
     };
+    let note = AccessNote::default();
+    note.set(|n| n.tokens_in = Some(prompt_tokens as u64));
     Ok(Started {
+        note,
         logprobs: r.logprobs.is_some(),
         tokens: Some(tokens),
         text,

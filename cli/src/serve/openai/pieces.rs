@@ -8,6 +8,7 @@ use std::task::{Context, Poll};
 use pjrt_actors::generate::{TokenEvent, TokenLogprobs, TokenStream};
 use serde_json::{Value, json};
 
+use super::super::access::AccessNote;
 use super::super::error::ServeError;
 use super::super::wire::openai_request::Route;
 use super::Started;
@@ -38,6 +39,8 @@ pub(super) struct Pieces {
     queued: std::collections::VecDeque<Piece>,
     /// Log-probabilities of tokens whose text is not given yet.
     pending: Vec<TokenLogprobs>,
+    /// The access log's: tokens made and the finish, once known.
+    note: AccessNote,
 }
 
 impl Pieces {
@@ -50,6 +53,7 @@ impl Pieces {
             made: 0,
             queued: Default::default(),
             pending: Vec::new(),
+            note: s.note.clone(),
         }
     }
 
@@ -95,6 +99,8 @@ impl Pieces {
                 self.queued.push_back(Piece::Text(given, logprobs));
             }
             if let Some(finish) = end {
+                let made = self.made as u64;
+                (self.note).set(|n| (n.tokens_out, n.finish) = (Some(made), Some(finish)));
                 let cached = self.tokens.as_ref().map_or(0, TokenStream::cached_tokens);
                 // Dropping the stream cancels a sequence a stop string ended early.
                 self.tokens = None;
