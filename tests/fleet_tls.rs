@@ -5,6 +5,8 @@
 //! among its nodes and to clients (`rediss+cluster://`). Alone in its binary: it names the
 //! trusted CA in the environment (`SSL_CERT_FILE`, which OpenSSL reads).
 
+#[path = "suite/common/certificates.rs"]
+mod certificates;
 #[path = "suite/common/fleet.rs"]
 mod fleet;
 #[path = "suite/common/redis_cluster.rs"]
@@ -13,81 +15,13 @@ mod redis_cluster;
 mod redis_server;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
+use certificates::certificates;
 use fleet::compile_and_check as compile;
 use pjrt_actors::Client;
 use redis::Commands;
 use redis_server::{RedisServer, START_TRIES, free_port};
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let o = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-/// A CA (`NAME-ca.pem`) and a server certificate for 127.0.0.1 it signed (`NAME.pem`,
-/// `NAME.key`).
-fn certificates(dir: &Path, name: &str) {
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let (ca_key, ca, key, csr) = (
-        format!("{name}-ca.key"),
-        format!("{name}-ca.pem"),
-        format!("{name}.key"),
-        format!("{name}.csr"),
-    );
-    let subject = format!("/CN=pjrt-actors test CA {name}");
-    let mut args = vec!["req", "-x509"];
-    args.extend(ec);
-    args.extend([
-        "-keyout", &ca_key, "-out", &ca, "-days", "2", "-subj", &subject,
-    ]);
-    openssl(dir, &args);
-    let mut args = vec!["req"];
-    args.extend(ec);
-    args.extend(["-keyout", &key, "-out", &csr, "-subj", "/CN=127.0.0.1"]);
-    openssl(dir, &args);
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
-    )
-    .unwrap();
-    let pem = format!("{name}.pem");
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            &ca,
-            "-CAkey",
-            &ca_key,
-            "-CAcreateserial",
-            "-out",
-            &pem,
-            "-days",
-            "2",
-            "-extfile",
-            "ext.cnf",
-        ],
-    );
-}
 
 /// A server with a plain port (for the test's own look) and a TLS one with `name`'s certificate.
 fn tls_server(dir: &Path, name: &str) -> (RedisServer, u16) {

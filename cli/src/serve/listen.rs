@@ -19,6 +19,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio_rustls::TlsAcceptor;
 
 use super::access::AccessLine;
 use super::gate::Gate;
@@ -295,13 +296,14 @@ pub trait PortBody: Body<Data = Bytes, Error: Into<BoxError>> + Unpin + Send + '
 
 impl<B> PortBody for B where B: Body<Data = Bytes, Error: Into<BoxError>> + Unpin + Send + 'static {}
 
-/// A listening port: its socket, its protocol, the service its connections get, and its
-/// answer to a request the gate refuses.
+/// A listening port: its socket, its protocol, the service its connections get, its answer
+/// to a request the gate refuses, and its TLS acceptor when it speaks TLS.
 pub struct Port<S, B> {
     pub listener: TcpListener,
     pub protocol: Protocol,
     pub service: S,
     pub refuse: fn(&str) -> http::Response<B>,
+    pub tls: Option<TlsAcceptor>,
 }
 
 /// Accepts connections on both ports until `stop`, each taking a slot of `slots` for its life.
@@ -389,26 +391,69 @@ where
         protocol: port.protocol,
         refuse: port.refuse,
     };
-    let io = TokioIo::new(stream);
-    let stop = stop.clone();
-    let protocol = port.protocol;
+    let (stop, protocol, tls) = (stop.clone(), port.protocol, port.tls.clone());
     tokio::spawn(async move {
         let _slot = slot;
-        match protocol {
-            Protocol::Http1 => {
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .keep_alive(true)
-                    .serve_connection(io, tracked);
-                drive(conn, activity, limits.idle_time, stop).await
-            }
-            Protocol::Http2 => {
-                let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .timer(TokioTimer::new())
-                    .max_concurrent_streams(limits.streams_per_connection)
-                    .max_header_list_size(64 << 10)
-                    .serve_connection(io, tracked);
-                drive(conn, activity, limits.idle_time, stop).await
-            }
+        let Some(tls) = tls else {
+            return run(
+                TokioIo::new(stream),
+                protocol,
+                tracked,
+                activity,
+                limits,
+                stop,
+            )
+            .await;
+        };
+        // A handshake gets the idle time a request head gets: one never finished, or a
+        // client that connects and says nothing, is dropped with its slot (at once if the
+        // server stops meanwhile).
+        let mut stopping = stop.clone();
+        let handshake = tokio::select! {
+            done = tokio::time::timeout(limits.idle_time, tls.accept(stream)) => done,
+            _ = stopped(&mut stopping) => return,
+        };
+        if let Ok(Ok(stream)) = handshake {
+            run(
+                TokioIo::new(stream),
+                protocol,
+                tracked,
+                activity,
+                limits,
+                stop,
+            )
+            .await
         }
     });
+}
+
+/// Runs one connection's protocol over `io` (a socket, or TLS over one) until it ends.
+async fn run<I, S, B>(
+    io: I,
+    protocol: Protocol,
+    tracked: Tracked<TowerToHyperService<S>, B>,
+    activity: Arc<Activity>,
+    limits: Limits,
+    stop: watch::Receiver<bool>,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: PortService<B>,
+    B: PortBody,
+{
+    match protocol {
+        Protocol::Http1 => {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(io, tracked);
+            drive(conn, activity, limits.idle_time, stop).await
+        }
+        Protocol::Http2 => {
+            let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .timer(TokioTimer::new())
+                .max_concurrent_streams(limits.streams_per_connection)
+                .max_header_list_size(64 << 10)
+                .serve_connection(io, tracked);
+            drive(conn, activity, limits.idle_time, stop).await
+        }
+    }
 }

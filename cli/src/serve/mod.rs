@@ -20,6 +20,7 @@ mod metrics;
 mod models;
 mod openai;
 mod served;
+mod tls;
 mod triton;
 pub(crate) mod wire;
 
@@ -106,6 +107,15 @@ pub struct ServeArgs {
     /// bytes in and out, latency, and a generation's tokens and finish. `text` or `json`.
     #[arg(long, num_args = 0..=1, default_missing_value = "text")]
     pub access_log: Option<access::LogFormat>,
+    /// Serve HTTPS and gRPC over TLS with this certificate chain (PEM; with --tls-key).
+    #[arg(long)]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long)]
+    pub tls_key: Option<PathBuf>,
+    /// Require client certificates signed by these authorities (PEM): mutual TLS.
+    #[arg(long)]
+    pub tls_client_ca: Option<PathBuf>,
 }
 
 /// Concurrent HTTP/2 streams a gRPC connection may have open.
@@ -227,6 +237,15 @@ pub fn serve(cli: &GlobalArgs, spec: &ServeArgs) -> Result<()> {
         ));
     }
     let gate = Arc::new(gate::Gate::new(keys, spec.public_metrics, spec.access_log));
+    let tls = tls::TlsFiles::from_flags(
+        spec.tls_cert.as_deref(),
+        spec.tls_key.as_deref(),
+        spec.tls_client_ca.as_deref(),
+    )?;
+    let (http_tls, grpc_tls) = match tls.map(|t| t.acceptors()).transpose()? {
+        Some((http, grpc)) => (Some(http), Some(grpc)),
+        None => (None, None),
+    };
     if let Some(format) = spec.access_log {
         access::install(format);
     }
@@ -275,12 +294,14 @@ pub fn serve(cli: &GlobalArgs, spec: &ServeArgs) -> Result<()> {
                 protocol: Protocol::Http1,
                 service: http_app,
                 refuse: http::unauthenticated,
+                tls: http_tls,
             },
             listen::Port {
                 listener: grpc_listener,
                 protocol: Protocol::Http2,
                 service: grpc_app,
                 refuse: grpc::unauthenticated,
+                tls: grpc_tls,
             },
             slots.clone(),
             limits,
