@@ -6,8 +6,11 @@
 //! interleaved twice. Every 25th in-process answer is checked against JAX's (the served answers
 //! are checked by the server's tests). The floor: the same load on bare hyper and tonic servers
 //! that replay the real server's answers (serve_floor.rs), so what the protocol costs can be set
-//! against what the stacks alone cost. Last line: one JSON object.
+//! against what the stacks alone cost. And HTTPS (`--tls-cert`, keep-alive) against plain HTTP
+//! at 16 in flight: what TLS adds to the server's CPU a request. Last line: one JSON object.
 
+#[path = "../../tests/suite/common/certificates.rs"]
+mod certificates;
 #[allow(dead_code)]
 #[path = "../../tests/suite/common/cpu.rs"]
 mod cpu;
@@ -134,23 +137,34 @@ fn start_floor(real: &Server) -> Server {
 /// over `protocol` with `clients` requests in flight: its stable windows' throughput and
 /// client-side p50 and p99, and the CPU the server took per request it answered meanwhile.
 fn perf_analyzer_load(server: &Server, protocol: &str, clients: usize) -> Load {
+    perf_analyzer_over(server, protocol, clients, None)
+}
+
+/// As `perf_analyzer_load`, over HTTPS trusting `ca` when given.
+fn perf_analyzer_over(server: &Server, protocol: &str, clients: usize, ca: Option<&Path>) -> Load {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/perf-analyzer");
     let port = if protocol == "http" {
         server.http
     } else {
         server.grpc
     };
-    let (served0, server0) = (served_requests(server.http), cpu_ns(server));
+    let (served0, server0) = (served_requests(server.http, ca), cpu_ns(server));
     let client0 = cpu::waited_children_cpu_ns("self");
+    let url = match ca {
+        Some(_) => format!("https://127.0.0.1:{port}"),
+        None => format!("127.0.0.1:{port}"),
+    };
+    let tls: Vec<String> = (ca.iter())
+        .flat_map(|ca| {
+            [
+                "--ssl-https-ca-certificates-file".into(),
+                ca.display().to_string(),
+            ]
+        })
+        .collect();
     let o = Command::new(script)
-        .args([
-            "-m",
-            "lm",
-            "-u",
-            &format!("127.0.0.1:{port}"),
-            "-i",
-            protocol,
-        ])
+        .args(["-m", "lm", "-u", &url, "-i", protocol])
+        .args(&tls)
         .args(["--concurrency-range", &clients.to_string()])
         .args([
             "--measurement-interval",
@@ -175,7 +189,7 @@ fn perf_analyzer_load(server: &Server, protocol: &str, clients: usize) -> Load {
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("`{key}` is not a number: {text}"))
     };
-    let served = (served_requests(server.http) - served0).max(1);
+    let served = (served_requests(server.http, ca) - served0).max(1);
     Load {
         rps: number("Throughput:"),
         p50: number("p50 latency:"),
@@ -187,9 +201,21 @@ fn perf_analyzer_load(server: &Server, protocol: &str, clients: usize) -> Load {
     }
 }
 
-/// Requests the server has answered `ok` so far (Triton's statistics, over HTTP).
-fn served_requests(http_port: u16) -> u64 {
-    let (status, stats) = server::get(http_port, "/v2/models/lm/stats");
+/// Requests the server has answered `ok` so far (Triton's statistics, over HTTP; over HTTPS
+/// with curl, trusting `ca`).
+fn served_requests(http_port: u16, ca: Option<&Path>) -> u64 {
+    let path = "/v2/models/lm/stats";
+    let (status, stats) = match ca {
+        None => server::get(http_port, path),
+        Some(ca) => {
+            let out = Command::new("curl")
+                .args(["-s", "--cacert", &ca.display().to_string()])
+                .arg(format!("https://127.0.0.1:{http_port}{path}"))
+                .output()
+                .unwrap();
+            (200, serde_json::from_slice(&out.stdout).unwrap_or_default())
+        }
+    };
     assert_eq!(status, 200, "{stats}");
     stats["model_stats"][0]["inference_stats"]["success"]["count"]
         .as_u64()
@@ -260,12 +286,43 @@ fn main() {
         (local.unwrap(), http.unwrap(), grpc.unwrap(), floors)
     };
     let (one, many) = (measure(1), measure(CLIENTS));
+    // HTTPS against plain HTTP, 16 in flight, interleaved twice, the better of each.
+    let certs = std::env::temp_dir().join(format!("pjrt-actors-bench-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&certs).unwrap();
+    certificates::certificates(&certs, "bench");
+    let at = |f: &str| certs.join(f).display().to_string();
+    let tls_server = Server::transformer(&[
+        "--tls-cert",
+        &at("bench.pem"),
+        "--tls-key",
+        &at("bench.key"),
+    ]);
+    let ca = certs.join("bench-ca.pem");
+    let (mut plain, mut tls) = (None::<Load>, None::<Load>);
+    for _ in 0..2 {
+        keep(&mut plain, perf_analyzer_load(&server, "http", CLIENTS));
+        keep(
+            &mut tls,
+            perf_analyzer_over(&tls_server, "http", CLIENTS, Some(&ca)),
+        );
+    }
+    let (plain, tls) = (plain.unwrap(), tls.unwrap());
+    drop(tls_server);
+    let _ = std::fs::remove_dir_all(&certs);
     println!(
         "one-sequence requests; in process: {SECONDS} s a run; served: perf_analyzer's stable {SECONDS} s windows; better of two interleaved runs"
     );
     println!(
         "{:>11} {:>8} {:>12} {:>10} {:>10} {:>12} {:>12}",
         "", "in flight", "requests/s", "p50 us", "p99 us", "cpu us client", "cpu us serve"
+    );
+    println!(
+        "{:>11} {CLIENTS:>8} {:>12.0} {:>10.1} {:>10.1} {:>12.1} {:>12.1}",
+        "HTTP", plain.rps, plain.p50, plain.p99, plain.here_cpu_us, plain.server_cpu_us
+    );
+    println!(
+        "{:>11} {CLIENTS:>8} {:>12.0} {:>10.1} {:>10.1} {:>12.1} {:>12.1}",
+        "HTTPS", tls.rps, tls.p50, tls.p99, tls.here_cpu_us, tls.server_cpu_us
     );
     for (clients, (local, http, grpc, (floor_http, floor_grpc))) in [(1, one), (CLIENTS, many)] {
         for (name, l) in [
@@ -291,6 +348,9 @@ fn main() {
         "{}",
         json!({
             "in_process_rps": local.rps.round(),
+            // HTTPS with keep-alive over plain HTTP, 16 in flight: reported, no goal.
+            "tls_added_server_cpu_us": (tls.server_cpu_us - plain.server_cpu_us).round(),
+            "https_server_cpu_us": tls.server_cpu_us.round(),
             "http_added_server_cpu_us": http_added.round(),
             "grpc_added_server_cpu_us": grpc_added.round(),
             "http_floor_cpu_us": floor.0.server_cpu_us.round(),

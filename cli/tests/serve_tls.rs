@@ -79,10 +79,19 @@ fn curl(url: &str, args: &[&str]) -> (i32, u16) {
 #[test]
 fn https_and_grpc_over_tls_answer_clients_that_trust_the_ca_and_no_others() {
     let dir = certificates("https");
-    let server = serve(&dir, &[]);
+    let server = serve(&dir, &["--max-body-bytes", "65536"]);
     let ready = format!("https://127.0.0.1:{}/v2/health/ready", server.http);
     let ca = at(&dir, "srv-ca.pem");
     assert_eq!(curl(&ready, &["--cacert", &ca]), (0, 200));
+    // The body bound holds over TLS as over plaintext.
+    let big = dir.join("big.json");
+    std::fs::write(&big, vec![b' '; 100_000]).unwrap();
+    let infer_big = format!("https://127.0.0.1:{}/v2/models/lm/infer", server.http);
+    let data = format!("@{}", big.display());
+    assert_eq!(
+        curl(&infer_big, &["--cacert", &ca, "--data-binary", &data]).1,
+        413
+    );
     let infer = format!("https://127.0.0.1:{}/v2/models/lm/infer", server.http);
     let body = r#"{"inputs":[{"name":"tokens","datatype":"INT32","shape":[1,8],"data":[1,2,3,4,5,6,7,8]}]}"#;
     assert_eq!(curl(&infer, &["--cacert", &ca, "-d", body]), (0, 200));

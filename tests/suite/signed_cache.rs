@@ -198,3 +198,50 @@ fn a_planted_redis_entry_is_refused_and_keys_rotate() {
     assert!(keys(&[3]).open(&fresh).is_ok(), "the new key signs");
     assert!(keys(&[1]).open(&fresh).is_err(), "not the old one");
 }
+
+/// The child side of `the_key_file_the_environment_names_signs_entries`, run with
+/// `PJRT_ACTORS_CACHE_KEY_FILE` set.
+#[test]
+#[ignore = "a child process of the_key_file_the_environment_names_signs_entries, which runs it"]
+fn keyed_by_env_child() {
+    let dir = std::env::var("PJRT_ACTORS_TEST_KEYED_DIR").expect("run by its parent");
+    assert_eq!(
+        run(&disk_client(std::path::Path::new(&dir), None), 51),
+        expected(51)
+    );
+}
+
+#[test]
+fn the_key_file_the_environment_names_signs_entries() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch_dir("signed-env");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("keys");
+    // Base64 of 32 bytes of 9, then the hex of 32 bytes of 8: the first signs.
+    std::fs::write(
+        &file,
+        format!(
+            "# fleet keys\nCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQk=\n{}\n",
+            "08".repeat(32)
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let cache = dir.join("cache");
+    crate::common::run_child_test(
+        "signed_cache::keyed_by_env_child",
+        &[
+            ("PJRT_ACTORS_TEST_KEYED_DIR", cache.display().to_string()),
+            (pjrt_actors::CACHE_KEY_FILE_ENV, file.display().to_string()),
+        ],
+        std::time::Duration::from_secs(120),
+    );
+    let [entry] = entries(&cache).try_into().unwrap();
+    let bytes = std::fs::read(entry).unwrap();
+    assert!(
+        keys(&[9]).open(&bytes).is_ok(),
+        "signed with the file's first key"
+    );
+    assert!(keys(&[8]).open(&bytes).is_err());
+}
