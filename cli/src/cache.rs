@@ -1,11 +1,15 @@
 //! `pjrt-actors cache stats` and `cache clear`: the persistent compile cache's disk directory
-//! and Redis tier, named by flags or by the same environment variables clients read.
+//! and Redis tier, named by flags or by the same environment variables clients read; stats
+//! count signed entries and, with the fleet's keys, those they verify.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Subcommand;
-use pjrt_actors::{CACHE_DIR_ENV, CACHE_REDIS_ENV, DiskCache, RedisCacheConfig, RedisTier, Result};
+use pjrt_actors::{
+    CACHE_DIR_ENV, CACHE_REDIS_ENV, CacheKeys, DiskCache, RedisCacheConfig, RedisTier, Result,
+    SignatureCount,
+};
 
 use crate::common::usage;
 
@@ -56,15 +60,28 @@ pub fn cache(
     let (disk, redis) = tiers(dir, redis, namespace)?;
     match action {
         CacheAction::Stats => {
+            // With the fleet's keys (PJRT_ACTORS_CACHE_KEY_FILE), how many entries they verify:
+            // what a keyed client would load rather than refuse.
+            let keys = CacheKeys::from_env()?;
+            let signed = |count: SignatureCount| match &keys {
+                Some(_) => format!(
+                    ", {} signed, {} verified by the fleet's keys",
+                    count.signed, count.verified
+                ),
+                None => format!(", {} signed", count.signed),
+            };
             if let Some(disk) = &disk {
                 let (entries, bytes) = disk.usage();
-                out!("disk: {entries} entries, {bytes} bytes");
+                let count = disk.signatures(keys.as_ref());
+                out!("disk: {entries} entries, {bytes} bytes{}", signed(count));
             }
             if let Some(redis) = &redis {
                 let (entries, bytes) = redis.usage()?;
+                let count = redis.signatures(keys.as_ref())?;
                 out!(
-                    "redis ({}): {entries} entries, {bytes} bytes",
-                    redis.config().namespace
+                    "redis ({}): {entries} entries, {bytes} bytes{}",
+                    redis.config().namespace,
+                    signed(count)
                 );
             }
         }

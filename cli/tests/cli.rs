@@ -449,20 +449,34 @@ crate::on_one_and_cluster!(
     a_lease_holder_killed_mid_compile_is_taken_over_by_the_next_process,
 );
 
+/// A fleet key file (32 bytes of 0x5a in hex), readable by its owner only.
+fn fleet_key_file(name: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let file = scratch_dir(name).join("fleet.key");
+    std::fs::write(&file, "5a".repeat(32)).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    file
+}
+
 fn compile_stress_over_processes_shares_one_redis_and_cache_commands_see_it(kind: Kind) {
     let server = FleetRedis::start(kind, &[]);
     let url = server.url();
-    let o = cli(&[
-        "compile-stress",
-        "--modules",
-        "6",
-        "--concurrency",
-        "2",
-        "--processes",
-        "3",
-        "--cache-redis",
-        &url,
-    ]);
+    // A fleet sharing a key shares compiles as one without: the same counts, entries signed.
+    let key = fleet_key_file("cli-fleet-key");
+    let o = Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+        .args([
+            "compile-stress",
+            "--modules",
+            "6",
+            "--concurrency",
+            "2",
+            "--processes",
+            "3",
+        ])
+        .args(["--cache-redis", &url])
+        .env(pjrt_actors::CACHE_KEY_FILE_ENV, &key)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{o:?}");
     let text = stdout(&o);
     assert!(
@@ -471,7 +485,19 @@ fn compile_stress_over_processes_shares_one_redis_and_cache_commands_see_it(kind
     );
     assert!(text.contains("redis: 12 hits"), "{text}");
     let o = cli(&["cache", "stats", "--redis", &url]);
-    assert!(stdout(&o).contains("6 entries"), "{o:?}");
+    assert!(
+        stdout(&o).contains("6 entries") && stdout(&o).contains(", 6 signed"),
+        "{o:?}"
+    );
+    let keyed = Command::new(env!("CARGO_BIN_EXE_pjrt-actors"))
+        .args(["cache", "stats", "--redis", &url])
+        .env(pjrt_actors::CACHE_KEY_FILE_ENV, &key)
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&keyed).contains("6 signed, 6 verified by the fleet's keys"),
+        "{keyed:?}"
+    );
     let o = cli(&["cache", "clear", "--redis", &url]);
     assert!(stdout(&o).contains("6 keys removed"), "{o:?}");
     assert!(stdout(&cli(&["cache", "stats", "--redis", &url])).contains("0 entries"));
@@ -484,7 +510,11 @@ fn compile_stress_over_processes_shares_one_redis_and_cache_commands_see_it(kind
         .unwrap();
     assert!(o.status.success(), "{o:?}");
     let d = dir.to_str().unwrap();
-    assert!(stdout(&cli(&["cache", "stats", "--dir", d])).contains("disk: 3 entries"));
+    let stats = stdout(&cli(&["cache", "stats", "--dir", d]));
+    assert!(
+        stats.contains("disk: 3 entries") && stats.contains(", 0 signed"),
+        "{stats}"
+    );
     assert!(stdout(&cli(&["cache", "clear", "--dir", d])).contains("3 entries removed"));
     let o = cli(&["cache", "stats"]);
     assert!(

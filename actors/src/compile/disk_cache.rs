@@ -10,6 +10,7 @@ use std::time::SystemTime;
 
 use crate::compile::cache::{CacheStats, CompileKey, bump};
 use crate::compile::envelope;
+use crate::compile::signing::{CacheKeys, SignatureCount};
 use crate::error::{Error, Result};
 
 /// How old a temporary file must be before the disk cache takes it for a dead store's.
@@ -163,6 +164,20 @@ impl DiskCache {
     /// Entries and their total bytes.
     pub fn usage(&self) -> (u64, u64) {
         (self.entries().iter()).fold((0, 0), |(n, bytes), e| (n + 1, bytes + e.1))
+    }
+
+    /// The entries by signature (`keys`: which of them verify): each read whole, one at a time.
+    pub fn signatures(&self, keys: Option<&CacheKeys>) -> SignatureCount {
+        let mut count = SignatureCount::default();
+        for (_, _, path) in self.entries() {
+            let mut bytes = Vec::new();
+            if (open_regular(&path))
+                .is_ok_and(|f| (&f).take(MAX_ENTRY_BYTES).read_to_end(&mut bytes).is_ok())
+            {
+                count.tally(&bytes, keys);
+            }
+        }
+        count
     }
 
     /// Removes every entry of ours (files that are not are left alone); returns how many.

@@ -135,6 +135,23 @@ impl CacheKeys {
     }
 }
 
+/// A tier's entries by signature, for `cache stats`: how many carry one, and how many of those
+/// the given keys verify.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SignatureCount {
+    pub signed: u64,
+    pub verified: u64,
+}
+
+impl SignatureCount {
+    pub fn tally(&mut self, entry: &[u8], keys: Option<&CacheKeys>) {
+        if is_signed(entry) {
+            self.signed += 1;
+            self.verified += keys.is_some_and(|k| k.open(entry).is_ok()) as u64;
+        }
+    }
+}
+
 /// The envelope inside an entry without checking its signature: for a client with no keys,
 /// which trusts its tiers as before keys existed.
 pub fn unverified(entry: &[u8]) -> &[u8] {

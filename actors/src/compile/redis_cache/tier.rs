@@ -11,6 +11,7 @@ use redis::AsyncCommands;
 
 use super::{Lookup, MAX_LEASE, RedisCacheConfig, redact};
 use crate::compile::cache::{CacheStats, CompileKey, bump};
+use crate::compile::signing::{CacheKeys, SignatureCount};
 use crate::error::{Error, Result};
 use crate::fleet::target::{RedisConnection, RedisTarget};
 
@@ -429,6 +430,29 @@ impl RedisTier {
             let keys = keys::ours(&target, &mut c, &namespace, &["exe"]).await?;
             let count = keys.len() as u64;
             Ok((count, keys::sum_over(c, keys, "STRLEN").await?))
+        })
+        .map_err(|reason| self.cache_error(reason))
+    }
+
+    /// The entries under this namespace by signature (`keys`: which of them verify), fetched
+    /// a few at a time.
+    pub fn signatures(&self, keys: Option<&CacheKeys>) -> Result<SignatureCount> {
+        use futures_util::{StreamExt, TryStreamExt};
+        let (target, namespace) = (self.target.clone(), self.config.namespace.clone());
+        let keys = keys.cloned();
+        self.run(move |mut c| async move {
+            let names = keys::ours(&target, &mut c, &namespace, &["exe"]).await?;
+            futures_util::stream::iter(names)
+                .map(move |name| {
+                    let mut c = c.clone();
+                    async move { c.get::<_, Option<Vec<u8>>>(name).await }
+                })
+                .buffer_unordered(8)
+                .try_fold(SignatureCount::default(), move |mut count, entry| {
+                    count.tally(&entry.unwrap_or_default(), keys.as_ref());
+                    async move { Ok(count) }
+                })
+                .await
         })
         .map_err(|reason| self.cache_error(reason))
     }
