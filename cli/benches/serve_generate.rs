@@ -6,13 +6,20 @@
 //! The served side includes the HTTP exchange, the JSON body, the chat template and the
 //! tokenizer. And a streamed token's CPU: the server's over KServe's `generate_stream` (40
 //! sequences, each to the end of the 128-position cache) per token, against this process's per
-//! token for the same sequences on the `Generator` here. Last line: one JSON object.
+//! token for the same sequences on the `Generator` here; and the same over gRPC's
+//! `ModelStreamInfer` (one stream a sequence, tonic's client). Last line: one JSON object.
 
 #[allow(dead_code)]
 #[path = "../../tests/suite/common/cpu.rs"]
 mod cpu;
 #[path = "../tests/common/server.rs"]
 mod server;
+
+/// The KServe v2 messages, as the server generates them (this package's build script).
+#[allow(dead_code, clippy::all)]
+mod messages {
+    include!(concat!(env!("OUT_DIR"), "/inference.rs"));
+}
 
 use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
@@ -106,6 +113,81 @@ fn served_cpu_per_token(conn: &mut BufReader<TcpStream>, pid: u32, prompt: &[i32
     used as f64 / 1e3 / (SEQUENCES * tokens) as f64
 }
 
+/// The server's CPU (µs) a token over gRPC: the same sequences, each on a `ModelStreamInfer`
+/// stream of its own over one channel, read to its final response.
+fn grpc_cpu_per_token(grpc_port: u16, pid: u32, prompt: &[i32]) -> f64 {
+    use messages::infer_parameter::ParameterChoice;
+    use messages::model_infer_request::InferInputTensor;
+    use messages::{InferParameter, ModelInferRequest, ModelStreamInferResponse};
+    let tokens = POSITIONS - prompt.len();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let before = cpu::all_threads_cpu_ns(&pid.to_string());
+    runtime.block_on(async {
+        let url = format!("http://127.0.0.1:{grpc_port}");
+        let channel = tonic::transport::Endpoint::from_shared(url)
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        for k in 0..SEQUENCES {
+            let parameter = |p| InferParameter {
+                parameter_choice: Some(p),
+            };
+            let mut request = ModelInferRequest {
+                model_name: "tm".into(),
+                id: k.to_string(),
+                inputs: vec![InferInputTensor {
+                    name: "input_ids".into(),
+                    datatype: "INT32".into(),
+                    shape: vec![prompt.len() as i64],
+                    contents: Some(messages::InferTensorContents {
+                        int_contents: prompt.to_vec(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            };
+            let max = parameter(ParameterChoice::Int64Param(tokens as i64));
+            request.parameters.insert("max_tokens".into(), max);
+            let stop = parameter(ParameterChoice::StringParam(String::new()));
+            request.parameters.insert("stop".into(), stop);
+            let mut client = tonic::client::Grpc::new(channel.clone());
+            client.ready().await.unwrap();
+            let path = http::uri::PathAndQuery::from_static(
+                "/inference.GRPCInferenceService/ModelStreamInfer",
+            );
+            let requests = tonic::codegen::tokio_stream::iter([request]);
+            let codec =
+                tonic::codec::ProstCodec::<ModelInferRequest, ModelStreamInferResponse>::default();
+            let mut answers = (client
+                .streaming(tonic::Request::new(requests), path, codec)
+                .await)
+                .unwrap()
+                .into_inner();
+            let mut made = 0;
+            while let Some(answer) = answers.message().await.unwrap() {
+                let r = answer.infer_response.expect("an answer");
+                assert!(answer.error_message.is_empty(), "{}", answer.error_message);
+                match r
+                    .parameters
+                    .get("triton_final_response")
+                    .and_then(|p| p.parameter_choice.clone())
+                {
+                    Some(ParameterChoice::BoolParam(true)) => break,
+                    _ => made += 1,
+                }
+            }
+            assert_eq!(made, tokens, "every token of the sequence streamed");
+        }
+    });
+    let used = cpu::all_threads_cpu_ns(&pid.to_string()) - before;
+    used as f64 / 1e3 / (SEQUENCES * tokens) as f64
+}
+
 /// This process's CPU (µs) a token of the same sequences on `g`.
 fn in_process_cpu_per_token(g: &Generator, prompt: &[i32]) -> f64 {
     let tokens = POSITIONS - prompt.len();
@@ -179,18 +261,22 @@ fn main() {
     let prompt = &chats[0].1;
     served_cpu_per_token(&mut conn, server.child.id(), prompt);
     in_process_cpu_per_token(&g, prompt);
-    let (mut served_tok, mut ours_tok) = (Vec::new(), Vec::new());
+    grpc_cpu_per_token(server.grpc, server.child.id(), prompt);
+    let (mut served_tok, mut ours_tok, mut grpc_tok) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..5 {
         served_tok.push(served_cpu_per_token(&mut conn, server.child.id(), prompt));
         ours_tok.push(in_process_cpu_per_token(&g, prompt));
+        grpc_tok.push(grpc_cpu_per_token(server.grpc, server.child.id(), prompt));
     }
-    let (served_tok, ours_tok) = (
+    let (served_tok, ours_tok, grpc_tok) = (
         median_us(&mut served_tok) / 1e6,
         median_us(&mut ours_tok) / 1e6,
+        median_us(&mut grpc_tok) / 1e6,
     );
     println!(
         "  CPU a streamed token, served     {served_tok:>9.1} µs (median of 5 runs of {SEQUENCES} sequences)"
     );
+    println!("  CPU a token, gRPC stream         {grpc_tok:>9.1} µs");
     println!("  CPU a token, in process          {ours_tok:>9.1} µs");
     println!(
         "time to first token, one request in flight ({} each):",
@@ -210,6 +296,8 @@ fn main() {
             "sse_server_cpu_us_per_token_served": served_tok,
             "cpu_us_per_token_in_process": ours_tok,
             // What the stream adds a token on the server (goal: at most 15 µs).
-            "sse_server_cpu_us_per_token": served_tok - ours_tok})
+            "sse_server_cpu_us_per_token": served_tok - ours_tok,
+            "grpc_stream_server_cpu_us_per_token_served": grpc_tok,
+            "grpc_stream_server_cpu_us_per_token": grpc_tok - ours_tok})
     );
 }
