@@ -175,6 +175,8 @@ mod docs {
     mod plugins {}
     #[doc = include_str!("../docs/reliability.md")]
     mod reliability {}
+    #[doc = include_str!("../docs/security.md")]
+    mod security {}
     #[doc = include_str!("../docs/benchmarks.md")]
     mod benchmarks {}
     #[doc = include_str!("../docs/cli.md")]

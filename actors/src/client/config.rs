@@ -43,8 +43,7 @@ pub struct ClientConfig {
     pub compile_worker_memory: Option<u64>,
     /// The compile cache's Redis tier; default: env `PJRT_ACTORS_CACHE_REDIS`, else none.
     pub cache_redis: Option<crate::compile::redis_cache::RedisCacheConfig>,
-    /// The fleet's keys for compile-cache entries (the first signs, any verifies); default: the
-    /// file env `PJRT_ACTORS_CACHE_KEY_FILE` names, else none (entries unsigned, as before).
+    /// Fleet keys signing cache entries; default: the file `PJRT_ACTORS_CACHE_KEY_FILE` names.
     pub cache_keys: Option<crate::compile::signing::CacheKeys>,
     /// The key-value store of a multi-process client (`ClientBuilder::distributed`).
     pub kv_store: Option<KvStoreHandle>,
@@ -68,13 +67,8 @@ pub const CACHE_DIR_ENV: &str = "PJRT_ACTORS_CACHE_DIR";
 /// The machine's memory in bytes (`MemTotal`), where /proc says.
 pub fn machine_memory() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib: u64 = (meminfo.lines())
-        .find_map(|l| l.strip_prefix("MemTotal:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
+    let line = meminfo.lines().find_map(|l| l.strip_prefix("MemTotal:"))?;
+    let kib: u64 = line.trim().trim_end_matches("kB").trim().parse().ok()?;
     kib.checked_mul(1024)
 }
 

@@ -11,8 +11,24 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::access::LogFormat;
-use super::listen::Protocol;
 use crate::common::usage;
+
+/// Which protocol a port speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Http1,
+    Http2,
+}
+
+impl Protocol {
+    /// As metrics and the access log name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Http1 => "http",
+            Protocol::Http2 => "grpc",
+        }
+    }
+}
 
 /// The gRPC service's path prefix.
 const GRPC: &str = "/inference.GRPCInferenceService/";

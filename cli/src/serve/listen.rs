@@ -22,7 +22,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 
 use super::access::AccessLine;
-use super::gate::Gate;
+use super::gate::{Gate, Protocol};
 use super::infer::HeldMemory;
 use super::limits::Limits;
 
@@ -245,23 +245,6 @@ async fn drive<C: Graceful>(
 /// Until the server stops (or, its sender gone, ends): connections and streams alike.
 pub(super) async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
-}
-
-/// Which protocol a port speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Protocol {
-    Http1,
-    Http2,
-}
-
-impl Protocol {
-    /// As metrics and the access log name it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Protocol::Http1 => "http",
-            Protocol::Http2 => "grpc",
-        }
-    }
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -35,9 +35,9 @@ use pjrt_actors::serving::ShutdownMode;
 
 use crate::bench::seconds_flag;
 use crate::common::{GlobalArgs, open, usage};
+use gate::Protocol;
 use kserve::ServerState;
 use limits::{Limits, MemoryBudget};
-use listen::Protocol;
 use models::ModelSource;
 
 /// What `serve` is asked to serve, and how.

@@ -2,6 +2,7 @@
 //! cluster an entry, its lease and its wake-up channel hash to one slot (lease scripts touch
 //! one key; a takeover's look and lease land on one master). And finding the tier's own keys.
 
+use crate::compile::signing::{CacheKeys, SignatureCount};
 use crate::fleet::target::{RedisConnection, RedisTarget};
 
 /// The key (or channel) of `kind` for the compile key `hex` under `namespace`.
@@ -98,6 +99,31 @@ pub async fn sum_over(
         })
         .buffer_unordered(64)
         .try_fold(0u64, |sum, n| async move { Ok(sum + n) })
+        .await
+}
+
+/// The entries at `names` by signature (`keys`: which of them verify), fetched a few at a time.
+pub async fn signatures(
+    c: RedisConnection,
+    names: Vec<String>,
+    keys: Option<CacheKeys>,
+) -> redis::RedisResult<SignatureCount> {
+    use futures_util::{StreamExt, TryStreamExt};
+    futures_util::stream::iter(names)
+        .map(move |name| {
+            let mut c = c.clone();
+            async move {
+                redis::cmd("GET")
+                    .arg(name)
+                    .query_async::<Option<Vec<u8>>>(&mut c)
+                    .await
+            }
+        })
+        .buffer_unordered(8)
+        .try_fold(SignatureCount::default(), move |mut count, entry| {
+            count.tally(&entry.unwrap_or_default(), keys.as_ref());
+            async move { Ok(count) }
+        })
         .await
 }
 

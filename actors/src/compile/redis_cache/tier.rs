@@ -434,25 +434,13 @@ impl RedisTier {
         .map_err(|reason| self.cache_error(reason))
     }
 
-    /// The entries under this namespace by signature (`keys`: which of them verify), fetched
-    /// a few at a time.
+    /// The entries under this namespace by signature (`keys`: which of them verify).
     pub fn signatures(&self, keys: Option<&CacheKeys>) -> Result<SignatureCount> {
-        use futures_util::{StreamExt, TryStreamExt};
         let (target, namespace) = (self.target.clone(), self.config.namespace.clone());
-        let keys = keys.cloned();
+        let fleet_keys = keys.cloned();
         self.run(move |mut c| async move {
             let names = keys::ours(&target, &mut c, &namespace, &["exe"]).await?;
-            futures_util::stream::iter(names)
-                .map(move |name| {
-                    let mut c = c.clone();
-                    async move { c.get::<_, Option<Vec<u8>>>(name).await }
-                })
-                .buffer_unordered(8)
-                .try_fold(SignatureCount::default(), move |mut count, entry| {
-                    count.tally(&entry.unwrap_or_default(), keys.as_ref());
-                    async move { Ok(count) }
-                })
-                .await
+            keys::signatures(c, names, fleet_keys).await
         })
         .map_err(|reason| self.cache_error(reason))
     }
