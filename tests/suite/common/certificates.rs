@@ -20,7 +20,7 @@ pub fn openssl(dir: &Path, args: &[&str]) {
 }
 
 /// A CA (`NAME-ca.pem`) and a server certificate for 127.0.0.1 it signed (`NAME.pem`,
-/// `NAME.key`).
+/// `NAME.key`), good for clients too: Redis nodes present it to each other.
 pub fn certificates(dir: &Path, name: &str) {
     let ec = [
         "-newkey",
@@ -48,7 +48,7 @@ pub fn certificates(dir: &Path, name: &str) {
     openssl(dir, &args);
     std::fs::write(
         dir.join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth,clientAuth\n",
     )
     .unwrap();
     let pem = format!("{name}.pem");
