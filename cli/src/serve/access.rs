@@ -41,8 +41,9 @@ pub fn install(format: LogFormat) {
 
 /// What a route knows and the door does not: the model a body named, a generation's tokens
 /// and how it ended. Handlers fill it (a stream, as it ends); the line reads it when written.
+/// With the log off it holds nothing and costs nothing: no allocation, no extension.
 #[derive(Clone, Default)]
-pub struct AccessNote(Arc<Mutex<Noted>>);
+pub struct AccessNote(Option<Arc<Mutex<Noted>>>);
 
 #[derive(Default)]
 pub struct Noted {
@@ -53,8 +54,28 @@ pub struct Noted {
 }
 
 impl AccessNote {
+    /// A note the access log reads when `logging`; else one that keeps nothing.
+    pub fn new(logging: bool) -> AccessNote {
+        AccessNote(logging.then(Arc::default))
+    }
+
     pub fn set(&self, fill: impl FnOnce(&mut Noted)) {
-        fill(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()));
+        if let Some(noted) = &self.0 {
+            fill(&mut noted.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+    }
+
+    /// Hands the note to the access log with `response` (nothing, with the log off).
+    pub fn attach<B>(self, response: &mut http::Response<B>) {
+        if self.0.is_some() {
+            response.extensions_mut().insert(self);
+        }
+    }
+
+    fn take(&self) -> Noted {
+        let mut taken = Noted::default();
+        self.set(|noted| taken = std::mem::take(noted));
+        taken
     }
 }
 
@@ -129,11 +150,7 @@ fn model_in(route: &str) -> (Option<&str>, Option<&str>) {
 
 impl Drop for AccessLine {
     fn drop(&mut self) {
-        let noted = self
-            .note
-            .take()
-            .map(|n| std::mem::take(&mut *n.0.lock().unwrap_or_else(|p| p.into_inner())));
-        let noted = noted.unwrap_or_default();
+        let noted = self.note.take().map(|n| n.take()).unwrap_or_default();
         let (path_model, version) = model_in(&self.route);
         let model = noted.model.as_deref().or(path_model);
         // Strings a client chose go as strings: the text format writes them quoted and

@@ -121,7 +121,7 @@ pub async fn generate(
 ) -> Response {
     let started = Instant::now();
     let model = &at.model;
-    let note = AccessNote::default();
+    let note = app.access_note();
     let answer = async {
         let (mut stream, id) = start(&app, &at, &headers, body, &note).await?;
         let mut tokens = Vec::new();
@@ -151,7 +151,7 @@ pub async fn generate(
         Err(ServeError::Unavailable("the generator stopped".into()))
     };
     let mut response = counted(&app, model, started, answer.await);
-    response.extensions_mut().insert(note);
+    note.attach(&mut response);
     response
 }
 
@@ -164,7 +164,7 @@ pub async fn generate_stream(
 ) -> Response {
     let started = Instant::now();
     let model = &at.model;
-    let note = AccessNote::default();
+    let note = app.access_note();
     let answer = start(&app, &at, &headers, body, &note)
         .await
         .map(|(stream, id)| {
@@ -183,7 +183,7 @@ pub async fn generate_stream(
             event_stream(Body::new(events))
         });
     let mut response = counted(&app, model, started, answer);
-    response.extensions_mut().insert(note);
+    note.attach(&mut response);
     response
 }
 

@@ -442,13 +442,13 @@ impl InferenceService {
                 .and_then(|v| v.to_str().ok()?.parse::<i32>().ok())
                 .map_or(tonic::Code::Ok, tonic::Code::from);
             let label = label.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            let note = super::access::AccessNote::default();
+            let note = models.access_note();
             note.set(|n| n.model = Some(label.clone()));
             models
                 .metrics
                 .record(label, "grpc", outcome_of_grpc(code), start.elapsed());
             let mut response = response;
-            response.extensions_mut().insert(note);
+            note.attach(&mut response);
             Ok(response)
         })
     }
