@@ -374,69 +374,71 @@ where
         protocol: port.protocol,
         refuse: port.refuse,
     };
-    let (stop, protocol, tls) = (stop.clone(), port.protocol, port.tls.clone());
+    let connection = Connection {
+        protocol: port.protocol,
+        tracked,
+        activity,
+        limits,
+        stop: stop.clone(),
+    };
+    let tls = port.tls.clone();
     tokio::spawn(async move {
         let _slot = slot;
         let Some(tls) = tls else {
-            return run(
-                TokioIo::new(stream),
-                protocol,
-                tracked,
-                activity,
-                limits,
-                stop,
-            )
-            .await;
+            return connection.run(TokioIo::new(stream)).await;
         };
         // A handshake gets the idle time a request head gets: one never finished, or a
         // client that connects and says nothing, is dropped with its slot (at once if the
         // server stops meanwhile).
-        let mut stopping = stop.clone();
+        let mut stopping = connection.stop.clone();
         let handshake = tokio::select! {
             done = tokio::time::timeout(limits.idle_time, tls.accept(stream)) => done,
             _ = stopped(&mut stopping) => return,
         };
         if let Ok(Ok(stream)) = handshake {
-            run(
-                TokioIo::new(stream),
-                protocol,
-                tracked,
-                activity,
-                limits,
-                stop,
-            )
-            .await
+            connection.run(TokioIo::new(stream)).await
         }
     });
 }
 
-/// Runs one connection's protocol over `io` (a socket, or TLS over one) until it ends.
-async fn run<I, S, B>(
-    io: I,
+/// A connection's service and what drives it, ready for its transport (a socket, or TLS
+/// over one).
+struct Connection<S, B> {
     protocol: Protocol,
     tracked: Tracked<TowerToHyperService<S>, B>,
     activity: Arc<Activity>,
     limits: Limits,
     stop: watch::Receiver<bool>,
-) where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-    S: PortService<B>,
-    B: PortBody,
-{
-    match protocol {
-        Protocol::Http1 => {
-            let conn = hyper::server::conn::http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(io, tracked);
-            drive(conn, activity, limits.idle_time, stop).await
-        }
-        Protocol::Http2 => {
-            let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                .timer(TokioTimer::new())
-                .max_concurrent_streams(limits.streams_per_connection)
-                .max_header_list_size(64 << 10)
-                .serve_connection(io, tracked);
-            drive(conn, activity, limits.idle_time, stop).await
+}
+
+impl<S: PortService<B>, B: PortBody> Connection<S, B> {
+    /// Runs the connection's protocol over `io` until it ends.
+    async fn run<I>(self, io: I)
+    where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
+        let Connection {
+            protocol,
+            tracked,
+            activity,
+            limits,
+            stop,
+        } = self;
+        match protocol {
+            Protocol::Http1 => {
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .keep_alive(true)
+                    .serve_connection(io, tracked);
+                drive(conn, activity, limits.idle_time, stop).await
+            }
+            Protocol::Http2 => {
+                let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .timer(TokioTimer::new())
+                    .max_concurrent_streams(limits.streams_per_connection)
+                    .max_header_list_size(64 << 10)
+                    .serve_connection(io, tracked);
+                drive(conn, activity, limits.idle_time, stop).await
+            }
         }
     }
 }
