@@ -126,7 +126,9 @@ pub use pjrt_actors_core::compile::disk_cache::DiskCache;
 pub use pjrt_actors_core::compile::redis_cache::{
     CACHE_REDIS_ENV, CACHE_REDIS_READ_ONLY_ENV, RedisCacheConfig, RedisTier,
 };
-pub use pjrt_actors_core::compile::signing::{CACHE_KEY_FILE_ENV, CacheKeys, SignatureCount};
+pub use pjrt_actors_core::compile::signing::{
+    CACHE_KEY_FILE_ENV, CacheKeys, SignatureCount, key_lines, read_key_file,
+};
 pub use pjrt_actors_core::compile::worker::{
     COMPILE_TIMEOUT_ENV, COMPILE_WORKER_ENV, COMPILE_WORKER_MEMORY_ENV, time_limit,
 };

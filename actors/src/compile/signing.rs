@@ -77,11 +77,9 @@ impl CacheKeys {
         Ok(CacheKeys { keys })
     }
 
-    /// Keys from text: one a line, hex or standard base64; blank lines and `#` comments skipped.
+    /// Keys from text: one a line, hex or standard base64 ([`key_lines`]).
     pub fn parse(text: &str) -> Result<Self> {
-        let keys = (text.lines().enumerate())
-            .map(|(i, l)| (i + 1, l.trim()))
-            .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+        let keys = key_lines(text)
             .map(|(line, l)| {
                 decode_key(l)
                     .ok_or_else(|| bad_keys(format!("line {line} is neither hex nor base64")))
@@ -90,20 +88,10 @@ impl CacheKeys {
         Self::new(keys)
     }
 
-    /// Keys from a file, refused when others may read it (a key anyone on the machine can
-    /// read signs for anyone).
+    /// Keys from a file ([`read_key_file`]).
     pub fn from_file(path: &Path) -> Result<Self> {
-        use std::os::unix::fs::PermissionsExt;
         let at = |reason: String| bad_keys(format!("{}: {reason}", path.display()));
-        let meta = std::fs::metadata(path).map_err(|e| at(e.to_string()))?;
-        let mode = meta.permissions().mode();
-        if mode & 0o004 != 0 {
-            return Err(at(format!(
-                "the file is world-readable (mode {:o}); chmod o-r it",
-                mode & 0o777
-            )));
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| at(e.to_string()))?;
+        let text = read_key_file(path).map_err(at)?;
         Self::parse(&text).map_err(|e| at(e.to_string()))
     }
 
@@ -133,6 +121,30 @@ impl CacheKeys {
             .then_some(envelope)
             .ok_or(Refused::WrongSignature)
     }
+}
+
+/// A key file's text, refused when others may read it: a key anyone on the machine can read
+/// signs (or authenticates) for anyone. The fleet's keys and `serve --api-key-file` both read
+/// theirs here.
+pub fn read_key_file(path: &Path) -> std::result::Result<String, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    let mode = meta.permissions().mode();
+    if mode & 0o004 != 0 {
+        return Err(format!(
+            "the file is world-readable (mode {:o}); chmod o-r it",
+            mode & 0o777
+        ));
+    }
+    std::fs::read_to_string(path).map_err(|e| e.to_string())
+}
+
+/// A key file's keys, one a line, each trimmed and numbered from 1; blank lines and `#`
+/// comments skipped.
+pub fn key_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    (text.lines().enumerate())
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
 }
 
 /// A tier's entries by signature, for `cache stats`: how many carry one, and how many of those

@@ -65,24 +65,13 @@ pub struct ApiKeys {
 }
 
 impl ApiKeys {
-    /// One key a line; blank lines and `#` comments skipped. A file others may read is
-    /// refused, as the compile cache's key file is.
+    /// One key a line, read as the compile cache's key file is (`read_key_file`, `key_lines`):
+    /// a file others may read is refused.
     pub fn from_file(path: &Path) -> Result<ApiKeys> {
-        use std::os::unix::fs::PermissionsExt;
         let at = |why: String| usage(format!("--api-key-file {}: {why}", path.display()));
-        let mode = (std::fs::metadata(path).map_err(|e| at(e.to_string()))?)
-            .permissions()
-            .mode();
-        if mode & 0o004 != 0 {
-            return Err(at(format!(
-                "the file is world-readable (mode {:o}); chmod o-r it",
-                mode & 0o777
-            )));
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| at(e.to_string()))?;
-        let digests: Vec<[u8; 32]> = (text.lines().map(str::trim))
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .map(|k| Sha256::digest(k.as_bytes()).into())
+        let text = pjrt_actors::read_key_file(path).map_err(at)?;
+        let digests: Vec<[u8; 32]> = pjrt_actors::key_lines(&text)
+            .map(|(_, k)| Sha256::digest(k.as_bytes()).into())
             .collect();
         if digests.is_empty() {
             return Err(at("it holds no key".into()));
