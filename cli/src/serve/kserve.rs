@@ -107,6 +107,7 @@ impl ServerState {
         models: Vec<ServedModel>,
         limits: Limits,
         memory: MemoryBudget,
+        gate: std::sync::Arc<super::gate::Gate>,
     ) -> ServerState {
         ServerState {
             client,
@@ -118,7 +119,7 @@ impl ServerState {
             generations: BTreeMap::new(),
             stopping: tokio::sync::watch::Sender::new(false),
             connection_slots: std::sync::Arc::new(tokio::sync::Semaphore::new(limits.connections)),
-            gate: std::sync::Arc::new(super::gate::Gate::new(None, false, None)),
+            gate,
         }
     }
 

@@ -258,9 +258,8 @@ pub fn serve(cli: &GlobalArgs, spec: &ServeArgs) -> Result<()> {
         .map(|(name, dir)| Ok((name.clone(), generation::load(&client, name, dir)?)))
         .collect::<Result<_>>()?;
     let memory = MemoryBudget::new(spec.max_inflight_bytes);
-    let mut state = ServerState::new(client.clone(), served, limits, memory);
+    let mut state = ServerState::new(client.clone(), served, limits, memory, gate.clone());
     state.generations = generations;
-    state.gate = gate.clone();
     let models = Arc::new(state);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
