@@ -6,16 +6,7 @@ use std::time::Duration;
 
 use pjrt_actors::{Client, CompileOptions, DiskCache};
 
-use crate::common::{check_distinct, distinct_module, scratch_dir, within};
-
-fn entry_paths(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut paths: Vec<_> = (std::fs::read_dir(dir).unwrap().flatten())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "pjx"))
-        .collect();
-    paths.sort();
-    paths
-}
+use crate::common::{cache_entries, check_distinct, distinct_module, scratch_dir, within};
 
 /// Compiles module `n` through a fresh client on `dir` within 20 s, checks its results, and
 /// returns the client's (disk hits, compiles, corrupt entries).
@@ -43,7 +34,7 @@ fn a_fifo_a_device_or_a_link_at_an_entrys_path_is_removed_not_read() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     assert_eq!(compile_on(&dir, 800), (0, 1, 0));
-    let entry = entry_paths(&dir).remove(0);
+    let entry = cache_entries(&dir).remove(0);
     let saved = std::fs::read(&entry).unwrap();
     assert_eq!(compile_on(&dir, 800), (1, 0, 0), "a real entry hits");
     // A good entry outside the directory, linked in: still not followed.

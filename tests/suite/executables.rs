@@ -245,14 +245,7 @@ fn the_disk_cache_survives_clients_and_drops_bad_entries() {
         client.compile_and_load(&program, &defaults()).unwrap();
         assert_eq!(client.compile_cache_stats().compiles, 1);
     }
-    let entries = || -> Vec<std::path::PathBuf> {
-        std::fs::read_dir(&dir)
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "pjx"))
-            .collect()
-    };
+    let entries = || crate::common::cache_entries(&dir);
     assert_eq!(entries().len(), 1);
     {
         let client = open();

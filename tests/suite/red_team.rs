@@ -4,6 +4,7 @@
 
 use pjrt_actors::{CallbackKind, CompileOptions, ElementType, Error, HostCallback};
 
+use crate::common::cache_entries;
 use crate::reliability::{Case, Expect, Fixture, compile, f32x4};
 
 /// Runs `main(x) = cb(x)` on the fixture's good array, with `extra` spliced into the custom
@@ -212,16 +213,6 @@ pub(crate) fn cases() -> Vec<Case> {
     ]
 }
 
-/// The `.pjx` files of a cache directory.
-fn entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut files: Vec<_> = (std::fs::read_dir(dir).unwrap().flatten())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "pjx"))
-        .collect();
-    files.sort();
-    files
-}
-
 fn cache_client(dir: &std::path::Path) -> pjrt_actors::Client {
     pjrt_actors::Client::builder()
         .compile_cache_dir(dir)
@@ -239,9 +230,12 @@ fn a_cache_entry_holding_another_programs_executable_is_refused() {
     let ((m1, dims1), (m2, _)) = (distinct_module(1, 1), distinct_module(2, 1));
     let writer = cache_client(&dir);
     writer.compile_and_load(&m1, &options).unwrap();
-    let [m1_file] = entries(&dir).try_into().unwrap();
+    let [m1_file] = cache_entries(&dir).try_into().unwrap();
     writer.compile_and_load(&m2, &options).unwrap();
-    let m2_file = entries(&dir).into_iter().find(|p| *p != m1_file).unwrap();
+    let m2_file = cache_entries(&dir)
+        .into_iter()
+        .find(|p| *p != m1_file)
+        .unwrap();
     drop(writer);
     // m2's entry copied over m1's: asking for m1 must not run m2.
     std::fs::copy(&m2_file, &m1_file).unwrap();
@@ -282,7 +276,7 @@ fn xla_flags_are_part_of_the_cache_key() {
         ],
         std::time::Duration::from_secs(120),
     );
-    assert_eq!(entries(&dir).len(), 1);
+    assert_eq!(cache_entries(&dir).len(), 1);
     // ...and this one, without the flags, must not load it.
     let client = cache_client(&dir);
     let (program, dims) = crate::common::distinct_module(7, 1);
@@ -292,5 +286,5 @@ fn xla_flags_are_part_of_the_cache_key() {
     crate::common::check_distinct(&exe, &client.devices()[0], &dims, 1);
     let stats = client.compile_cache_stats();
     assert_eq!((stats.disk_hits, stats.compiles), (0, 1));
-    assert_eq!(entries(&dir).len(), 2, "one entry per flag setting");
+    assert_eq!(cache_entries(&dir).len(), 2, "one entry per flag setting");
 }

@@ -9,7 +9,7 @@ use redis::Commands;
 
 use crate::common::fleet::{self, module};
 use crate::common::redis_server::RedisServer;
-use crate::common::scratch_dir;
+use crate::common::{cache_entries, scratch_dir};
 use crate::executables::identity_of;
 
 fn keys(seeds: &[u8]) -> CacheKeys {
@@ -54,24 +54,15 @@ fn disk_client(dir: &std::path::Path, keys: Option<CacheKeys>) -> Client {
     .unwrap()
 }
 
-fn entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut files: Vec<_> = (std::fs::read_dir(dir).unwrap().flatten())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "pjx"))
-        .collect();
-    files.sort();
-    files
-}
-
 #[test]
 fn a_planted_disk_entry_is_never_run_by_a_keyed_client() {
     let dir = scratch_dir("signed-disk");
     let _ = std::fs::remove_dir_all(&dir);
     let writer = disk_client(&dir, Some(keys(&[1])));
     assert_eq!(run(&writer, 11), expected(11));
-    let [victim_file] = entries(&dir).try_into().unwrap();
+    let [victim_file] = cache_entries(&dir).try_into().unwrap();
     assert_eq!(run(&writer, 12), expected(12));
-    let donor_file = entries(&dir)
+    let donor_file = cache_entries(&dir)
         .into_iter()
         .find(|p| *p != victim_file)
         .unwrap();
@@ -237,7 +228,7 @@ fn the_key_file_the_environment_names_signs_entries() {
         ],
         std::time::Duration::from_secs(120),
     );
-    let [entry] = entries(&cache).try_into().unwrap();
+    let [entry] = cache_entries(&cache).try_into().unwrap();
     let bytes = std::fs::read(entry).unwrap();
     assert!(
         keys(&[9]).open(&bytes).is_ok(),

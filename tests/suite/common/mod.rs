@@ -57,6 +57,16 @@ pub fn scratch_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// The disk compile cache's entries in `dir` (its `.pjx` files), sorted.
+pub fn cache_entries(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = (std::fs::read_dir(dir).unwrap().flatten())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pjx"))
+        .collect();
+    files.sort();
+    files
+}
+
 /// `tensor<2x3xf32>`, or `tensor<f32>` for a scalar.
 pub fn tensor(dims: &[i64], elem: &str) -> String {
     if dims.is_empty() {
