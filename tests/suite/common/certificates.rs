@@ -19,93 +19,57 @@ pub fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
+/// The options that make a new P-256 key, unencrypted.
+const NEW_EC_KEY: [&str; 5] = [
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+];
+
 /// A CA (`NAME-ca.pem`) and a server certificate for 127.0.0.1 it signed (`NAME.pem`,
 /// `NAME.key`), good for clients too: Redis nodes present it to each other.
 pub fn certificates(dir: &Path, name: &str) {
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let (ca_key, ca, key, csr) = (
-        format!("{name}-ca.key"),
-        format!("{name}-ca.pem"),
-        format!("{name}.key"),
-        format!("{name}.csr"),
-    );
+    let (ca_key, ca) = (format!("{name}-ca.key"), format!("{name}-ca.pem"));
     let subject = format!("/CN=pjrt-actors test CA {name}");
     let mut args = vec!["req", "-x509"];
-    args.extend(ec);
+    args.extend(NEW_EC_KEY);
     args.extend([
         "-keyout", &ca_key, "-out", &ca, "-days", "2", "-subj", &subject,
     ]);
     openssl(dir, &args);
-    let mut args = vec!["req"];
-    args.extend(ec);
-    args.extend(["-keyout", &key, "-out", &csr, "-subj", "/CN=127.0.0.1"]);
-    openssl(dir, &args);
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth,clientAuth\n",
-    )
-    .unwrap();
-    let pem = format!("{name}.pem");
-    openssl(
+    signed_by(
         dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            &ca,
-            "-CAkey",
-            &ca_key,
-            "-CAcreateserial",
-            "-out",
-            &pem,
-            "-days",
-            "2",
-            "-extfile",
-            "ext.cnf",
-        ],
+        name,
+        name,
+        "/CN=127.0.0.1",
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth,clientAuth\n",
     );
 }
 
 /// A client certificate `CLIENT.pem` / `CLIENT.key` signed by `CA`'s authority (made by
 /// `certificates(dir, CA)`), for mutual TLS.
 pub fn client_certificate(dir: &Path, ca: &str, client: &str) {
-    let (key, csr, pem) = (
-        format!("{client}.key"),
-        format!("{client}.csr"),
-        format!("{client}.pem"),
-    );
     let subject = format!("/CN=pjrt-actors test client {client}");
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-            "-subj",
-            &subject,
-        ],
+    let extensions = "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n";
+    signed_by(dir, ca, client, &subject, extensions);
+}
+
+/// A new key `NAME.key` and its certificate `NAME.pem` for `subject`, with `extensions`,
+/// signed by `CA`'s authority.
+fn signed_by(dir: &Path, ca: &str, name: &str, subject: &str, extensions: &str) {
+    let (key, csr, pem, ext) = (
+        format!("{name}.key"),
+        format!("{name}.csr"),
+        format!("{name}.pem"),
+        format!("{name}-ext.cnf"),
     );
-    let ext = format!("{client}-ext.cnf");
-    std::fs::write(
-        dir.join(&ext),
-        "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n",
-    )
-    .unwrap();
+    let mut args = vec!["req"];
+    args.extend(NEW_EC_KEY);
+    args.extend(["-keyout", &key, "-out", &csr, "-subj", subject]);
+    openssl(dir, &args);
+    std::fs::write(dir.join(&ext), extensions).unwrap();
     let (ca_pem, ca_key) = (format!("{ca}-ca.pem"), format!("{ca}-ca.key"));
     openssl(
         dir,
