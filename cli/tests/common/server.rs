@@ -311,9 +311,11 @@ pub fn python_script(python: &str, script: &str, args: &[String]) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
         .join(script);
+    // The scripts import their shared checks.py; no __pycache__ is left in the source tree.
     let o = Command::new(python)
         .arg(script)
         .args(args)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);

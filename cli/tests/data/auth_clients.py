@@ -9,30 +9,11 @@ exits 1 on a failure.
 import json
 import sys
 
+from checks import checked, close, expect, failure, recorded
+
 http_port, grpc_port, requests_npz, key, gen_model = sys.argv[1:6]
 with_openai = len(sys.argv) > 6
 MODEL = "lm"
-checked = {}
-
-
-def expect(cond, what):
-    if not cond:
-        print(json.dumps({"failed": what}), flush=True)
-        sys.exit(1)
-    checked[what] = checked.get(what, 0) + 1
-
-
-def refused_with(call):
-    """The error text a call raised, or None if it succeeded."""
-    try:
-        call()
-    except Exception as e:  # noqa: BLE001 - each client raises its own type
-        status = getattr(e, "status", None)
-        status = status() if callable(status) else status
-        message = getattr(e, "message", None)
-        message = message() if callable(message) else message
-        return f"{status} {message or e}"
-    return None
 
 
 if not with_openai:
@@ -40,8 +21,7 @@ if not with_openai:
     import tritonclient.grpc as grpcclient
     import tritonclient.http as httpclient
 
-    recorded = np.load(requests_npz)
-    tokens, logits = recorded["tokens"], recorded["logits"]
+    tokens, logits = recorded(requests_npz)
 
     def http_infer(client, headers=None):
         t = httpclient.InferInput("tokens", [1, 8], "INT32")
@@ -52,10 +32,6 @@ if not with_openai:
         t = grpcclient.InferInput("tokens", [1, 8], "INT32")
         t.set_data_from_numpy(tokens[:1].astype(np.int32))
         return client.infer(MODEL, [t], headers=headers).as_numpy(OUTPUT)
-
-    def close(got):
-        want = logits[:1]
-        return got.shape == want.shape and np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
 
     http = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
     grpc = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
@@ -80,7 +56,7 @@ if not with_openai:
             ("repository", lambda: http.get_model_repository_index(headers=headers)),
             ("server metadata", lambda: http.get_server_metadata(headers=headers)),
         ]:
-            err = refused_with(call)
+            err = failure(call)
             expect(err is not None and "401" in err, f"http {route} refused ({what} key): {err}")
     for what, headers in [("none", None), ("wrong", grpc_wrong)]:
         for route, call in [
@@ -90,16 +66,16 @@ if not with_openai:
             ("statistics", lambda: grpc.get_inference_statistics(MODEL, headers=headers)),
             ("repository", lambda: grpc.get_model_repository_index(headers=headers)),
         ]:
-            err = refused_with(call)
+            err = failure(call)
             expect(err is not None and "UNAUTHENTICATED" in err,
                    f"grpc {route} refused ({what} key): {err}")
 
     # With the key: real answers.
     meta = http.get_model_metadata(MODEL, headers=right)
     OUTPUT = meta["outputs"][0]["name"]
-    expect(close(http_infer(http, right)), "http infer with the key")
+    expect(close(http_infer(http, right), logits[:1]), "http infer with the key")
     expect(meta["name"] == MODEL, "http metadata with the key")
-    expect(close(grpc_infer(grpc, grpc_right)), "grpc infer with the key")
+    expect(close(grpc_infer(grpc, grpc_right), logits[:1]), "grpc infer with the key")
     expect(grpc.get_model_metadata(MODEL, headers=grpc_right).name == MODEL,
            "grpc metadata with the key")
     expect(len(http.get_model_repository_index(headers=right)) >= 2, "http repository with the key")

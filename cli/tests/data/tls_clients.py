@@ -12,32 +12,12 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+from checks import checked, close, expect, failure, recorded
+
 http_port, grpc_port, requests_npz, ca, other_ca = sys.argv[1:6]
 client_pem, client_key = (sys.argv[6], sys.argv[7]) if len(sys.argv) > 7 else (None, None)
 MODEL = "lm"
-recorded = np.load(requests_npz)
-tokens, logits = recorded["tokens"], recorded["logits"]
-checked = {}
-
-
-def expect(cond, what):
-    if not cond:
-        print(json.dumps({"failed": what}), flush=True)
-        sys.exit(1)
-    checked[what] = checked.get(what, 0) + 1
-
-
-def fails(call):
-    try:
-        call()
-    except Exception as e:  # noqa: BLE001 - TLS failures come as each client's own type
-        return str(e)[:200] or type(e).__name__
-    return None
-
-
-def close(got):
-    want = logits[:2]
-    return got.shape == want.shape and np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+tokens, logits = recorded(requests_npz)
 
 
 def infer(module, client):
@@ -57,22 +37,22 @@ def grpc_client(root, with_cert=True):
 
 grpc = grpc_client(ca)
 expect(grpc.is_server_ready(), "grpc over TLS ready")
-expect(close(infer(grpcclient, grpc)), "grpc over TLS infer")
-err = fails(lambda: grpc_client(other_ca).is_server_live())
+expect(close(infer(grpcclient, grpc), logits[:2]), "grpc over TLS infer")
+err = failure(lambda: grpc_client(other_ca).is_server_live())
 expect(err is not None, "grpc trusting another CA refused")
 checked["grpc other CA"] = err
 if client_pem:
-    err = fails(lambda: grpc_client(ca, with_cert=False).is_server_live())
+    err = failure(lambda: grpc_client(ca, with_cert=False).is_server_live())
     expect(err is not None, "grpc without a client certificate refused")
     checked["grpc no client cert"] = err
 else:
     https = httpclient.InferenceServerClient(
         f"127.0.0.1:{http_port}", ssl=True, ssl_options={"ca_certs": ca})
     expect(https.is_server_ready(), "https ready")
-    expect(close(infer(httpclient, https)), "https infer")
+    expect(close(infer(httpclient, https), logits[:2]), "https infer")
     other = httpclient.InferenceServerClient(
         f"127.0.0.1:{http_port}", ssl=True, ssl_options={"ca_certs": other_ca})
-    err = fails(lambda: other.is_server_live())
+    err = failure(lambda: other.is_server_live())
     expect(err is not None, "https trusting another CA refused")
     checked["https other CA"] = err
 

@@ -15,25 +15,19 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from checks import checked, expect, recorded
+from checks import close as close_to
+
 http_port, grpc_port, requests_npz = sys.argv[1], sys.argv[2], sys.argv[3]
 concurrent = int(sys.argv[4]) if len(sys.argv) > 4 else 64
 seconds = float(sys.argv[5]) if len(sys.argv) > 5 else 3.0
 MODEL = "lm"
-recorded = np.load(requests_npz)
-tokens, logits = recorded["tokens"], recorded["logits"]
-checked = {}
-
-
-def expect(cond, what):
-    if not cond:
-        print(json.dumps({"failed": what}), flush=True)
-        sys.exit(1)
-    checked[what] = checked.get(what, 0) + 1
+tokens, logits = recorded(requests_npz)
 
 
 def close(got, r):
-    want = logits[r:r + len(got)]
-    return got.shape == want.shape and np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+    """Whether `got` is JAX's answer to the rows from `r`."""
+    return close_to(got, logits[r:r + len(got)])
 
 
 def refused(call, status_words):
