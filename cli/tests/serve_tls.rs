@@ -53,6 +53,26 @@ fn serve(dir: &Path, extra: &[&str]) -> Server {
     Server::start(&args).unwrap_or_else(|e| panic!("serve: {e}"))
 }
 
+/// What tls_clients.py saw of `server` (tritonclient trusting srv's CA, and other's), with
+/// `client`'s certificate when given.
+fn tls_clients(server: &Server, dir: &Path, client: Option<&str>) -> serde_json::Value {
+    let npz = exported().join("serve/requests.npz").display().to_string();
+    let mut args = vec![
+        server.http.to_string(),
+        server.grpc.to_string(),
+        npz,
+        at(dir, "srv-ca.pem"),
+        at(dir, "other-ca.pem"),
+    ];
+    if let Some(client) = client {
+        args.extend([
+            at(dir, &format!("{client}.pem")),
+            at(dir, &format!("{client}.key")),
+        ]);
+    }
+    triton_script("tls_clients.py", &args)
+}
+
 /// curl's exit code and HTTP status (0 when none came) for `url`, with `args`.
 fn curl(url: &str, args: &[&str]) -> (i32, u16) {
     let out = Command::new("curl")
@@ -103,17 +123,7 @@ fn https_and_grpc_over_tls_answer_clients_that_trust_the_ca_and_no_others() {
         &[],
     );
     assert_ne!(plain.1, 200, "plaintext to a TLS port: {plain:?}");
-    let npz = exported().join("serve/requests.npz").display().to_string();
-    let seen = triton_script(
-        "tls_clients.py",
-        &[
-            server.http.to_string(),
-            server.grpc.to_string(),
-            npz,
-            ca,
-            at(&dir, "other-ca.pem"),
-        ],
-    );
+    let seen = tls_clients(&server, &dir, None);
     assert_eq!(seen["checked"]["https infer"], 1, "{seen}");
     assert_eq!(seen["checked"]["grpc over TLS infer"], 1, "{seen}");
 }
@@ -138,19 +148,7 @@ fn mutual_tls_needs_a_client_certificate_from_the_named_ca() {
         200,
         "no client certificate"
     );
-    let npz = exported().join("serve/requests.npz").display().to_string();
-    let seen = triton_script(
-        "tls_clients.py",
-        &[
-            server.http.to_string(),
-            server.grpc.to_string(),
-            npz,
-            ca,
-            at(&dir, "other-ca.pem"),
-            at(&dir, "alice.pem"),
-            at(&dir, "alice.key"),
-        ],
-    );
+    let seen = tls_clients(&server, &dir, Some("alice"));
     assert_eq!(seen["checked"]["grpc over TLS infer"], 1, "{seen}");
     assert_eq!(
         seen["checked"]["grpc without a client certificate refused"], 1,
