@@ -2,9 +2,10 @@
 //! (issue 22, A1): {in this process, in a compile worker} × {memory, disk, Redis} × {the
 //! same process, a second process}. A worker's executable once reached the caches as a
 //! re-serialization without its kernels, which loaded everywhere and failed at execute.
-//! The memory tier is a client's own, so it has no second-process row.
+//! The memory tier is a client's own, so it has no second-process row. And all of it again with
+//! a fleet key, every entry signed and verified (issue 53).
 
-use pjrt_actors::{Client, ClientBuilder, CompileOptions, LoadedExecutable};
+use pjrt_actors::{CacheKeys, Client, ClientBuilder, CompileOptions, LoadedExecutable};
 
 use crate::common::redis_server::RedisServer;
 use crate::common::scratch_dir;
@@ -64,8 +65,13 @@ fn builder(path: Path) -> ClientBuilder {
     }
 }
 
-fn open(path: Path, tier: &Tier) -> Client {
-    let b = builder(path);
+/// A client on `tier`; with `keys`, signing and verifying its entries (a second process takes
+/// them from `PJRT_ACTORS_CACHE_KEY_FILE`).
+fn open(path: Path, tier: &Tier, keys: Option<&CacheKeys>) -> Client {
+    let b = match keys {
+        Some(keys) => builder(path).compile_cache_keys(keys.clone()),
+        None => builder(path),
+    };
     match tier {
         Tier::Disk(dir) => b.compile_cache_dir(dir),
         Tier::Redis(url) => {
@@ -92,7 +98,11 @@ fn compile_and_run(client: &Client, what: &str) -> (u64, u64, u64) {
         .unwrap_or_else(|e| panic!("{what}: {e}"));
     runs(client, &exe, what);
     let s = client.compile_cache_stats();
-    assert_eq!(s.corrupt_entries, 0, "{what}: {s:?}");
+    assert_eq!(
+        (s.corrupt_entries, s.unsigned_entries),
+        (0, 0),
+        "{what}: {s:?}"
+    );
     (s.compiles, s.disk_hits, s.redis_hits)
 }
 
@@ -113,26 +123,45 @@ fn cache_matrix_child() {
     for path in [Path::Worker, Path::InProcess] {
         let what = format!("second process, reading with {path:?}, {tier:?}");
         assert_eq!(
-            compile_and_run(&open(path, &tier), &what),
+            compile_and_run(&open(path, &tier, None), &what),
             hit(&tier),
             "{what}"
         );
     }
 }
 
-fn second_process(path: Path, tier: &Tier) {
+/// A second process reading `tier` with both compile paths; keyed by `key_file` when given.
+fn second_process(path: Path, tier: &Tier, key_file: Option<&std::path::Path>) {
+    let mut env = vec![(CHILD_ENV, tier.encode(path))];
+    env.extend(key_file.map(|f| (pjrt_actors::CACHE_KEY_FILE_ENV, f.display().to_string())));
     crate::common::run_child_test(
         "cache_matrix::cache_matrix_child",
-        &[(CHILD_ENV, tier.encode(path))],
+        &env,
         std::time::Duration::from_secs(120),
     );
 }
 
 #[test]
 fn every_path_and_tier_hits_and_runs() {
+    matrix("cache-matrix", None);
+}
+
+#[test]
+fn every_path_and_tier_hits_and_runs_with_a_fleet_key() {
+    use std::os::unix::fs::PermissionsExt;
+    let file = scratch_dir("cache-matrix-key").join("fleet.key");
+    std::fs::write(&file, "3c".repeat(32)).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    matrix("cache-matrix-keyed", Some(&file));
+}
+
+/// Every compile path against every tier, in this process and a second one; keyed by
+/// `key_file` when given (a hit then proves its entry signed: an unsigned one is refused).
+fn matrix(name: &str, key_file: Option<&std::path::Path>) {
+    let keys = key_file.map(|f| CacheKeys::from_file(f).unwrap());
     let server = RedisServer::start(&[]);
     for path in [Path::InProcess, Path::Worker] {
-        let dir = scratch_dir(&format!("cache-matrix-{path:?}"));
+        let dir = scratch_dir(&format!("{name}-{path:?}"));
         let _ = std::fs::remove_dir_all(&dir);
         let tiers = [Tier::Disk(dir), Tier::Redis(server.url())];
         for tier in tiers {
@@ -144,19 +173,19 @@ fn every_path_and_tier_hits_and_runs() {
             let what = format!("{path:?} {tier:?}");
             // The compile that stores, then a fresh client of this process that hits it.
             assert_eq!(
-                compile_and_run(&open(path, &tier), &what),
+                compile_and_run(&open(path, &tier, keys.as_ref()), &what),
                 (1, 0, 0),
                 "{what}"
             );
             for reader in [path, Path::InProcess, Path::Worker] {
                 let what = format!("same process, reading with {reader:?}, {what}");
                 assert_eq!(
-                    compile_and_run(&open(reader, &tier), &what),
+                    compile_and_run(&open(reader, &tier, keys.as_ref()), &what),
                     hit(&tier),
                     "{what}"
                 );
             }
-            second_process(path, &tier);
+            second_process(path, &tier, key_file);
         }
         // The memory tier: the same client asked twice answers from memory, and runs.
         let client = builder(path).memory_cache_entries(8).open().unwrap();
