@@ -10,7 +10,7 @@ use pjrt_actors::prometheus::{Exposition, Kind};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::access::LogFormat;
+use super::access::{AccessNote, LogFormat};
 use crate::common::usage;
 
 /// Which protocol a port speaks.
@@ -115,6 +115,11 @@ impl Gate {
             log,
             refused: Default::default(),
         }
+    }
+
+    /// A note for the access log to read, holding nothing unless the log is on.
+    pub fn access_note(&self) -> AccessNote {
+        AccessNote::new(self.log.is_some())
     }
 
     /// Whether the request may go on to its route; a refusal is counted.

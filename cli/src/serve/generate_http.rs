@@ -121,7 +121,7 @@ pub async fn generate(
 ) -> Response {
     let started = Instant::now();
     let model = &at.model;
-    let note = app.access_note();
+    let note = app.gate.access_note();
     let answer = async {
         let (mut stream, id) = start(&app, &at, &headers, body, &note).await?;
         let mut tokens = Vec::new();
@@ -164,7 +164,7 @@ pub async fn generate_stream(
 ) -> Response {
     let started = Instant::now();
     let model = &at.model;
-    let note = app.access_note();
+    let note = app.gate.access_note();
     let answer = start(&app, &at, &headers, body, &note)
         .await
         .map(|(stream, id)| {

@@ -442,7 +442,7 @@ impl InferenceService {
                 .and_then(|v| v.to_str().ok()?.parse::<i32>().ok())
                 .map_or(tonic::Code::Ok, tonic::Code::from);
             let label = label.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            let note = models.access_note();
+            let note = models.gate.access_note();
             note.set(|n| n.model = Some(label.clone()));
             models
                 .metrics

@@ -202,11 +202,6 @@ impl ServerState {
         page.finish() + &pjrt_actors::serving::metrics_text(&batchers) + &generation.finish()
     }
 
-    /// A note for the access log to read, holding nothing unless the log is on.
-    pub fn access_note(&self) -> super::access::AccessNote {
-        super::access::AccessNote::new(self.gate.log.is_some())
-    }
-
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
     }

@@ -109,7 +109,7 @@ async fn answer(app: App, headers: HeaderMap, body: Body, route: Route) -> Respo
     let outcome = start(&app, &headers, body, route, &mut model).await;
     let counted = outcome.as_ref().map_or_else(|(e, _)| e.outcome(), |_| "ok");
     let label = app.generation_label(&model);
-    let note = (outcome.as_ref()).map_or_else(|_| app.access_note(), |s| s.note.clone());
+    let note = (outcome.as_ref()).map_or_else(|_| app.gate.access_note(), |s| s.note.clone());
     note.set(|n| n.model = Some(model).filter(|m| !m.is_empty()));
     let mut response = match outcome {
         Err((e, param)) => error(&e, param),
@@ -182,7 +182,7 @@ async fn start(
         Route::Chat => "chatcmpl",
         Route::Completions => "cmpl",
     };
-    let note = app.access_note();
+    let note = app.gate.access_note();
     note.set(|n| n.tokens_in = Some(prompt_tokens as u64));
     Ok(Started {
         note,
