@@ -79,6 +79,13 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
         )?)),
         None => None,
     };
+    // The fleet's keys are read with the other cache settings: a bad key file is said before
+    // a client is made.
+    let keys = match config.cache_keys.clone() {
+        Some(keys) => Some(keys),
+        None => CacheKeys::from_env()?,
+    }
+    .map(Arc::new);
     // Programs that call host callbacks name our FFI handler; it must be registered before
     // they compile. A plugin without the FFI extension still opens (callbacks then fail).
     if let Err(e) = plugin.host_callbacks() {
@@ -156,11 +163,7 @@ pub fn open_client(mut config: ClientConfig) -> Result<ClientGuard> {
         disk,
         redis,
         stats: cache_stats,
-        keys: match config.cache_keys.clone() {
-            Some(keys) => Some(keys),
-            None => CacheKeys::from_env()?,
-        }
-        .map(Arc::new),
+        keys,
     };
 
     let device_queue_limit = config.device_queue_limit;
